@@ -1,0 +1,113 @@
+"""Rows as the write path takes them: what the ingest and the demo generator produce.
+
+The bulk write path (`db/queries/writes.py`) COPYs lists of these into staging tables and upserts
+from there, so the ingest and `wovepaper demo` load through the same statements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRecord:
+    version: int
+    submitted_at: datetime
+    size_kb: int | None = None
+    source_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorRecord:
+    position: int  # 1-based
+    name: str  # as arXiv gives it
+    affiliation: str | None = None
+    is_collaboration: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PaperRecord:
+    """One arXiv paper at its latest version, keyed by its normalized arXiv id."""
+
+    arxiv_id: str
+    version: int
+    title: str
+    abstract: str
+    categories: list[str]  # primary first
+    published: datetime  # v1 date
+    updated: datetime  # latest version date
+    authors: list[AuthorRecord]
+    versions: list[VersionRecord] = field(default_factory=list)
+    doi: str | None = None
+    journal_ref: str | None = None
+    comments: str | None = None
+    license: str | None = None
+    withdrawn: bool = False
+
+    @property
+    def primary_category(self) -> str:
+        return self.categories[0]
+
+    @property
+    def authors_text(self) -> str:
+        return ", ".join(a.name for a in self.authors)
+
+
+@dataclass(frozen=True, slots=True)
+class ResearcherRecord:
+    """A researcher as a source knows them; keyed by s2_author_id, else openalex_id, else orcid."""
+
+    name: str
+    s2_author_id: str | None = None
+    openalex_id: str | None = None
+    orcid: str | None = None
+    s2_paper_count: int | None = None
+    s2_citation_count: int | None = None
+    s2_h_index: int | None = None
+    openalex_works_count: int | None = None
+    openalex_cited_by_count: int | None = None
+    openalex_h_index: int | None = None
+    openalex_i10_index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InstitutionRecord:
+    ror_id: str  # bare: 05gq02987
+    name: str
+    aliases: list[str] = field(default_factory=list)
+    country: str | None = None  # ISO 3166-1 alpha-2
+    type: str | None = None
+    openalex_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkRecord:
+    """One work of a researcher's whole career, as a source lists it."""
+
+    source: str  # 's2' | 'openalex'
+    external_id: str
+    title: str | None
+    year: int | None
+    citation_count: int | None
+    arxiv_id: str | None = None
+    doi: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorshipMatch:
+    """Enrichment's verdict for one authorship: which researcher and institutions it is."""
+
+    arxiv_id: str
+    position: int
+    researcher_key: str  # s2_author_id of the matched researcher
+    institution_rors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class CitationRecord:
+    arxiv_id: str
+    cited_by_count: int
+    source: str  # 's2' | 'openalex'
+    s2_paper_id: str | None = None
+    openalex_id: str | None = None

@@ -1,0 +1,112 @@
+"""Shared fixtures: a real PostgreSQL database and a real Redis per test session.
+
+DATABASE_URL / REDIS_URL name servers to use; without them the project-local servers start
+(see localservices.py). Each session creates its own uniquely named database and drops it at the
+end; it never touches another database. Redis keys carry a per-session namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+import localservices
+from db.migrate import migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+SESSION_TAG = uuid.uuid4().hex[:10]
+
+
+def _with_database(dsn: str, name: str) -> str:
+    """Swap the database name in a DSN, keeping host, socket and options."""
+    head, sep, query = dsn.partition("?")
+    scheme, _, rest = head.partition("://")
+    authority, _, _ = rest.partition("/")
+    return f"{scheme}://{authority}/{name}{sep}{query}"
+
+
+@pytest.fixture(scope="session")
+def pg_admin_dsn() -> str:
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    return localservices.start_postgres(ROOT / ".wovepaper" / "test")
+
+
+@pytest.fixture(scope="session")
+async def empty_database(pg_admin_dsn: str) -> AsyncIterator[str]:
+    """A fresh, unmigrated database of this session's own; dropped at the end."""
+    name = f"wovepaper_test_{SESSION_TAG}"
+    admin = await asyncpg.connect(pg_admin_dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    yield _with_database(pg_admin_dsn, name)
+    admin = await asyncpg.connect(pg_admin_dsn)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture(scope="session")
+async def database_url(empty_database: str) -> str:
+    """This session's database, migrated."""
+    conn = await asyncpg.connect(empty_database)
+    try:
+        await migrate(conn)
+    finally:
+        await conn.close()
+    return empty_database
+
+
+@pytest.fixture(scope="session")
+async def make_database(pg_admin_dsn: str) -> AsyncIterator[object]:
+    """A factory for extra throwaway databases (migration tests, demo loads); all dropped at the end."""
+    created: list[str] = []
+
+    async def factory(suffix: str) -> str:
+        name = f"wovepaper_test_{SESSION_TAG}_{suffix}"
+        admin = await asyncpg.connect(pg_admin_dsn)
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await admin.close()
+        created.append(name)
+        return _with_database(pg_admin_dsn, name)
+
+    yield factory
+    admin = await asyncpg.connect(pg_admin_dsn)
+    try:
+        for name in created:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    url = os.environ.get("REDIS_URL")
+    if url:
+        yield url
+        return
+    server = localservices.start_redis(tmp_path_factory.mktemp("redis"))
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def cache_namespace() -> str:
+    return f"t{SESSION_TAG}"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    return SHARED
