@@ -111,3 +111,20 @@ class CitationRecord:
     source: str  # 's2' | 'openalex'
     s2_paper_id: str | None = None
     openalex_id: str | None = None
+
+
+@dataclass(slots=True)
+class Touched:
+    """Database ids a write touched: what the cache must forget once the transaction commits."""
+
+    papers: set[int] = field(default_factory=set)
+    researchers: set[int] = field(default_factory=set)
+    institutions: set[int] = field(default_factory=set)
+
+    def update(self, other: Touched) -> None:
+        self.papers |= other.papers
+        self.researchers |= other.researchers
+        self.institutions |= other.institutions
+
+    def __bool__(self) -> bool:
+        return bool(self.papers or self.researchers or self.institutions)
