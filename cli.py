@@ -60,6 +60,80 @@ def migrate() -> None:
     typer.echo(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
 
 
+@app.command()
+def up(
+    host: str = typer.Option("127.0.0.1", help="Interface to bind."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+    demo: bool = typer.Option(True, "--demo/--no-demo", help="Load the demo data when the database has no papers."),
+) -> None:
+    """Run for development (`make run`): local servers when DATABASE_URL / REDIS_URL are unset, migrate, demo, serve.
+
+    Project-local PostgreSQL and Redis live under WOVEPAPER_LOCAL_DIR (default .wovepaper/) and stop on exit.
+    """
+    import os
+    import signal
+    import subprocess
+    from pathlib import Path
+
+    import uvicorn
+
+    import localservices
+    from settings import get_settings
+
+    settings = settings_or_exit()
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        # Python's default for SIGTERM skips `finally`: stop the local servers as Ctrl-C does.
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        with localservices.local_environment(
+            Path(settings.local_dir), database_url=settings.database_url, redis_url=settings.redis_url
+        ) as env:
+            for started in env.started:
+                typer.echo(f"started project-local {started}")
+            # The app, the demo loader and any worker read their settings from the environment.
+            os.environ["DATABASE_URL"] = env.database_url
+            if env.redis_url:
+                os.environ["REDIS_URL"] = env.redis_url
+            get_settings.cache_clear()
+            typer.echo(f"migrate: {_migrate_or_exit(env.database_url)}")
+            if demo and _has_command("demo"):
+                subprocess.run([sys.executable, "-m", "cli", "demo", "--if-empty"], check=True)
+            typer.echo(f"serving GraphiQL at http://{host}:{port}/graphql (Ctrl-C stops)")
+            uvicorn.run("app:app", host=host, port=port, log_level="info", timeout_keep_alive=5)
+    except localservices.LocalServiceError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except subprocess.CalledProcessError as exc:
+        typer.echo(f"error: `wovepaper demo` failed with exit code {exc.returncode}", err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        pass
+    typer.echo("stopped")
+
+
+def _has_command(name: str) -> bool:
+    return any((c.name or (c.callback.__name__ if c.callback else "")) == name for c in app.registered_commands)
+
+
+def _migrate_or_exit(dsn: str) -> str:
+    async def run() -> list[str]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return await apply_migrations(conn)
+        finally:
+            await conn.close()
+
+    try:
+        applied = asyncio.run(run())
+    except (OSError, asyncpg.PostgresError) as exc:
+        typer.echo(f"error: cannot migrate the database at DATABASE_URL: {exc}", err=True)
+        raise typer.Exit(1) from None
+    return f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else "")
+
+
 def main() -> None:
     try:
         app()
