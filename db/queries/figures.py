@@ -1,0 +1,202 @@
+"""Stored per-researcher and per-institution figures, and the career-works definitions behind them.
+
+A researcher's whole career is their archive papers plus their external works (`researcher_works`),
+each work counted once: an external work whose arXiv id or DOI is one of their archive papers is that
+paper, and two sources listing the same work (same arXiv id or DOI) list it once. A work's citations
+are the archive paper's count when it has one, else the largest count a source gives. Over those
+works: the h-index is the largest h such that h works have at least h citations each; i10 counts works
+with at least 10; the citation count sums them; the works count counts them. A work without any count
+counts as a work with 0 citations.
+
+The SQL fragments below are shared with the aggregates so both compute the same figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from db.records import Touched
+
+# Every researcher in scope; a statement defines `ids(id)` first, then appends these CTEs:
+#   arch(rid, paper_id, arxiv_id, doi, c)       the researcher's archive papers, once each
+#   ext(rid, source, external_id, k, c)          their external works with the key that identifies the work
+#   career_works(rid, k, in_archive, c)         the whole career, each work once, with its citations
+CAREER_WORKS_CTES = """
+arch AS (
+    SELECT DISTINCT a.researcher_id AS rid, p.id AS paper_id, p.arxiv_id, lower(p.doi) AS doi, p.cited_by_count AS c
+    FROM ids JOIN authorships a ON a.researcher_id = ids.id JOIN papers p ON p.id = a.paper_id
+),
+ext_raw AS (
+    SELECT w.researcher_id AS rid, w.source, w.external_id, w.arxiv_id, lower(w.doi) AS doi, w.citation_count AS c
+    FROM ids JOIN researcher_works w ON w.researcher_id = ids.id
+),
+-- What a DOI is on arXiv, learnt from the archive and from works that carry both identifiers.
+doi_arxiv AS (
+    SELECT rid, doi, min(arxiv_id) AS arxiv_id
+    FROM (SELECT rid, doi, arxiv_id FROM arch WHERE doi IS NOT NULL
+          UNION ALL
+          SELECT rid, doi, arxiv_id FROM ext_raw WHERE doi IS NOT NULL AND arxiv_id IS NOT NULL) known
+    GROUP BY rid, doi
+),
+ext AS (
+    SELECT e.rid, e.source, e.external_id, e.c,
+           coalesce('a:' || e.arxiv_id, 'a:' || d.arxiv_id, 'd:' || e.doi,
+                    'x:' || e.source || ':' || e.external_id) AS k
+    FROM ext_raw e LEFT JOIN doi_arxiv d ON d.rid = e.rid AND d.doi = e.doi
+),
+career_works AS (
+    SELECT rid, k, bool_or(in_archive) AS in_archive, coalesce(max(archive_c), max(ext_c)) AS c
+    FROM (SELECT rid, 'a:' || arxiv_id AS k, true AS in_archive, c AS archive_c, NULL::integer AS ext_c FROM arch
+          UNION ALL
+          SELECT rid, k, false, NULL, c FROM ext) keyed
+    GROUP BY rid, k
+)
+"""
+
+# Figures of a ranked list `ranked(scope, rid, c, rn)`, rn = 1 for the most cited work of a scope.
+FIGURES_OF_RANKED = """
+SELECT scope, rid,
+       count(*)::integer AS works_count,
+       coalesce(sum(c), 0)::bigint AS citation_count,
+       (count(*) FILTER (WHERE c >= 10))::integer AS i10_index,
+       -- Sorted by citations descending, c >= rn holds exactly for the first h works.
+       (count(*) FILTER (WHERE coalesce(c, 0) >= rn))::integer AS h_index,
+       count(c)::integer AS with_counts
+FROM ranked GROUP BY scope, rid
+"""
+
+_RANK = "row_number() OVER (PARTITION BY scope, rid ORDER BY coalesce(c, 0) DESC)"
+
+REFRESH_RESEARCHER_FIGURES = f"""
+WITH {{ids}},
+{CAREER_WORKS_CTES},
+ranked AS (
+    SELECT scope, rid, c, {_RANK} AS rn FROM (SELECT 'career' AS scope, rid, c FROM career_works) w
+),
+figures AS ({FIGURES_OF_RANKED}),
+papers_per AS (SELECT rid, count(DISTINCT paper_id)::integer AS n FROM arch GROUP BY rid),
+fresh AS (
+    SELECT ids.id, coalesce(pp.n, 0) AS paper_count, coalesce(f.h_index, 0) AS h_index,
+           coalesce(f.i10_index, 0) AS i10_index, least(coalesce(f.citation_count, 0), 2147483647)::integer
+           AS citation_count, coalesce(f.works_count, 0) AS works_count
+    FROM ids LEFT JOIN figures f ON f.rid = ids.id LEFT JOIN papers_per pp ON pp.rid = ids.id
+)
+UPDATE researchers r
+SET paper_count = fresh.paper_count, h_index = fresh.h_index, i10_index = fresh.i10_index,
+    citation_count = fresh.citation_count, works_count = fresh.works_count, modified_at = now()
+FROM fresh
+WHERE r.id = fresh.id
+  AND (r.paper_count, r.h_index, r.i10_index, r.citation_count, r.works_count)
+      IS DISTINCT FROM (fresh.paper_count, fresh.h_index, fresh.i10_index, fresh.citation_count, fresh.works_count)
+RETURNING r.id
+"""
+_SOME_RESEARCHERS = "ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id)"
+_ALL_RESEARCHERS = "ids AS (SELECT id FROM researchers)"
+
+# One researcher's figures in every scope: career, archive (papers here, with the archive's own
+# counts only), and each source's list on its own (each work once within the source).
+SELECT_CAREER_FIGURES = f"""
+WITH ids AS (SELECT $1::bigint AS id),
+{CAREER_WORKS_CTES},
+scoped AS (
+    SELECT 'career' AS scope, rid, c FROM career_works
+    UNION ALL
+    SELECT 'archive', rid, c FROM (SELECT DISTINCT rid, paper_id, c FROM arch) a
+    UNION ALL
+    SELECT source, rid, max(c) FROM ext GROUP BY source, rid, k
+),
+ranked AS (SELECT scope, rid, c, {_RANK} AS rn FROM scoped),
+figures AS ({FIGURES_OF_RANKED})
+SELECT s.scope, coalesce(f.works_count, 0) AS works_count, coalesce(f.citation_count, 0) AS citation_count,
+       coalesce(f.i10_index, 0) AS i10_index, coalesce(f.h_index, 0) AS h_index,
+       coalesce(f.with_counts, 0) AS with_counts
+FROM unnest(ARRAY['career', 'archive', 's2', 'openalex']) AS s(scope) LEFT JOIN figures f USING (scope)
+"""
+
+REFRESH_INSTITUTION_FIGURES = """
+WITH {ids},
+fresh AS (
+    SELECT ids.id,
+           (SELECT count(DISTINCT ai.paper_id) FROM authorship_institutions ai
+            WHERE ai.institution_id = ids.id)::integer AS paper_count,
+           (SELECT count(*) FROM researcher_institutions ri WHERE ri.institution_id = ids.id)::integer
+               AS researcher_count
+    FROM ids
+)
+UPDATE institutions i
+SET paper_count = fresh.paper_count, researcher_count = fresh.researcher_count, modified_at = now()
+FROM fresh
+WHERE i.id = fresh.id
+  AND (i.paper_count, i.researcher_count) IS DISTINCT FROM (fresh.paper_count, fresh.researcher_count)
+RETURNING i.id
+"""
+_SOME_INSTITUTIONS = "ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id)"
+_ALL_INSTITUTIONS = "ids AS (SELECT id FROM institutions)"
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    works_count: int
+    citation_count: int
+    i10_index: int
+    h_index: int
+    with_counts: int  # works that have a citation count at all
+
+
+@dataclass(frozen=True, slots=True)
+class CareerFigures:
+    """A researcher's figures by scope, all computed by the same definitions."""
+
+    career: Figures  # archive papers + external works, each work once
+    archive: Figures  # archive papers only, with the archive's own citation counts (hIndexInArchive)
+    s2: Figures  # the Semantic Scholar works list alone
+    openalex: Figures  # the OpenAlex works list alone
+
+
+async def refresh_researcher_figures(conn: asyncpg.Connection, researcher_ids: Sequence[int] | None) -> set[int]:
+    """Recompute researchers' stored figures (None: all of them); return the ids whose figures changed."""
+    if researcher_ids is None:
+        rows = await conn.fetch(REFRESH_RESEARCHER_FIGURES.format(ids=_ALL_RESEARCHERS))
+    elif not researcher_ids:
+        return set()
+    else:
+        rows = await conn.fetch(REFRESH_RESEARCHER_FIGURES.format(ids=_SOME_RESEARCHERS), list(researcher_ids))
+    return {r["id"] for r in rows}
+
+
+async def refresh_institution_figures(conn: asyncpg.Connection, institution_ids: Sequence[int] | None) -> set[int]:
+    """Recompute institutions' paper and researcher counts (None: all of them); return the ids that changed."""
+    if institution_ids is None:
+        rows = await conn.fetch(REFRESH_INSTITUTION_FIGURES.format(ids=_ALL_INSTITUTIONS))
+    elif not institution_ids:
+        return set()
+    else:
+        rows = await conn.fetch(REFRESH_INSTITUTION_FIGURES.format(ids=_SOME_INSTITUTIONS), list(institution_ids))
+    return {r["id"] for r in rows}
+
+
+async def refresh_figures(conn: asyncpg.Connection, touched: Touched) -> None:
+    """After a write, in the same transaction: refresh the figures of everything it touched."""
+    await refresh_researcher_figures(conn, sorted(touched.researchers))
+    await refresh_institution_figures(conn, sorted(touched.institutions))
+
+
+async def fetch_career_figures(conn: asyncpg.Connection, researcher_id: int) -> CareerFigures:
+    """One researcher's figures: whole career, archive only, and per source, in one statement."""
+    rows = await conn.fetch(SELECT_CAREER_FIGURES, researcher_id)
+    by_scope = {
+        r["scope"]: Figures(
+            works_count=r["works_count"],
+            citation_count=int(r["citation_count"]),
+            i10_index=r["i10_index"],
+            h_index=r["h_index"],
+            with_counts=r["with_counts"],
+        )
+        for r in rows
+    }
+    return CareerFigures(
+        career=by_scope["career"], archive=by_scope["archive"], s2=by_scope["s2"], openalex=by_scope["openalex"]
+    )
