@@ -1,0 +1,329 @@
+"""The FastExecutor must give exactly graphql-core's data and errors, only faster.
+
+Every case runs the same operation over freshly built, identical data through a schema with
+the generic executor and one with the FastExecutor, and compares data and errors (message and
+path). Bad-data cases cover each way a value can leave the fast path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import enum
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import strawberry
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+
+from schema.fast_executor import make_fast
+
+FastExecutor = make_fast(StrawberryGraphQLCoreExecutionContext)
+
+
+@strawberry.enum
+class Kind(enum.Enum):
+    THEORY = "theory"
+    EXPERIMENT = "experiment"
+
+
+@strawberry.interface
+class Node:
+    id: strawberry.ID
+
+
+@strawberry.type
+class Person(Node):
+    name: str
+    nick: str | None
+    age: int
+    score: float | None
+    born: dt.datetime | None
+    kind: Kind
+    tags: list[str]
+    maybe_tags: list[str | None] | None
+    friend_id: strawberry.Private[int] = 0
+    prefetched_friend: strawberry.Private[Person | None] = None
+
+    @strawberry.field(metadata={"prefetched": "prefetched_friend"})
+    def friend(self, info: strawberry.Info) -> Person | None:
+        if self.prefetched_friend is not None:
+            return self.prefetched_friend
+        return _load_person(info.context["people"], self.friend_id)
+
+
+async def _load_person(people: dict[int, Person], person_id: int) -> Person | None:
+    await asyncio.sleep(0)
+    return people.get(person_id)
+
+
+@strawberry.type
+class Paper:
+    title: str
+    year: int | None
+    people: list[Person]
+    maybe_people: list[Person | None] | None
+    lead: Person
+    co_lead: Person | None
+
+
+@strawberry.type
+class Query:
+    @strawberry.field
+    def papers(self, info: strawberry.Info) -> list[Paper]:
+        return info.context["papers"]  # type: ignore[no-any-return]
+
+    @strawberry.field
+    async def async_papers(self, info: strawberry.Info) -> list[Paper] | None:
+        await asyncio.sleep(0)
+        return info.context["papers"]  # type: ignore[no-any-return]
+
+    @strawberry.field
+    def node(self, info: strawberry.Info, id: strawberry.ID) -> Node | None:
+        return info.context["people"].get(int(id))  # type: ignore[no-any-return]
+
+
+GENERIC = strawberry.Schema(query=Query)
+FAST = strawberry.Schema(query=Query, execution_context_class=FastExecutor)
+
+
+def person(i: int, *, prefetch: bool = True) -> Person:
+    return Person(
+        id=strawberry.ID(str(i)),
+        name=f"Person {i}",
+        nick=None if i % 2 else f"p{i}",
+        age=20 + i,
+        score=None if i % 3 == 0 else i / 4,
+        born=dt.datetime(1990, 1, 1 + i % 27, tzinfo=dt.UTC),
+        kind=Kind.THEORY if i % 2 else Kind.EXPERIMENT,
+        tags=[f"t{i}", "shared"],
+        maybe_tags=None if i % 4 == 0 else ["x", None],
+        friend_id=(i + 1) % 9,
+    )
+
+
+def build(prefetch: bool = True) -> dict[str, Any]:
+    people = {i: person(i) for i in range(9)}
+    if prefetch:
+        for p in people.values():
+            p.prefetched_friend = people[p.friend_id]
+    papers = [
+        Paper(
+            title=f"Paper {n}",
+            year=None if n == 1 else 2000 + n,
+            people=[people[(n + k) % 9] for k in range(3)],
+            maybe_people=[people[n], None],
+            lead=people[n],
+            co_lead=None if n == 2 else people[n + 3],
+        )
+        for n in range(3)
+    ]
+    return {"papers": papers, "people": people}
+
+
+QUERY = """
+query Page($withNick: Boolean!, $skipTags: Boolean!) {
+  __typename
+  papers {
+    __typename
+    title
+    year
+    ...PaperPeople
+    lead { ...PersonFields friend { name friend { name } } }
+    coLead { id, n: name }
+  }
+}
+fragment PaperPeople on Paper {
+  people {
+    ...PersonFields
+    ... on Person { tags @skip(if: $skipTags) }
+    friend { __typename id name }
+  }
+  maybePeople { id name }
+}
+fragment PersonFields on Person {
+  __typename
+  id
+  name
+  alias: name
+  nick @include(if: $withNick)
+  age
+  score
+  born
+  kind
+  tags
+  maybeTags
+}
+"""
+
+ASYNC_QUERY = "{ asyncPapers { title people { name friend { id name } } lead { name tags } } }"
+NODE_QUERY = '{ node(id: "4") { __typename id ... on Person { name friend { name } } } }'
+
+
+def result_of(schema: strawberry.Schema, query: str, context: dict[str, Any], variables: dict[str, Any]) -> Any:
+    result = schema.execute_sync(query, variable_values=variables, context_value=context)
+    errors = [(e.message, e.path) for e in result.errors or []]
+    return result.data, errors
+
+
+async def aresult_of(schema: strawberry.Schema, query: str, context: dict[str, Any], variables: dict[str, Any]) -> Any:
+    result = await schema.execute(query, variable_values=variables, context_value=context)
+    errors = [(e.message, e.path) for e in result.errors or []]
+    return result.data, errors
+
+
+class Raising:
+    """A Paper look-alike whose title raises: basic fields read attributes, so any object serves."""
+
+    year = 2001
+    maybe_people = None
+    co_lead = None
+
+    def __init__(self, people: list[Person]) -> None:
+        self.people = people
+        self.lead = people[0]
+
+    @property
+    def title(self) -> str:
+        raise ValueError("title unavailable")
+
+
+async def _value(v: Any) -> Any:
+    await asyncio.sleep(0)
+    return v
+
+
+def _papers(d: dict[str, Any]) -> list[Any]:
+    return d["papers"]  # type: ignore[no-any-return]
+
+
+BAD_DATA: dict[str, Callable[[dict[str, Any]], None]] = {
+    "clean": lambda d: None,
+    "none in non-null leaf": lambda d: setattr(d["people"][1], "name", None),
+    "none in non-null object": lambda d: setattr(_papers(d)[1], "lead", None),
+    "none in non-null list item": lambda d: _papers(d)[0].people.insert(1, None),
+    "none in nullable list item of leaves": lambda d: setattr(d["people"][2], "maybe_tags", [None, "a"]),
+    "none in non-null leaf list item": lambda d: d["people"][2].tags.append(None),
+    "string for int": lambda d: setattr(d["people"][0], "age", "12"),
+    "float for int": lambda d: setattr(d["people"][0], "age", 1.5),
+    "int out of 32-bit range": lambda d: setattr(d["people"][0], "age", 2**40),
+    "bool for int": lambda d: setattr(d["people"][0], "age", True),
+    "int for float": lambda d: setattr(d["people"][1], "score", 3),
+    "nan for float": lambda d: setattr(d["people"][1], "score", math.nan),
+    "int for string": lambda d: setattr(d["people"][1], "name", 42),
+    "string for enum": lambda d: setattr(d["people"][1], "kind", "theory"),
+    "string for datetime": lambda d: setattr(d["people"][1], "born", "yesterday"),
+    "string for list": lambda d: setattr(d["people"][1], "tags", "abc"),
+    "tuple for list": lambda d: setattr(d["people"][1], "tags", ("a", "b")),
+    "raising property": lambda d: _papers(d).__setitem__(1, Raising(_papers(d)[1].people)),
+    "wrong object type": lambda d: setattr(_papers(d)[0], "lead", Raising([d["people"][0]])),
+    "exception value in leaf": lambda d: setattr(d["people"][3], "nick", ValueError("no nick")),
+    "exception value in object": lambda d: setattr(_papers(d)[0], "co_lead", ValueError("no co-lead")),
+    "exception value in list item": lambda d: _papers(d)[2].people.append(ValueError("gone")),
+}
+
+
+def _fresh(d: dict[str, Any], **changes: Any) -> None:
+    """Add a person seen in exactly one place, so each awaitable attribute is read once."""
+    extra = person(20)
+    for name, value in changes.items():
+        if name == "late_tag":
+            extra.tags.append(value)
+        else:
+            setattr(extra, name, value)
+    _papers(d)[1].people.append(extra)
+
+
+AWAITABLE_DATA: dict[str, Callable[[dict[str, Any]], None]] = {
+    "awaitable leaf": lambda d: _fresh(d, name=_value("Later")),
+    "awaitable nullable leaf": lambda d: _fresh(d, nick=_value(None)),
+    "awaitable non-null leaf none": lambda d: _fresh(d, name=_value(None)),
+    "awaitable list item": lambda d: _fresh(d, late_tag=_value("late tag")),
+    "awaitable failing": lambda d: _fresh(d, age=_fail()),
+    "awaitable object": lambda d: setattr(_papers(d)[0], "co_lead", _value(person(21))),
+    "awaitable non-null object none": lambda d: setattr(_papers(d)[0], "lead", _value(None)),
+    "awaitable object list item": lambda d: _papers(d)[1].people.append(_value(person(22))),
+}
+
+
+async def _fail() -> int:
+    await asyncio.sleep(0)
+    raise RuntimeError("age service down")
+
+
+VARIABLES = [{"withNick": True, "skipTags": False}, {"withNick": False, "skipTags": True}]
+
+
+@pytest.mark.parametrize("variables", VARIABLES, ids=["include", "skip"])
+@pytest.mark.parametrize("case", sorted(BAD_DATA))
+def test_same_data_and_errors_as_graphql_core(case: str, variables: dict[str, Any]) -> None:
+    outcomes = []
+    for schema in (GENERIC, FAST):
+        context = build()
+        BAD_DATA[case](context)
+        outcomes.append(result_of(schema, QUERY, context, variables))
+    assert outcomes[0] == outcomes[1]
+    data, errors = outcomes[1]
+    if case == "clean":
+        assert errors == [] and data["papers"][0]["people"][0]["name"] == "Person 0"
+
+
+@pytest.mark.parametrize("case", sorted(AWAITABLE_DATA))
+async def test_awaitables_as_graphql_core(case: str) -> None:
+    outcomes = []
+    for schema in (GENERIC, FAST):
+        context = build()
+        AWAITABLE_DATA[case](context)
+        outcomes.append(await aresult_of(schema, QUERY, context, VARIABLES[0]))
+    assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("query", [QUERY, ASYNC_QUERY, NODE_QUERY], ids=["page", "async-root", "interface"])
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetched", "resolver"])
+async def test_prefetched_and_resolver_paths_agree(query: str, prefetch: bool) -> None:
+    outcomes = [await aresult_of(schema, query, build(prefetch), VARIABLES[0]) for schema in (GENERIC, FAST)]
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[1][1] == []
+
+
+def test_fast_path_skips_resolve_info_for_plain_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On clean prefetched data only the root field builds a GraphQLResolveInfo."""
+    calls = {"generic": 0, "fast": 0}
+
+    def counting(label: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def build_resolve_info(self: Any, *args: Any) -> Any:
+            calls[label] += 1
+            return original(self, *args)
+
+        return build_resolve_info
+
+    monkeypatch.setattr(
+        FastExecutor, "build_resolve_info", counting("fast", StrawberryGraphQLCoreExecutionContext.build_resolve_info)
+    )
+    fast = result_of(FAST, QUERY, build(), VARIABLES[0])
+    monkeypatch.setattr(
+        StrawberryGraphQLCoreExecutionContext,
+        "build_resolve_info",
+        counting("generic", StrawberryGraphQLCoreExecutionContext.build_resolve_info),
+    )
+    generic = result_of(GENERIC, QUERY, build(), VARIABLES[0])
+    assert fast == generic
+    assert calls["fast"] == 1
+    assert calls["generic"] > 100
+
+
+def test_field_middleware_turns_the_fast_path_off() -> None:
+    """An extension that wraps every field must see every field, so the fast path steps aside."""
+    seen: list[str] = []
+
+    class Spy(strawberry.extensions.SchemaExtension):
+        def resolve(self, _next: Callable[..., Any], root: Any, info: Any, *args: Any, **kwargs: Any) -> Any:
+            seen.append(info.field_name)
+            return _next(root, info, *args, **kwargs)
+
+    spied = strawberry.Schema(query=Query, execution_context_class=FastExecutor, extensions=[Spy])
+    fast = result_of(spied, QUERY, build(), VARIABLES[0])
+    assert fast == result_of(GENERIC, QUERY, build(), VARIABLES[0])
+    assert seen.count("title") == 3 and seen.count("name") > 10
