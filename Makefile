@@ -1,0 +1,72 @@
+# The README's two commands: `make run` and `make test`. Everything else here serves them.
+# Needs only Python 3.11+ and make; PostgreSQL and Redis come from wheels unless DATABASE_URL / REDIS_URL are set.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# The first Python 3.11+ on PATH, unless PYTHON=... is given.
+PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3 python; do \
+	if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; \
+	then echo $$p; break; fi; done)
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+# Extras per command: serving needs the local servers only; the test suite needs everything it tests.
+RUN_EXTRAS ?= local
+TEST_EXTRAS ?= local,dev,semantic
+PYTEST_ARGS ?=
+
+.PHONY: help run test pytest lint contract-js typecheck clean-local
+
+help:
+	@echo "make run    create .venv, install, start PostgreSQL + Redis (project-local unless DATABASE_URL /"
+	@echo "            REDIS_URL are set), migrate, load demo data if empty, serve http://$(HOST):$(PORT)/graphql"
+	@echo "make test   the whole suite: pytest, lint-imports, ruff check, frontend contract (node)"
+
+$(BIN)/python:
+	@test -n "$(PYTHON)" || { echo "error: Python 3.11 or newer not found on PATH (or set PYTHON=/path/to/python3.11)"; exit 1; }
+	@echo "creating $(VENV) with $(PYTHON)"
+	@$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+		echo "error: '$(PYTHON) -m venv' failed; on Debian/Ubuntu: apt-get install python3-venv"; exit 1; }
+
+# One stamp per set of extras: reinstall only when pyproject.toml changes (or the venv is new).
+$(VENV)/.installed-%: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[$*]'
+	@touch $@
+
+run: $(VENV)/.installed-$(RUN_EXTRAS)
+	$(BIN)/wovepaper up --host $(HOST) --port $(PORT)
+
+# -k: run every check even when one fails, so one run shows everything that is broken; make still fails.
+test: $(VENV)/.installed-$(TEST_EXTRAS)
+	@$(MAKE) --no-print-directory -k pytest lint contract-js
+
+pytest: $(VENV)/.installed-$(TEST_EXTRAS)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-$(TEST_EXTRAS)
+	$(BIN)/lint-imports
+	$(BIN)/ruff check .
+
+typecheck: $(VENV)/.installed-$(TEST_EXTRAS)
+	$(BIN)/mypy .
+
+# The frontend contract's own Node test, once frontend_contract/package.json exists. Without node a developer
+# gets a skip message; CI (CI=true) fails instead, so the contract is never silently unchecked there.
+contract-js:
+	@if [ ! -f frontend_contract/package.json ]; then \
+		echo "contract-js: no frontend_contract/package.json, nothing to run"; \
+	elif ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		if [ -n "$$CI" ]; then echo "contract-js: node and npm are required in CI"; exit 1; fi; \
+		echo "contract-js: SKIPPED: node/npm not found (install Node.js 20+ to run the frontend contract test)"; \
+	else \
+		cd frontend_contract && \
+		{ [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || \
+			npm ci --no-audit --no-fund --loglevel=error; } && \
+		npm test; \
+	fi
+
+# Deletes the project-local PostgreSQL data and Redis socket (development data only).
+clean-local:
+	rm -rf .wovepaper
