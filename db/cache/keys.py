@@ -1,0 +1,66 @@
+"""Every Redis key the API and the ingest use; no key is spelt anywhere else.
+
+Keys are lowercase and colon-separated, start with the deployment's namespace, and carry a version
+that is bumped whenever the shape of the cached value changes, so old entries simply age out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+# Bump when the cached row shape of that aggregate changes.
+RESEARCHER_STATS_VERSION = 1
+RESEARCHER_COAUTHORS_VERSION = 1
+RESEARCHER_NETWORK_VERSION = 1
+INSTITUTION_STATS_VERSION = 1
+
+ENTITY_KINDS = ("paper", "researcher", "institution")
+
+
+def researcher_stats(ns: str, researcher_id: int) -> str:
+    return f"{ns}:researcher:{researcher_id}:stats:v{RESEARCHER_STATS_VERSION}"
+
+
+def researcher_coauthors(ns: str, researcher_id: int) -> str:
+    return f"{ns}:researcher:{researcher_id}:coauthors:v{RESEARCHER_COAUTHORS_VERSION}"
+
+
+def researcher_network(ns: str, researcher_id: int, *, depth: int, min_shared: int, limit: int) -> str:
+    return f"{ns}:researcher:{researcher_id}:network:d{depth}:m{min_shared}:l{limit}:v{RESEARCHER_NETWORK_VERSION}"
+
+
+def institution_stats(ns: str, institution_id: int) -> str:
+    return f"{ns}:institution:{institution_id}:stats:v{INSTITUTION_STATS_VERSION}"
+
+
+def entity_generation(ns: str, kind: str, entity_id: int) -> str:
+    """Bumped by every invalidation of the entity: a compute that started before it may not store."""
+    _check_kind(kind)
+    return f"{ns}:{kind}:{entity_id}:gen"
+
+
+def entity_tag(ns: str, kind: str, entity_id: int) -> str:
+    """The set of every cache key (aggregate or whole response) derived from this entity."""
+    _check_kind(kind)
+    return f"{ns}:tag:{kind}:{entity_id}"
+
+
+def lists_tag(ns: str) -> str:
+    """Responses of list operations: any write may change a list, so any invalidation drops them."""
+    return f"{ns}:tag:lists"
+
+
+def response_epoch(ns: str) -> str:
+    """Bumped by every invalidation: a response computed across one may not be stored."""
+    return f"{ns}:response:epoch"
+
+
+def response(ns: str, *, schema_version: str, operation: str, document_hash: str, variables: bytes) -> str:
+    """A whole response: operation name, document hash and canonical variables, under the schema version."""
+    digest = hashlib.sha256(b"\0".join([operation.encode(), document_hash.encode(), variables])).hexdigest()
+    return f"{ns}:response:s{schema_version}:{digest}"
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in ENTITY_KINDS:
+        raise ValueError(f"unknown entity kind {kind!r}")

@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from db.migrate import migrate
+from db.pool import create_pool
+from db.queries.aggregates import (
+    fetch_institution_stats,
+    fetch_researcher_coauthors,
+    fetch_researcher_network,
+    fetch_researcher_stats,
+)
+from tests.integration.agg_data import EXPECTED_ADA, build_handmade, insert_researcher
+
+
+@pytest.fixture(scope="module")
+async def agg_db(make_database) -> tuple[str, dict[str, int]]:
+    dsn = await make_database("agg")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+        ids = await build_handmade(conn)
+    finally:
+        await conn.close()
+    return dsn, ids
+
+
+@pytest.fixture(scope="module")
+async def pool(agg_db) -> AsyncIterator[asyncpg.Pool]:
+    p = await create_pool(agg_db[0], min_size=1, max_size=4)
+    yield p
+    await p.close()
+
+
+async def test_researcher_stats_exact(pool, agg_db) -> None:
+    ids = agg_db[1]
+    s = await fetch_researcher_stats(pool, researcher_id=ids["A"])
+    assert s is not None
+    got = {k: getattr(s, k) for k in EXPECTED_ADA if k != "fields"}
+    assert got == {k: v for k, v in EXPECTED_ADA.items() if k != "fields"}
+    assert [(f.category, f.count) for f in s.fields] == EXPECTED_ADA["fields"]
+    assert s.most_cited_paper_id == ids["P5"]
+    assert s.i10_index_in_archive == 2  # P1 (10) and P5 (50)
+
+
+async def test_researcher_metrics_per_source(pool, agg_db) -> None:
+    s = await fetch_researcher_stats(pool, researcher_id=agg_db[1]["A"])
+    assert s is not None
+    assert (s.semantic_scholar.h_index, s.semantic_scholar.citation_count, s.semantic_scholar.works_count) == (4, 90, 8)
+    assert s.semantic_scholar.as_of is not None and s.semantic_scholar.as_of.year == 2026
+    assert s.semantic_scholar.i10_index is None
+    oa = s.open_alex
+    assert (oa.h_index, oa.i10_index, oa.citation_count, oa.works_count, oa.as_of) == (6, 5, 120, 11, None)
+    assert (s.computed.h_index, s.computed.citation_count, s.computed.works_count) == (5, 106, 9)
+
+
+async def test_researcher_without_papers_or_works(pool, agg_db) -> None:
+    s = await fetch_researcher_stats(pool, researcher_id=agg_db[1]["E"])
+    assert s is not None
+    assert (s.paper_count, s.h_index, s.works_count, s.citation_count, s.matched_papers) == (0, 0, 0, 0, 0)
+    assert s.fields == [] and s.most_cited_paper_id is None and s.papers_with_counts == 0
+
+
+async def test_missing_researcher_is_none(pool) -> None:
+    assert await fetch_researcher_stats(pool, researcher_id=987654321) is None
+    assert await fetch_researcher_network(pool, researcher_id=987654321, depth=1, min_shared=1, limit=10) is None
+
+
+async def test_coauthors_most_shared_first_never_a_collaboration(pool, agg_db) -> None:
+    ids = agg_db[1]
+    rows = await fetch_researcher_coauthors(pool, researcher_id=ids["A"])
+    assert [(r.researcher_id, r.shared_papers, r.first_year, r.last_year) for r in rows] == [
+        (ids["C"], 3, 2017, 2021),
+        (ids["B"], 2, 2019, 2020),
+    ]
+    assert [r.researcher_id for r in await fetch_researcher_coauthors(pool, researcher_id=ids["A"], limit=1)] == [
+        ids["C"]
+    ]
+
+
+async def test_network_depth_one_and_two(pool, agg_db) -> None:
+    ids = agg_db[1]
+    a, b, c, d = ids["A"], ids["B"], ids["C"], ids["D"]
+    n1 = await fetch_researcher_network(pool, researcher_id=a, depth=1, min_shared=1, limit=100)
+    assert n1 is not None
+    assert {(n.researcher_id, n.depth, n.weight) for n in n1.nodes} == {(a, 0, 5), (b, 1, 4), (c, 1, 5)}
+    edges = {(min(e.source, e.target), max(e.source, e.target), e.shared_papers) for e in n1.edges}
+    assert edges == {(min(a, b), max(a, b), 2), (min(a, c), max(a, c), 3), (min(b, c), max(b, c), 2)}
+    n2 = await fetch_researcher_network(pool, researcher_id=a, depth=2, min_shared=1, limit=100)
+    assert n2 is not None
+    assert {(n.researcher_id, n.depth) for n in n2.nodes} == {(a, 0), (b, 1), (c, 1), (d, 2)}
+    edges2 = {(min(e.source, e.target), max(e.source, e.target), e.shared_papers) for e in n2.edges}
+    assert (min(b, d), max(b, d), 1) in edges2
+
+
+async def test_network_min_shared_and_limit(pool, agg_db) -> None:
+    ids = agg_db[1]
+    a, c = ids["A"], ids["C"]
+    n = await fetch_researcher_network(pool, researcher_id=a, depth=2, min_shared=3, limit=100)
+    assert n is not None
+    assert {x.researcher_id for x in n.nodes} == {a, c}
+    assert [(e.shared_papers) for e in n.edges] == [3]
+    n = await fetch_researcher_network(pool, researcher_id=a, depth=2, min_shared=1, limit=2)
+    assert n is not None
+    assert {x.researcher_id for x in n.nodes} == {a, c}
+
+
+async def test_institution_stats(pool, agg_db) -> None:
+    ids = agg_db[1]
+    s = await fetch_institution_stats(pool, institution_id=ids["I"])
+    assert s is not None
+    assert (s.paper_count, s.researcher_count) == (3, 4)
+    assert [(f.category, f.count) for f in s.fields] == [("cs.LG", 3)]
+    # By stored career h-index, then citations: A (5), C (2, 20), B (2, 10), E (0).
+    assert s.top_researcher_ids == [ids["A"], ids["C"], ids["B"], ids["E"]]
+    top2 = await fetch_institution_stats(pool, institution_id=ids["I"], top=2)
+    assert top2 is not None and top2.top_researcher_ids == [ids["A"], ids["C"]]
+    assert await fetch_institution_stats(pool, institution_id=987654321) is None
+
+
+async def test_heavy_researcher_one_statement(pool) -> None:
+    """2,000 papers and 5,000 external works (half of them duplicates of papers): still exact."""
+    async with pool.acquire() as conn:
+        rid = await insert_researcher(conn, "Heavy Hitter")
+        # Papers cited 0..1999; works: the first 2,000 duplicate the papers by arXiv id with +1
+        # citations, the other 3,000 are distinct works cited 0..2999.
+        await conn.execute(
+            """INSERT INTO papers (arxiv_id, slug, title, categories, primary_category, published, updated,
+                                   cited_by_count, author_count, matched_count)
+               SELECT 'hv' || g, 'hv' || g, 't', ARRAY['cs.AI'], CASE WHEN g % 4 = 0 THEN 'cs.CL' ELSE 'cs.AI' END,
+                      now(), now(), g, 2, CASE WHEN g % 2 = 0 THEN 2 ELSE 1 END
+                 FROM generate_series(0, 1999) g"""
+        )
+        await conn.execute(
+            """INSERT INTO authorships (paper_id, position, name, researcher_id)
+               SELECT id, 1 + (substring(arxiv_id FROM 3)::int % 2), 'Heavy Hitter', $1
+                 FROM papers WHERE arxiv_id LIKE 'hv%'""",
+            rid,
+        )
+        await conn.execute(
+            """INSERT INTO researcher_works (researcher_id, source, external_id, citation_count, arxiv_id)
+               SELECT $1, 's2', 'hvw' || g, CASE WHEN g < 2000 THEN g + 1 ELSE g - 2000 END,
+                      CASE WHEN g < 2000 THEN 'hv' || g END
+                 FROM generate_series(0, 4999) g""",
+            rid,
+        )
+        s = await fetch_researcher_stats(conn, researcher_id=rid)
+    assert s is not None
+    assert s.paper_count == 2000 and s.works_count == 5000
+    # Career counts: 1..2000 (papers, max with works) and 0..2999: h is the largest h with h counts >= h.
+    counts = sorted([*range(1, 2001), *range(3000)], reverse=True)
+    assert s.h_index == max(h for h in range(len(counts) + 1) if h == 0 or counts[h - 1] >= h)
+    assert s.citation_count == sum(counts)
+    assert s.i10_index == sum(1 for x in counts if x >= 10)
+    assert s.h_index_in_archive == 1000  # counts 0..1999
+    # Matched: even g (1000 papers); even g sits at position 1 of 2 -> first.
+    assert (s.matched_papers, s.first, s.last, s.middle, s.solo) == (1000, 1000, 0, 0, 0)
+    assert [(f.category, f.count) for f in s.fields] == [("cs.AI", 1500), ("cs.CL", 500)]
