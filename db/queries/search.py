@@ -1,0 +1,506 @@
+"""Search over papers (keyword, semantic, hybrid) with facets and highlights, and name look-up.
+
+Relevance (keyword): ts_rank_cd(search_vector, query) * (1 + ln(1 + cited_by_count)): text rank, with title
+(weight A) over abstract (B) over author names (C), boosted by the log of the citation count.
+Semantic: the nearest papers by cosine similarity of all-MiniLM-L6-v2 vectors (HNSW index, pgvector).
+Hybrid: reciprocal rank fusion, sum over both rankings of 1 / (60 + rank), of the keyword and semantic lists.
+
+One statement answers a page: the matched set is materialised once, and the page, the total and the facets
+(one GROUP BY per facet over that in-memory set, never another scan of papers) are all read from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import MappingProxyType
+from typing import Generic, Literal, TypeVar
+
+import asyncpg
+import orjson
+
+from db.filters import PAPER_SORTS, Clause, Fragment, Sort, compose
+from db.queries.embeddings import vector_literal
+from db.queries.institutions import INSTITUTION_COLUMNS, InstitutionRow, institution_from_record
+from db.queries.papers import PAPER_COLUMNS, PaperRow, paper_from_record
+from db.queries.researchers import RESEARCHER_COLUMNS, ResearcherRow, researcher_from_record
+
+Mode = Literal["KEYWORD", "SEMANTIC", "HYBRID"]
+FacetKind = Literal["category", "primary", "year"]
+
+# How many nearest neighbours make up a semantic result set, and how many of each ranking hybrid fuses.
+SEMANTIC_CANDIDATES = 200
+HYBRID_CANDIDATES = 200
+RRF_K = 60
+# pgvector: search at least this wide, and keep scanning the graph when filters reject neighbours.
+SEMANTIC_SESSION = "SET LOCAL hnsw.ef_search = 200; SET LOCAL hnsw.iterative_scan = relaxed_order"
+
+_TSQUERY = "websearch_to_tsquery('english', $5::text)"
+_RELEVANCE = f"ts_rank_cd(p.search_vector, {_TSQUERY}) * (1 + ln(1 + coalesce(p.cited_by_count, 0)))"
+# Negation-only queries (`-foo`) cannot use the text index: refuse them instead of scanning every paper.
+_INDEXABLE = f"numnode({_TSQUERY}) > 0 AND querytree({_TSQUERY}) <> 'T'"
+_MATCHED_COLUMNS = "p.id, p.published, p.cited_by_count, p.categories, p.primary_category"
+
+_KEYWORD_MATCHES = f"""
+m AS MATERIALIZED (
+    SELECT {_MATCHED_COLUMNS}, {_RELEVANCE} AS score
+    FROM papers p
+    WHERE p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
+)"""
+
+_SEMANTIC_NEIGHBOURS = """
+    SELECT e.paper_id AS id, e.embedding <=> $6::text::vector AS dist
+    FROM paper_embeddings e JOIN papers p ON p.id = e.paper_id
+    WHERE {where}
+    ORDER BY e.embedding <=> $6::text::vector
+    LIMIT $7::int"""
+
+_SEMANTIC_MATCHES = f"""
+sem AS MATERIALIZED ({_SEMANTIC_NEIGHBOURS}
+),
+m AS MATERIALIZED (
+    SELECT {_MATCHED_COLUMNS}, (1 - s.dist)::float8 AS score
+    FROM sem s JOIN papers p ON p.id = s.id
+)"""
+
+_HYBRID_MATCHES = f"""
+kw AS MATERIALIZED (
+    SELECT p.id, row_number() OVER (ORDER BY {_RELEVANCE} DESC, p.id DESC) AS r
+    FROM papers p
+    WHERE p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
+    ORDER BY r
+    LIMIT $7::int
+),
+sem AS MATERIALIZED (
+    SELECT n.id, row_number() OVER (ORDER BY n.dist, n.id) AS r
+    FROM ({_SEMANTIC_NEIGHBOURS}
+    ) n
+),
+fused AS (
+    SELECT u.id, sum(1.0 / ({RRF_K} + u.r))::float8 AS score
+    FROM (SELECT id, r FROM kw UNION ALL SELECT id, r FROM sem) u
+    GROUP BY u.id
+),
+m AS MATERIALIZED (
+    SELECT {_MATCHED_COLUMNS}, f.score
+    FROM fused f JOIN papers p ON p.id = f.id
+)"""
+
+_MATCHES: MappingProxyType[str, str] = MappingProxyType(
+    {"KEYWORD": _KEYWORD_MATCHES, "SEMANTIC": _SEMANTIC_MATCHES, "HYBRID": _HYBRID_MATCHES}
+)
+
+_ESCAPE = "replace(replace(replace({col}, '&', '&amp;'), '<', '&lt;'), '>', '&gt;')"
+_TITLE_HEADLINE = (
+    f"ts_headline('english', {_ESCAPE.format(col='p.title')}, {_TSQUERY},"
+    " 'StartSel=<mark>, StopSel=</mark>, HighlightAll=true')"
+)
+_ABSTRACT_HEADLINE = (
+    f"ts_headline('english', {_ESCAPE.format(col='p.abstract')}, {_TSQUERY},"
+    " 'StartSel=<mark>, StopSel=</mark>, MaxFragments=2, MaxWords=30, MinWords=12, FragmentDelimiter=\" … \"')"
+)
+
+# Parameters: $1 limit, $2 offset, $3 facets wanted, $4 highlights wanted, $5 query text, $6 query vector,
+# $7 candidates; the filter's parameters follow, then the cursor's.
+_SEARCH_TEMPLATE = """
+WITH params AS (SELECT $5::text AS text, $6::text AS vector, $7::int AS candidates),
+{matches},
+facets AS (
+    SELECT 'category' AS kind, c AS value, count(*) AS n
+    FROM m CROSS JOIN LATERAL unnest(m.categories) AS c WHERE $3::boolean GROUP BY c
+    UNION ALL
+    SELECT 'primary', m.primary_category, count(*) FROM m WHERE $3::boolean GROUP BY m.primary_category
+    UNION ALL
+    SELECT 'year', to_char(m.published AT TIME ZONE 'UTC', 'YYYY'), count(*) FROM m WHERE $3::boolean GROUP BY 2
+),
+totals AS (
+    SELECT (SELECT count(*) FROM m) AS total,
+           (SELECT json_agg(json_build_array(kind, value, n)) FROM facets)::text AS facets
+),
+page AS (
+    SELECT p.id, p.score, p.published, p.cited_by_count
+    FROM m AS p
+    WHERE {after}
+    ORDER BY {order}
+    LIMIT $1::int OFFSET $2::int
+)
+SELECT {paper_columns}, pg.score,
+       CASE WHEN $4::boolean AND p.id IS NOT NULL THEN {title_headline} END AS title_highlight,
+       CASE WHEN $4::boolean AND p.id IS NOT NULL THEN {abstract_headline} END AS abstract_highlight,
+       t.total,
+       CASE WHEN row_number() OVER (ORDER BY {page_order}) = 1 THEN t.facets END AS facets
+FROM totals t
+LEFT JOIN (page pg JOIN papers p ON p.id = pg.id) ON true
+ORDER BY {page_order}
+"""
+
+_FIXED_PARAMS = 7
+
+
+# The score travels as repr() text, which round-trips a float exactly: the keyset comparison neither skips
+# nor repeats a row.
+RELEVANCE_SORT = Sort(
+    "RELEVANCE",
+    "p.score DESC, p.id DESC",
+    Fragment("(p.score, p.id) < ($1::text::float8, $2::bigint)", 2),
+    (("score_key", "str"), ("id", "int")),
+)
+
+# Search sorts read the matched set `m AS p`, which carries the columns the paper sorts use.
+SEARCH_SORTS: MappingProxyType[str, Sort] = MappingProxyType(
+    {
+        "RELEVANCE": RELEVANCE_SORT,
+        "NEWEST": PAPER_SORTS["NEWEST"],
+        "OLDEST": PAPER_SORTS["OLDEST"],
+        "MOST_CITED": PAPER_SORTS["MOST_CITED"],
+    }
+)
+
+
+class SemanticSearchUnavailable(Exception):
+    """This database has no pgvector (no paper_embeddings table)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FacetValue:
+    value: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Facets:
+    """Every value of each facet over the whole result set, most frequent first (ties by value)."""
+
+    categories: list[FacetValue]
+    primary_categories: list[FacetValue]
+    years: list[FacetValue]
+
+
+@dataclass(slots=True)
+class SearchHit:
+    paper: PaperRow
+    score: float
+    title_highlight: str | None
+    abstract_highlight: str | None
+
+    # Sort keys, so that SEARCH_SORTS' cursor functions read a hit like a paper row.
+    @property
+    def score_key(self) -> str:
+        return repr(self.score)
+
+    @property
+    def id(self) -> int:
+        return self.paper.id
+
+    @property
+    def published(self) -> datetime:
+        return self.paper.published
+
+    @property
+    def cited_by_count(self) -> int | None:
+        return self.paper.cited_by_count
+
+
+@dataclass(slots=True)
+class SearchResult:
+    total: int
+    hits: list[SearchHit]
+    facets: Facets | None
+
+
+class EmptyQuery(ValueError):
+    """The query has no searchable word: empty, only stop words, or only exclusions."""
+
+
+def _facets_from_json(text: str | None) -> Facets:
+    grouped: dict[str, list[FacetValue]] = {"category": [], "primary": [], "year": []}
+    for kind, value, count in orjson.loads(text) if text else []:
+        grouped[kind].append(FacetValue(value, count))
+    for values in grouped.values():
+        values.sort(key=lambda f: (-f.count, f.value))
+    return Facets(grouped["category"], grouped["primary"], grouped["year"])
+
+
+def build_search_sql(mode: Mode, sort: Sort, where: str, after: str) -> str:
+    page_order = sort.order_by.replace("p.", "pg.")
+    return _SEARCH_TEMPLATE.format(
+        matches=_MATCHES[mode].format(where=where),
+        after=after,
+        order=sort.order_by,
+        page_order=page_order,
+        paper_columns=PAPER_COLUMNS,
+        title_headline=_TITLE_HEADLINE,
+        abstract_headline=_ABSTRACT_HEADLINE,
+    )
+
+
+async def search_papers(
+    conn: asyncpg.Connection,
+    *,
+    mode: Mode,
+    text: str,
+    vector: Sequence[float] | None,
+    clauses: Sequence[Clause],
+    sort: Sort,
+    limit: int,
+    offset: int = 0,
+    after: Clause | None = None,
+    with_facets: bool = False,
+    with_highlights: bool = False,
+) -> SearchResult:
+    """One page of a search, its total and (when asked) its facets, in one statement.
+
+    `vector` (the query's embedding) is required for SEMANTIC and HYBRID. `after` is a keyset condition from
+    the sort (`db.filters.after_clause`). Raises EmptyQuery (KEYWORD, HYBRID without a vector match is fine)
+    and SemanticSearchUnavailable.
+    """
+    if mode != "KEYWORD" and vector is None:
+        raise ValueError("semantic and hybrid search need the query vector")
+    where, filter_args = compose(clauses, offset=_FIXED_PARAMS)
+    after_sql, after_args = compose([after] if after else [], offset=_FIXED_PARAMS + len(filter_args))
+    sql = build_search_sql(mode, sort, where, after_sql)
+    candidates = SEMANTIC_CANDIDATES if mode == "SEMANTIC" else HYBRID_CANDIDATES
+    args = [
+        limit,
+        offset,
+        with_facets,
+        with_highlights,
+        text,
+        vector_literal(vector) if vector is not None else None,
+        candidates,
+        *filter_args,
+        *after_args,
+    ]
+    if mode == "KEYWORD":
+        records = await conn.fetch(sql, *args)
+    else:
+        try:
+            async with conn.transaction(readonly=True):
+                await conn.execute(SEMANTIC_SESSION)
+                records = await conn.fetch(sql, *args)
+        except (asyncpg.UndefinedTableError, asyncpg.UndefinedObjectError) as exc:
+            raise SemanticSearchUnavailable(str(exc)) from exc
+    first = records[0]
+    if mode == "KEYWORD" and first["total"] == 0 and not await query_has_terms(conn, text):
+        raise EmptyQuery(text)
+    hits = [
+        SearchHit(paper_from_record(r), r["score"], r["title_highlight"], r["abstract_highlight"])
+        for r in records
+        if r["id"] is not None
+    ]
+    facets = _facets_from_json(first["facets"]) if with_facets else None
+    return SearchResult(total=first["total"], hits=hits, facets=facets)
+
+
+SELECT_QUERY_HAS_TERMS = """
+SELECT numnode(q) > 0 AND querytree(q) <> 'T' FROM websearch_to_tsquery('english', $1::text) AS q
+"""
+
+
+async def query_has_terms(conn: asyncpg.Connection | asyncpg.Pool, text: str) -> bool:
+    """False when the text has no word full-text search can look up (empty, stop words, only `-word`)."""
+    return bool(await conn.fetchval(SELECT_QUERY_HAS_TERMS, text))
+
+
+# --- similar papers ----------------------------------------------------------------------------------
+
+# For each source paper, its nearest neighbours through the HNSW index (the LATERAL's ORDER BY operand is
+# the source's vector, a parameter of the inner scan, so the index serves it).
+SELECT_SIMILAR_PAPERS = """
+SELECT s.paper_id AS source_id, n.paper_id AS id, n.similarity
+FROM unnest($1::bigint[]) AS s (paper_id)
+JOIN paper_embeddings e ON e.paper_id = s.paper_id
+CROSS JOIN LATERAL (
+    SELECT o.paper_id, (1 - (o.embedding <=> e.embedding))::float8 AS similarity
+    FROM paper_embeddings o
+    WHERE o.paper_id <> s.paper_id
+    ORDER BY o.embedding <=> e.embedding
+    LIMIT $2::int
+) n
+ORDER BY s.paper_id, n.similarity DESC, n.paper_id
+"""
+
+
+async def fetch_similar_paper_ids(
+    conn: asyncpg.Connection, paper_ids: Sequence[int], *, limit: int
+) -> dict[int, list[tuple[int, float]]]:
+    """For each paper, up to `limit` (id, cosine similarity) of its nearest papers; a paper without a vector
+    has none. Raises SemanticSearchUnavailable without pgvector."""
+    out: dict[int, list[tuple[int, float]]] = {pid: [] for pid in paper_ids}
+    try:
+        async with conn.transaction(readonly=True):
+            await conn.execute(SEMANTIC_SESSION)
+            rows = await conn.fetch(SELECT_SIMILAR_PAPERS, list(paper_ids), limit)
+    except (asyncpg.UndefinedTableError, asyncpg.UndefinedObjectError) as exc:
+        raise SemanticSearchUnavailable(str(exc)) from exc
+    for r in rows:
+        out[r["source_id"]].append((r["id"], r["similarity"]))
+    return out
+
+
+# --- name look-up ------------------------------------------------------------------------------------
+
+# word_similarity (`<%`, served by the gin_trgm index on wp_fold(name)) scores the query against the best
+# matching part of the name, so `muller` matches `Hans Müller` fully and `mueler` still passes the 0.6
+# threshold; plain similarity breaks ties towards names that are close as a whole.
+_NAME_MATCH = "wp_fold($1::text) <% wp_fold({col})"
+_NAME_SCORE = (
+    "(word_similarity(wp_fold($1::text), wp_fold({col})) + similarity(wp_fold($1::text), wp_fold({col})) / 10)"
+)
+
+SEARCH_RESEARCHERS_BY_NAME = f"""
+SELECT {RESEARCHER_COLUMNS}, {_NAME_SCORE.format(col="r.name")}::float8 AS score, count(*) OVER () AS total
+FROM researchers r
+WHERE {_NAME_MATCH.format(col="r.name")}
+ORDER BY score DESC, r.paper_count DESC, r.id
+LIMIT $2::int OFFSET $3::int
+"""
+
+SEARCH_INSTITUTIONS_BY_NAME = f"""
+SELECT {INSTITUTION_COLUMNS}, {_NAME_SCORE.format(col="i.name")}::float8 AS score, count(*) OVER () AS total
+FROM institutions i
+WHERE {_NAME_MATCH.format(col="i.name")} AND ($4::text IS NULL OR i.country = $4::text)
+ORDER BY score DESC, i.paper_count DESC, i.id
+LIMIT $2::int OFFSET $3::int
+"""
+
+# One and two letters have no trigram to look up: a prefix of the folded name instead.
+SEARCH_RESEARCHERS_BY_PREFIX = f"""
+SELECT {RESEARCHER_COLUMNS}, 1.0::float8 AS score, count(*) OVER () AS total
+FROM researchers r
+WHERE wp_fold(r.name) LIKE wp_fold($1::text) || '%'
+ORDER BY r.paper_count DESC, r.id
+LIMIT $2::int OFFSET $3::int
+"""
+
+SEARCH_INSTITUTIONS_BY_PREFIX = f"""
+SELECT {INSTITUTION_COLUMNS}, 1.0::float8 AS score, count(*) OVER () AS total
+FROM institutions i
+WHERE wp_fold(i.name) LIKE wp_fold($1::text) || '%' AND ($4::text IS NULL OR i.country = $4::text)
+ORDER BY i.paper_count DESC, i.id
+LIMIT $2::int OFFSET $3::int
+"""
+
+
+RowT = TypeVar("RowT")
+
+
+@dataclass(slots=True)
+class NameMatches(Generic[RowT]):
+    total: int
+    rows: list[tuple[RowT, float]]
+
+
+def _like_safe(query: str) -> str:
+    return query.replace("\\", "").replace("%", "").replace("_", " ")
+
+
+def _short(query: str) -> bool:
+    return len("".join(query.split())) < 3
+
+
+async def search_researchers_by_name(
+    conn: asyncpg.Connection, query: str, *, limit: int, offset: int = 0
+) -> NameMatches[ResearcherRow]:
+    """Researchers whose name matches ignoring case and diacritics, a typo tolerated; best match first,
+    then most papers. With fewer than three letters, names that start with them."""
+    query = " ".join(query.split())
+    if _short(query):
+        records = await conn.fetch(SEARCH_RESEARCHERS_BY_PREFIX, _like_safe(query), limit, offset)
+    else:
+        records = await conn.fetch(SEARCH_RESEARCHERS_BY_NAME, query, limit, offset)
+    total = records[0]["total"] if records else 0
+    return NameMatches(total, [(researcher_from_record(r), r["score"]) for r in records])
+
+
+async def search_institutions_by_name(
+    conn: asyncpg.Connection, query: str, *, limit: int, offset: int = 0, country: str | None = None
+) -> NameMatches[InstitutionRow]:
+    """Institutions by name, like `search_researchers_by_name`; optionally in one country (ISO code)."""
+    query = " ".join(query.split())
+    if _short(query):
+        records = await conn.fetch(SEARCH_INSTITUTIONS_BY_PREFIX, _like_safe(query), limit, offset, country)
+    else:
+        records = await conn.fetch(SEARCH_INSTITUTIONS_BY_NAME, query, limit, offset, country)
+    total = records[0]["total"] if records else 0
+    return NameMatches(total, [(institution_from_record(r), r["score"]) for r in records])
+
+
+# --- autocomplete ------------------------------------------------------------------------------------
+
+EntityKind = Literal["PAPER", "RESEARCHER", "INSTITUTION"]
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    kind: EntityKind
+    id: int
+    label: str
+    slug: str
+    hint: str | None
+    score: float
+
+
+# A researcher's hint is their most recent institution.
+SELECT_RESEARCHER_HINTS = """
+SELECT DISTINCT ON (ri.researcher_id) ri.researcher_id, i.name
+FROM researcher_institutions ri JOIN institutions i ON i.id = ri.institution_id
+WHERE ri.researcher_id = any($1::bigint[])
+ORDER BY ri.researcher_id, ri.last_year DESC NULLS LAST, i.paper_count DESC, i.id
+"""
+
+# Papers by title words, the last word as a prefix (what the user is still typing); most cited first.
+SUGGEST_PAPERS = """
+SELECT p.id, p.title, p.slug, p.arxiv_id,
+       word_similarity(wp_fold($1::text), wp_fold(p.title))::float8 AS score
+FROM papers p
+WHERE p.search_vector @@ to_tsquery('english', $2::text)
+ORDER BY p.cited_by_count DESC NULLS LAST, p.id DESC
+LIMIT $3::int
+"""
+
+
+def prefix_tsquery(query: str) -> str | None:
+    """`graph neur` -> `'graph' & 'neur':*`: whole words, then the word being typed as a prefix (3+ letters)."""
+    words = ["".join(ch for ch in w if ch.isalnum()) for w in query.split()]
+    words = [w for w in words if w]
+    if not words:
+        return None
+    parts = [f"'{w}'" for w in words[:-1]]
+    last = words[-1]
+    if len(last) >= 3:
+        # The stored lexemes are stemmed (`learning` is `learn`): a half-typed word loses its last letters
+        # so that it still prefixes the stem.
+        parts.append(f"'{last[: max(3, len(last) - 2)]}':*")
+    else:
+        parts.append(f"'{last}'")
+    return " & ".join(parts)
+
+
+async def suggest(conn: asyncpg.Connection, query: str, *, kinds: Sequence[EntityKind], limit: int) -> list[Suggestion]:
+    """Researchers, institutions and papers whose name or title matches what the user is typing.
+
+    Up to `limit` of each kind are looked up, then the best `limit` across kinds are kept (name similarity;
+    papers score by how well the title matches)."""
+    out: list[Suggestion] = []
+    if "RESEARCHER" in kinds:
+        people = await search_researchers_by_name(conn, query, limit=limit)
+        hints: dict[int, str] = {}
+        if people.rows:
+            hint_rows = await conn.fetch(SELECT_RESEARCHER_HINTS, [r.id for r, _ in people.rows])
+            hints = {h[0]: h[1] for h in hint_rows}
+        out += [Suggestion("RESEARCHER", r.id, r.name, r.slug, hints.get(r.id), s) for r, s in people.rows]
+    if "INSTITUTION" in kinds:
+        places = await search_institutions_by_name(conn, query, limit=limit)
+        out += [Suggestion("INSTITUTION", i.id, i.name, i.slug, i.country, s) for i, s in places.rows]
+    if "PAPER" in kinds:
+        tsq = prefix_tsquery(query)
+        if tsq is not None:
+            try:
+                rows = await conn.fetch(SUGGEST_PAPERS, query, tsq, limit)
+            except asyncpg.SyntaxOrAccessError:
+                rows = []
+            out += [Suggestion("PAPER", r["id"], r["title"], r["slug"], r["arxiv_id"], r["score"]) for r in rows]
+    out.sort(key=lambda s: -s.score)
+    return out[:limit]
