@@ -1,0 +1,206 @@
+"""One httpx.AsyncClient per source, with pacing, retries, backoff and Retry-After.
+
+Retries are a small loop here rather than tenacity/stamina: the rules are source-specific
+(Retry-After as seconds or a date, a spent daily budget that must stop the run instead of
+waiting, a malformed body that is fetched again) and every attempt is counted for the run's
+summary. Time is injected (`Clock`) so tests never sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+
+import httpx
+import orjson
+
+from ingest.errors import BudgetExhausted, HTTPStatusFailure, MalformedResponse, TransportFailure
+
+log = logging.getLogger("ingest.http")
+T = TypeVar("T")
+Handler = Callable[[httpx.Response], Awaitable[T]]
+BudgetCheck = Callable[[httpx.Response], str | None]
+
+
+class Clock:
+    """Monotonic time and sleep; tests pass a fake that advances without waiting."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    max_attempts: int = 6
+    base_delay_s: float = 1.0
+    max_delay_s: float = 120.0
+    # A Retry-After longer than this is a daily limit, not a pause: stop instead of waiting.
+    max_retry_after_s: float = 900.0
+    retry_statuses: frozenset[int] = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass(slots=True)
+class RequestStats:
+    requests: int = 0
+    retries: int = 0
+
+
+def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
+    """`Retry-After: 120` or an HTTP date -> seconds to wait (never negative)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
+
+
+def _snippet(resp: httpx.Response) -> str:
+    ctype = resp.headers.get("content-type", "")
+    try:
+        text = resp.text
+    except (httpx.ResponseNotRead, UnicodeDecodeError):
+        return ctype or "unreadable body"
+    if "html" in ctype or text.lstrip()[:15].lower().startswith(("<!doctype html", "<html")):
+        return "an HTML page instead of data"
+    return " ".join(text.split())[:200]
+
+
+@dataclass
+class SourceClient:
+    """The one shared HTTP client of a source: requests are paced `min_interval_s` apart."""
+
+    source: str
+    base_url: str
+    min_interval_s: float = 0.0
+    headers: Mapping[str, str] = field(default_factory=dict)
+    params: Mapping[str, str] = field(default_factory=dict)
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    clock: Clock = field(default_factory=Clock)
+    transport: httpx.AsyncBaseTransport | None = None
+    budget_check: BudgetCheck | None = None
+    max_connections: int = 4
+    timeout_s: float = 60.0
+    rng: Callable[[], float] = random.random
+    stats: RequestStats = field(default_factory=RequestStats)
+
+    def __post_init__(self) -> None:
+        self.http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers={"User-Agent": "wovepaper-ingest/0.1", **self.headers},
+            params=dict(self.params),
+            timeout=httpx.Timeout(self.timeout_s),
+            limits=httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections),
+            transport=self.transport,
+            follow_redirects=True,
+        )
+        self._last_start: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> SourceClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _backoff(self, attempt: int) -> float:
+        # Exponential with jitter (half fixed, half random) so parallel harvesters spread out.
+        cap = min(self.policy.max_delay_s, self.policy.base_delay_s * 2**attempt)
+        return float(cap / 2 + self.rng() * cap / 2)
+
+    async def _pace(self) -> None:
+        if self._last_start is not None and self.min_interval_s > 0:
+            wait = self._last_start + self.min_interval_s - self.clock.monotonic()
+            if wait > 0:
+                await self.clock.sleep(wait)
+        self._last_start = self.clock.monotonic()
+
+    async def call(
+        self,
+        method: str,
+        url: str,
+        handler: Handler[T],
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+    ) -> T:
+        """Send with retries; `handler` reads the streamed 2xx response and may raise MalformedResponse.
+
+        Retried: transport errors, 408/425/429/5xx (Retry-After honoured, else exponential backoff
+        with jitter) and malformed bodies. Raised: HTTPStatusFailure for other statuses or when
+        attempts run out, TransportFailure, MalformedResponse, and BudgetExhausted at once.
+        """
+        async with self._lock:  # one request at a time per source: politeness and pacing hold
+            attempt = 0
+            while True:
+                await self._pace()
+                self.stats.requests += 1
+                delay: float | None = None
+                failure: Exception
+                try:
+                    async with self.http.stream(method, url, params=params, json=json) as resp:
+                        if resp.is_success:
+                            try:
+                                return await handler(resp)
+                            except MalformedResponse as exc:
+                                failure = exc
+                        else:
+                            await resp.aread()
+                            failure = self._status_failure(resp, str(resp.url))
+                            retryable = resp.status_code in self.policy.retry_statuses
+                            if isinstance(failure, BudgetExhausted) or not retryable:
+                                raise failure
+                            delay = retry_after_seconds(resp.headers.get("retry-after"))
+                            if delay is not None and delay > self.policy.max_retry_after_s:
+                                raise BudgetExhausted(
+                                    self.source, f"asked to wait {delay:.0f}s; stopping", retry_after_s=delay
+                                )
+                except httpx.TransportError as exc:
+                    failure = TransportFailure(self.source, f"{type(exc).__name__}: {exc}", url=url)
+                attempt += 1
+                if attempt >= self.policy.max_attempts:
+                    raise failure
+                wait = delay if delay is not None else self._backoff(attempt - 1)
+                self.stats.retries += 1
+                log.warning("%s; retry %d/%d in %.1fs", failure, attempt, self.policy.max_attempts - 1, wait)
+                await self.clock.sleep(wait)
+                # The pause itself satisfies the pacing interval.
+                self._last_start = self.clock.monotonic() - self.min_interval_s
+
+    def _status_failure(self, resp: httpx.Response, url: str) -> Exception:
+        if self.budget_check is not None and (msg := self.budget_check(resp)):
+            return BudgetExhausted(
+                self.source, msg, retry_after_s=retry_after_seconds(resp.headers.get("retry-after"))
+            )
+        return HTTPStatusFailure(self.source, resp.status_code, _snippet(resp), url=url)
+
+
+async def read_json(resp: httpx.Response) -> Any:
+    """The body as JSON; an HTML error page or broken JSON is a MalformedResponse."""
+    body = await resp.aread()
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        what = "an HTML page" if body.lstrip()[:1] == b"<" else "invalid JSON"
+        raise MalformedResponse("http", f"{what} instead of JSON ({exc})", url=str(resp.url)) from None

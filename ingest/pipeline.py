@@ -1,0 +1,348 @@
+"""The harvest (arXiv OAI-PMH -> papers) and the enrichment (Semantic Scholar + OpenAlex -> researchers).
+
+Both are transactional per batch: a page (or an enrichment batch) is written, together with its
+checkpoint, in one transaction, and the cache forgets what it touched only after that commits. A
+failure loses at most the batch in flight; the next run resumes where the last commit left off.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime
+from typing import TextIO
+
+import asyncpg
+
+from db.cache.invalidation import invalidate
+from db.cache.store import CacheStore
+from db.queries.figures import refresh_figures
+from db.queries.ingest_state import (
+    QueuedPaper,
+    fetch_enrich_queue,
+    fetch_identity_owners,
+    fetch_s2_figures,
+    tombstone_papers,
+)
+from db.queries.writes import (
+    apply_authorship_matches,
+    mark_enriched,
+    replace_researcher_works,
+    update_citations,
+    upsert_institutions,
+    upsert_papers,
+    upsert_researchers,
+)
+from db.records import AuthorshipMatch, CitationRecord, InstitutionRecord, ResearcherRecord, Touched, WorkRecord
+from ingest.checkpoints import HarvestState, arxiv_checkpoint_key, load_harvest_state, save_harvest_state
+from ingest.clients.arxiv_oai import ArxivOAIClient
+from ingest.clients.openalex import OpenAlexClient
+from ingest.clients.semantic_scholar import SemanticScholarClient
+from ingest.errors import BadResumptionToken, BudgetExhausted, NoRecordsMatch, UpstreamError
+from ingest.parsers.names import align_authors
+from ingest.parsers.openalex import OAWork, arxiv_doi, match_works
+from ingest.parsers.s2 import S2Paper
+from ingest.progress import RunProgress, Summary
+
+log = logging.getLogger("ingest")
+
+MAX_TOKEN_RESTARTS = 3
+ENRICH_BATCH = 500  # S2's /paper/batch maximum
+MAX_FAILED_BATCHES = 3  # in a row: the upstream is down, stop instead of walking the whole queue
+
+
+async def invalidate_after_commit(cache: CacheStore | None, touched: Touched) -> None:
+    """Forget cached aggregates of what a committed batch touched (never call before the commit)."""
+    if touched:
+        await invalidate(cache, touched)
+
+
+# --------------------------------------------------------------------------------------------- arXiv
+
+
+async def harvest_arxiv(
+    conn: asyncpg.Connection,
+    client: ArxivOAIClient,
+    *,
+    from_: date | None = None,
+    until: date | None = None,
+    set_spec: str | None = None,
+    cache: CacheStore | None = None,
+    stream: TextIO | None = None,
+) -> Summary:
+    """ListRecords from `from_` (clamped to earliestDatestamp) or from the checkpoint, page by page.
+
+    Summary: seen = records read, inserted/updated = papers written, skipped = records already up
+    to date, failed = records that could not be parsed (logged) plus a request that failed for good.
+    """
+    summary = Summary()
+    key = arxiv_checkpoint_key(set_spec)
+    saved = await load_harvest_state(conn, key)
+    token: str | None = None
+    if from_ is not None:
+        earliest = await client.identify()
+        if earliest is not None and from_ < earliest:
+            log.info("--from %s is before the repository's earliest datestamp; using %s", from_, earliest)
+            from_ = earliest
+        state = HarvestState(harvest_from=from_, until=until, next_from=saved.next_from if saved else None)
+    elif saved is not None and saved.token:
+        state, token = saved, saved.token
+        log.info("resuming the interrupted harvest from %s (page %d)", state.harvest_from or "the start", state.pages)
+    elif saved is not None:
+        state = HarvestState(harvest_from=saved.next_from, until=until, next_from=saved.next_from)
+    else:
+        state = HarvestState(until=until)
+    restarts = 0
+    with RunProgress(f"arxiv {key}", stream=stream) as progress:
+        try:
+            while True:
+                try:
+                    if token is not None:
+                        page = await client.list_records(token=token)
+                    else:
+                        page = await client.list_records(
+                            from_=state.harvest_from, until=state.until, set_spec=set_spec
+                        )
+                except BadResumptionToken:
+                    if token is None or restarts >= MAX_TOKEN_RESTARTS:
+                        raise
+                    restarts += 1
+                    log.warning("resumption token expired; restarting from %s", state.harvest_from or "the start")
+                    token = None
+                    state = replace(state, token=None, started=None)
+                    continue
+                except NoRecordsMatch:
+                    log.info("nothing new since %s", state.harvest_from)
+                    async with conn.transaction():
+                        state = state.page_done(None, None)
+                        await save_harvest_state(conn, key, state)
+                    break
+                for ident, why in page.skipped:
+                    log.error("skipped record %s: %s", ident, why)
+                async with conn.transaction():
+                    result = await upsert_papers(conn, page.records)
+                    tombstoned = await tombstone_papers(conn, page.deleted)
+                    state = state.page_done(page.token, page.response_date)
+                    await save_harvest_state(conn, key, state)
+                touched = result.touched
+                touched.papers |= tombstoned
+                await invalidate_after_commit(cache, touched)
+                summary.seen += page.seen
+                summary.inserted += result.inserted
+                summary.updated += result.updated + len(tombstoned)
+                summary.skipped += result.unchanged + len(page.deleted) - len(tombstoned)
+                summary.failed += len(page.skipped)
+                summary.requests, summary.retries = client.http.stats.requests, client.http.stats.retries
+                progress.update(summary, f"page {state.pages}")
+                token = page.token
+                if not token:
+                    break
+        except UpstreamError as exc:
+            log.error("harvest stopped: %s; committed pages are kept and the next run resumes", exc)
+            summary.failed += 1
+            summary.stopped = str(exc)
+    summary.requests, summary.retries = client.http.stats.requests, client.http.stats.retries
+    return summary
+
+
+# ---------------------------------------------------------------------------------------- enrichment
+
+
+@dataclass(slots=True)
+class EnrichBatch:
+    arxiv_ids: list[str]
+    researchers: dict[str, ResearcherRecord] = field(default_factory=dict)  # by S2 author id
+    institutions: dict[str, InstitutionRecord] = field(default_factory=dict)  # by ROR id
+    matches: list[AuthorshipMatch] = field(default_factory=list)
+    works: dict[str, list[WorkRecord]] = field(default_factory=dict)  # by S2 author id
+    citations: list[CitationRecord] = field(default_factory=list)
+    new_researchers: int = 0
+    unmatched_papers: int = 0
+
+
+def _single(values: Counter[str]) -> str | None:
+    return next(iter(values)) if len(values) == 1 else None
+
+
+def plan_paper(
+    paper: QueuedPaper,
+    s2: S2Paper | None,
+    oaw: OAWork | None,
+    batch: EnrichBatch,
+    names: dict[str, str],
+    oa_claims: defaultdict[str, Counter[str]],
+    orcid_claims: defaultdict[str, Counter[str]],
+) -> None:
+    """Align one paper's arXiv authors with S2's and OpenAlex's lists and record the verdicts."""
+    s2_align = align_authors(paper.authors, [a.name for a in s2.authors]) if s2 else {}
+    oa_align = align_authors(paper.authors, [a.name for a in oaw.authorships]) if oaw else {}
+    for position, idx in sorted(s2_align.items()):
+        author = s2.authors[idx] if s2 else None
+        if author is None or not author.author_id:
+            continue  # S2 lists the name but has no identity for it: the authorship stays unmatched
+        names.setdefault(author.author_id, author.name)
+        rors: list[str] = []
+        if oaw is not None and position in oa_align:
+            oa = oaw.authorships[oa_align[position]]
+            # OpenAlex agrees on this person (same arXiv position by name): its ids attach to them.
+            if oa.author_id:
+                oa_claims[author.author_id][oa.author_id] += 1
+            if oa.orcid:
+                orcid_claims[author.author_id][oa.orcid] += 1
+            for inst in oa.institutions:
+                batch.institutions.setdefault(inst.ror_id, inst)
+                rors.append(inst.ror_id)
+        batch.matches.append(AuthorshipMatch(paper.arxiv_id, position, author.author_id, rors))
+    preprint_id = oaw.openalex_id if oaw is not None and oaw.is_preprint else None
+    if s2 is not None and s2.citation_count is not None:
+        batch.citations.append(CitationRecord(paper.arxiv_id, s2.citation_count, "s2", s2.paper_id, preprint_id))
+    elif oaw is not None and oaw.cited_by_count is not None:
+        batch.citations.append(
+            CitationRecord(paper.arxiv_id, oaw.cited_by_count, "openalex", s2.paper_id if s2 else None, preprint_id)
+        )
+    if not s2_align and not oa_align:
+        batch.unmatched_papers += 1
+
+
+async def gather_batch(
+    conn: asyncpg.Connection,
+    queue: list[QueuedPaper],
+    s2c: SemanticScholarClient,
+    oac: OpenAlexClient | None,
+) -> EnrichBatch:
+    """All upstream requests for one batch; nothing is written here."""
+    ids = [q.arxiv_id for q in queue]
+    batch = EnrichBatch(ids)
+    s2papers = await s2c.papers_by_arxiv_id(ids)
+    oa_works: dict[str, OAWork] = {}
+    if oac is not None:
+        wanted = {q.arxiv_id: (q.doi.lower() if q.doi else None) for q in queue}
+        dois = [arxiv_doi(a) for a in ids] + [d for d in wanted.values() if d]
+        oa_works = match_works(wanted, await oac.works_by_doi(dois))
+    names: dict[str, str] = {}
+    oa_claims: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    orcid_claims: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    for q in queue:
+        plan_paper(q, s2papers.get(q.arxiv_id), oa_works.get(q.arxiv_id), batch, names, oa_claims, orcid_claims)
+    if not names:
+        return batch
+
+    s2_ids = sorted(names)
+    s2recs = await s2c.authors(s2_ids)
+    # An OpenAlex id or ORCID is one person's: a value claimed for two S2 authors attaches to neither.
+    oa_of = {s: v for s in s2_ids if (v := _single(oa_claims[s]))}
+    orcid_of = {s: v for s in s2_ids if (v := (s2recs[s].orcid if s in s2recs else None) or _single(orcid_claims[s]))}
+    for mapping in (oa_of, orcid_of):
+        shared = {v for v, n in Counter(mapping.values()).items() if n > 1}
+        for s in [s for s, v in mapping.items() if v in shared]:
+            del mapping[s]
+    owners = await fetch_identity_owners(conn, sorted(set(oa_of.values())), sorted(set(orcid_of.values())))
+    for kind, mapping in (("openalex", oa_of), ("orcid", orcid_of)):
+        for s, v in list(mapping.items()):
+            owner = owners.get((kind, v), s)
+            if owner is not None and owner != s:
+                del mapping[s]  # already another researcher's
+    oa_figures = await oac.authors(sorted(set(oa_of.values()))) if oac is not None and oa_of else {}
+    stored = await fetch_s2_figures(conn, s2_ids)
+    for s in s2_ids:
+        rec = s2recs.get(s) or ResearcherRecord(name=names[s], s2_author_id=s)
+        oa = oa_figures.get(oa_of.get(s, ""))
+        batch.researchers[s] = replace(
+            rec,
+            openalex_id=oa_of.get(s),
+            orcid=orcid_of.get(s),
+            openalex_works_count=oa.openalex_works_count if oa else None,
+            openalex_cited_by_count=oa.openalex_cited_by_count if oa else None,
+            openalex_h_index=oa.openalex_h_index if oa else None,
+            openalex_i10_index=oa.openalex_i10_index if oa else None,
+        )
+        if s not in stored:
+            batch.new_researchers += 1
+        if s not in s2recs:
+            continue
+        before = stored.get(s)
+        figures = (rec.s2_paper_count, rec.s2_citation_count, rec.s2_h_index)
+        if before is not None and before[3] and before[:3] == figures:
+            continue  # same figures and a stored works list: the career has not changed
+        try:
+            batch.works[s] = await s2c.author_works(s)
+        except BudgetExhausted:
+            raise
+        except UpstreamError as exc:
+            log.error("works of S2 author %s skipped: %s", s, exc)
+    return batch
+
+
+async def write_batch(conn: asyncpg.Connection, batch: EnrichBatch) -> Touched:
+    """One transaction's writes (the caller holds the transaction); returns what it touched."""
+    touched = Touched()
+    inst_ids = await upsert_institutions(conn, list(batch.institutions.values()), touched=touched)
+    rids = await upsert_researchers(conn, list(batch.researchers.values()), touched=touched)
+    await apply_authorship_matches(conn, batch.matches, rids, inst_ids, touched=touched)
+    await replace_researcher_works(
+        conn, {rids[s]: works for s, works in batch.works.items() if s in rids}, touched=touched
+    )
+    await update_citations(conn, batch.citations, touched=touched)
+    await mark_enriched(conn, batch.arxiv_ids)
+    await refresh_figures(conn, touched)
+    return touched
+
+
+async def enrich(
+    conn: asyncpg.Connection,
+    s2c: SemanticScholarClient,
+    oac: OpenAlexClient | None,
+    *,
+    limit: int | None = None,
+    batch_size: int = ENRICH_BATCH,
+    cache: CacheStore | None = None,
+    stream: TextIO | None = None,
+) -> Summary:
+    """Enrich papers newest first, `batch_size` per transaction, until the queue (or `limit`) is done.
+
+    Summary: seen = papers taken from the queue, inserted = new researchers, updated = papers whose
+    rows changed, skipped = papers neither source could match, failed = papers of failed batches.
+    """
+    summary = Summary()
+    after: tuple[datetime, int] | None = None
+    failed_in_row = 0
+    with RunProgress("enrich", total=limit, stream=stream) as progress:
+        while limit is None or summary.seen < limit:
+            n = batch_size if limit is None else min(batch_size, limit - summary.seen)
+            queue = await fetch_enrich_queue(conn, n, after)
+            if not queue:
+                break
+            after = (queue[-1].published, queue[-1].id)
+            summary.seen += len(queue)
+            try:
+                batch = await gather_batch(conn, queue, s2c, oac)
+            except BudgetExhausted as exc:
+                summary.seen -= len(queue)
+                summary.stopped = str(exc)
+                log.warning("stopping: %s; everything committed so far is kept", exc)
+                break
+            except UpstreamError as exc:
+                summary.failed += len(queue)
+                failed_in_row += 1
+                log.error("enrichment batch of %d papers failed: %s; they stay queued", len(queue), exc)
+                if failed_in_row >= MAX_FAILED_BATCHES:
+                    summary.stopped = f"{failed_in_row} batches in a row failed; last: {exc}"
+                    break
+                continue
+            failed_in_row = 0
+            async with conn.transaction():
+                touched = await write_batch(conn, batch)
+            await invalidate_after_commit(cache, touched)
+            summary.inserted += batch.new_researchers
+            summary.updated += len(touched.papers & {q.id for q in queue})
+            summary.skipped += batch.unmatched_papers
+            _count_requests(summary, s2c, oac)
+            progress.update(summary)
+    _count_requests(summary, s2c, oac)
+    return summary
+
+
+def _count_requests(summary: Summary, s2c: SemanticScholarClient, oac: OpenAlexClient | None) -> None:
+    summary.requests = s2c.http.stats.requests + (oac.http.stats.requests if oac else 0)
+    summary.retries = s2c.http.stats.retries + (oac.http.stats.retries if oac else 0)
