@@ -16,6 +16,8 @@ PORT ?= 8000
 RUN_EXTRAS ?= local
 TEST_EXTRAS ?= local,dev,semantic
 PYTEST_ARGS ?=
+# The semantic extra needs PyTorch: pin the CPU build, since an unpinned `torch` resolves to a multi-GB CUDA build.
+TORCH ?= torch==2.13.0
 
 .PHONY: help run test pytest lint contract-js typecheck clean-local
 
@@ -32,7 +34,7 @@ $(BIN)/python:
 
 # One stamp per set of extras: reinstall only when pyproject.toml changes (or the venv is new).
 $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[$*]'
+	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[$*]' $(if $(findstring semantic,$*),'$(TORCH)')
 	@touch $@
 
 run: $(VENV)/.installed-$(RUN_EXTRAS)
