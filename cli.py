@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from datetime import date, datetime
+from typing import Annotated
 
 import asyncpg
 import typer
@@ -132,6 +134,67 @@ def _migrate_or_exit(dsn: str) -> str:
         typer.echo(f"error: cannot migrate the database at DATABASE_URL: {exc}", err=True)
         raise typer.Exit(1) from None
     return f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else "")
+
+
+_DAY_FORMATS = ["%Y-%m-%d"]
+
+
+def _ingest_logging() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _day(value: datetime | None) -> date | None:
+    return value.date() if value is not None else None
+
+
+def _ingest_arxiv(settings: Settings, from_: datetime | None, until: datetime | None, set_spec: str | None) -> int:
+    from ingest.runner import exit_code, run_arxiv
+
+    summary = asyncio.run(run_arxiv(settings, from_=_day(from_), until=_day(until), set_spec=set_spec))
+    typer.echo(summary.line("arxiv"))
+    return exit_code(summary)
+
+
+def _ingest_enrich(settings: Settings, limit: int | None) -> int:
+    from ingest.runner import exit_code, run_enrich
+
+    summary = asyncio.run(run_enrich(settings, limit=limit))
+    typer.echo(summary.line("enrich"))
+    return exit_code(summary)
+
+
+@ingest_app.command("arxiv")
+def ingest_arxiv(
+    from_: Annotated[datetime | None, typer.Option("--from", formats=_DAY_FORMATS, help="Harvest from.")] = None,
+    until: Annotated[datetime | None, typer.Option("--until", formats=_DAY_FORMATS, help="Harvest up to.")] = None,
+    set_spec: Annotated[str | None, typer.Option("--set", help="OAI set, e.g. cs:cs:AI.")] = None,
+) -> None:
+    """Harvest arXiv (OAI-PMH); without --from, continue from the checkpoint."""
+    settings = settings_or_exit()
+    database_url_or_exit(settings)
+    _ingest_logging()
+    raise typer.Exit(_ingest_arxiv(settings, from_, until, set_spec))
+
+
+@ingest_app.command("enrich")
+def ingest_enrich(limit: int | None = typer.Option(None, "--limit", min=1, help="Enrich at most N papers.")) -> None:
+    """Match papers newest first to Semantic Scholar and OpenAlex: researchers, citations, institutions."""
+    settings = settings_or_exit()
+    database_url_or_exit(settings)
+    _ingest_logging()
+    raise typer.Exit(_ingest_enrich(settings, limit))
+
+
+@ingest_app.command("all")
+def ingest_all() -> None:
+    """`ingest arxiv` (from the checkpoint), then `ingest enrich`."""
+    settings = settings_or_exit()
+    database_url_or_exit(settings)
+    _ingest_logging()
+    code = _ingest_arxiv(settings, None, None, None)
+    raise typer.Exit(max(code, _ingest_enrich(settings, None)))
 
 
 def main() -> None:

@@ -101,9 +101,7 @@ async def harvest_arxiv(
                     if token is not None:
                         page = await client.list_records(token=token)
                     else:
-                        page = await client.list_records(
-                            from_=state.harvest_from, until=state.until, set_spec=set_spec
-                        )
+                        page = await client.list_records(from_=state.harvest_from, until=state.until, set_spec=set_spec)
                 except BadResumptionToken:
                     if token is None or restarts >= MAX_TOKEN_RESTARTS:
                         raise

@@ -114,6 +114,5 @@ async def fetch_s2_figures(
     """Stored S2 figures and whether the works list is stored: an unchanged author is not re-listed."""
     rows = await conn.fetch(SELECT_S2_STATE, list(s2_author_ids))
     return {
-        r["s2_author_id"]: (r["s2_paper_count"], r["s2_citation_count"], r["s2_h_index"], r["has_works"])
-        for r in rows
+        r["s2_author_id"]: (r["s2_paper_count"], r["s2_citation_count"], r["s2_h_index"], r["has_works"]) for r in rows
     }

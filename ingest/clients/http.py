@@ -190,9 +190,7 @@ class SourceClient:
 
     def _status_failure(self, resp: httpx.Response, url: str) -> Exception:
         if self.budget_check is not None and (msg := self.budget_check(resp)):
-            return BudgetExhausted(
-                self.source, msg, retry_after_s=retry_after_seconds(resp.headers.get("retry-after"))
-            )
+            return BudgetExhausted(self.source, msg, retry_after_s=retry_after_seconds(resp.headers.get("retry-after")))
         return HTTPStatusFailure(self.source, resp.status_code, _snippet(resp), url=url)
 
 

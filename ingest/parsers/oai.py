@@ -159,9 +159,7 @@ def record_from_arxiv(meta: etree._Element, fallback_id: str | None) -> PaperRec
         if not re.search(r"\w", name):
             continue
         affiliations = [collapse(x.text) for x in a.iterfind(f"{{{ARXIV}}}affiliation") if x.text]
-        authors.append(
-            AuthorRecord(len(authors) + 1, name, "; ".join(affiliations) or None, is_collaboration(name))
-        )
+        authors.append(AuthorRecord(len(authors) + 1, name, "; ".join(affiliations) or None, is_collaboration(name)))
     published = _parse_day(created)
     updated = _text(f.get("updated"))
     comments = none_if_empty(_text(f.get("comments")))

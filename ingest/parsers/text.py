@@ -36,9 +36,7 @@ _LETTERS = {
     "i": "ı",
 }
 # {\"o}, \"{o}, \"o, \'{\i}, \c{c}, \v s ; the letter commands \ss \o \aa ... stand alone or braced.
-_ACCENT_RE = re.compile(
-    r"\{?\\([\"'`^~=.]|[uvHckr](?![a-zA-Z]))\s*(?:\{\s*(\\i|[A-Za-z])\s*\}|(\\i|[A-Za-z]))\}?"
-)
+_ACCENT_RE = re.compile(r"\{?\\([\"'`^~=.]|[uvHckr](?![a-zA-Z]))\s*(?:\{\s*(\\i|[A-Za-z])\s*\}|(\\i|[A-Za-z]))\}?")
 _LETTER_RE = re.compile(r"\{?\\(ss|aa|AA|ae|AE|oe|OE|[oOlLi])(?![a-zA-Z])\}?(?:\{\})?")
 _MATH_RE = re.compile(r"(\$\$.*?\$\$|\$.*?\$|\\\(.*?\\\)|\\\[.*?\\\])", re.DOTALL)
 
