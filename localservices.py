@@ -298,17 +298,20 @@ def start_redis(directory: Path, *, port: int | None = None) -> LocalRedis:
 def _redis_answers(url: str) -> bool:
     try:
         if url.startswith("unix://"):
-            s = socket.socket(socket.AF_UNIX)
-            s.settimeout(0.2)
-            s.connect(url.removeprefix("unix://"))
-        else:
-            host, port = url.removeprefix("redis://").split("/")[0].split(":")
-            s = socket.create_connection((host, int(port)), timeout=0.2)
-        with s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(0.2)
+                s.connect(url.removeprefix("unix://"))
+                return _ping(s)
+        host, port = url.removeprefix("redis://").split("/")[0].split(":")
+        with socket.create_connection((host, int(port)), timeout=0.2) as s:
+            return _ping(s)
     except OSError:
         return False
+
+
+def _ping(s: socket.socket) -> bool:
+    s.sendall(b"PING\r\n")
+    return s.recv(16).startswith(b"+PONG")
 
 
 # --- Both, for the dev runner -------------------------------------------------------------------------

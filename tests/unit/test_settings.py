@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from settings import Settings, SettingsError, load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _clean_env() -> dict[str, str]:
+    return {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL") and not k.startswith("WOVEPAPER_")
+    }
+
+
+def _migrate(**env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli", "migrate"],
+        cwd=ROOT,
+        env={**_clean_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "variable"),
+    [
+        ({"DATABASE_URL": "mysql://localhost/wovepaper"}, "DATABASE_URL"),
+        ({"DATABASE_URL": "postgresql://localhost/x", "REDIS_URL": "http://localhost:6379"}, "REDIS_URL"),
+        (
+            {"DATABASE_URL": "postgresql://localhost/x", "WOVEPAPER_STATEMENT_TIMEOUT_MS": "five"},
+            "WOVEPAPER_STATEMENT_TIMEOUT_MS",
+        ),
+    ],
+)
+def test_migrate_names_the_malformed_variable_in_one_line_and_exits_2(env: dict[str, str], variable: str) -> None:
+    result = _migrate(**env)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {variable} is malformed")
+    assert "Traceback" not in result.stderr
+
+
+def test_migrate_without_database_url_says_so_and_exits_2() -> None:
+    result = _migrate()
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["error: DATABASE_URL is not set (`make run` sets up a local one)"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("WOVEPAPER_POOL_MAX_SIZE", "0"),
+        ("WOVEPAPER_POOL_MIN_SIZE", "-1"),
+        ("WOVEPAPER_OPERATION_TIMEOUT_S", "soon"),
+        ("WOVEPAPER_MAX_DEPTH", "1"),
+        ("WOVEPAPER_CACHE_NAMESPACE", "Has Spaces"),
+        ("WOVEPAPER_CACHE_TTL_S", "0"),
+        ("WOVEPAPER_REDIS_TIMEOUT_S", "0"),
+        ("WOVEPAPER_ARXIV_OAI_URL", "ftp://arxiv.org/oai"),
+        ("WOVEPAPER_S2_API_URL", "api.semanticscholar.org"),
+        ("WOVEPAPER_OPENALEX_RPS", "-3"),
+        ("REDIS_URL", "localhost:6379"),
+        ("DATABASE_URL", "sqlite:///x.db"),
+    ],
+)
+def test_each_malformed_variable_is_named(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    for key in list(os.environ):
+        if key in ("DATABASE_URL", "REDIS_URL") or key.startswith("WOVEPAPER_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    message = str(info.value)
+    assert message.startswith(f"{name} is malformed: ")
+    assert "\n" not in message
+
+
+def test_well_formed_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key in ("DATABASE_URL", "REDIS_URL") or key.startswith("WOVEPAPER_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("DATABASE_URL", "postgres://u@db.example:5433/wp")
+    monkeypatch.setenv("REDIS_URL", "unix:///tmp/redis.sock")
+    monkeypatch.setenv("WOVEPAPER_POOL_MAX_SIZE", "20")
+    monkeypatch.setenv("WOVEPAPER_OPENALEX_API_URL", "https://api.openalex.org/")
+    settings = load_settings()
+    assert settings.database_url == "postgres://u@db.example:5433/wp"
+    assert settings.redis_url == "unix:///tmp/redis.sock"
+    assert settings.pool_max_size == 20
+    assert settings.openalex_api_url == "https://api.openalex.org"
+    assert settings.local_dir == Settings.model_fields["local_dir"].default
