@@ -1,8 +1,7 @@
 """Researcher and institution aggregates: each one SQL statement, computed in PostgreSQL.
 
-Whole-career figures count every distinct work once: an archive paper, and the external works that
-Semantic Scholar and OpenAlex list, joined by arXiv id (also through the arXiv DOI 10.48550/arXiv.<id>),
-then by DOI; a work listed by both sources keeps the higher citation count.
+Whole-career figures use the career-works definitions of `db.queries.figures` (the same ones that
+refresh the stored figures lists sort and filter on), so a page and a list never disagree.
 """
 
 from __future__ import annotations
@@ -12,77 +11,52 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
-Conn = asyncpg.Connection | asyncpg.Pool
+from db.queries.figures import _RANK, CAREER_WORKS_CTES, FIGURES_OF_RANKED
 
-# The researcher's distinct archive papers with their own position (a name listed twice counts once).
-_MY_PAPERS = """
+Conn = asyncpg.Connection | asyncpg.Pool | PoolConnectionProxy
+
+SELECT_RESEARCHER_STATS = f"""
+WITH ids AS (SELECT $1::bigint AS id),
+{CAREER_WORKS_CTES},
+scoped AS (
+    SELECT 'career' AS scope, rid, c FROM career_works
+    UNION ALL
+    SELECT 'archive', rid, c FROM (SELECT DISTINCT rid, paper_id, c FROM arch) a
+    UNION ALL
+    SELECT source, rid, max(c) FROM ext GROUP BY source, rid, k
+),
+ranked AS (SELECT scope, rid, c, {_RANK} AS rn FROM scoped),
+figures AS ({FIGURES_OF_RANKED}),
+-- The researcher's distinct archive papers with their own position (a name listed twice counts once).
 mine AS (
     SELECT DISTINCT ON (p.id)
-           p.id, lower(p.arxiv_id) AS arxiv_key, lower(p.doi) AS doi, p.cited_by_count, p.primary_category,
-           p.published, p.author_count, p.matched_count, a.position
+           p.id, p.cited_by_count, p.primary_category, p.published, p.author_count, p.matched_count, a.position
       FROM authorships a
       JOIN papers p ON p.id = a.paper_id
      WHERE a.researcher_id = $1
      ORDER BY p.id, a.position
-)"""
-
-# One row per distinct work of the whole career, with its best known citation count.
-_CAREER_WORKS = """
-career AS (
-    SELECT max(u.c) AS c
-      FROM (
-            SELECT 'arxiv:' || m.arxiv_key AS k, m.cited_by_count AS c FROM mine m
-            UNION ALL
-            SELECT coalesce(
-                       'arxiv:' || lower(w.arxiv_id),
-                       'arxiv:' || substring(lower(w.doi) FROM '^10\\.48550/arxiv\\.(.+)$'),
-                       'arxiv:' || md.arxiv_key,
-                       'doi:' || lower(w.doi),
-                       w.source || ':' || w.external_id),
-                   w.citation_count
-              FROM researcher_works w
-              LEFT JOIN (SELECT DISTINCT ON (doi) doi, arxiv_key FROM mine WHERE doi IS NOT NULL
-                          ORDER BY doi, arxiv_key) md ON md.doi = lower(w.doi)
-             WHERE w.researcher_id = $1
-           ) u
-     GROUP BY u.k
-)"""
-
-SELECT_RESEARCHER_STATS = f"""
-WITH {_MY_PAPERS},
-{_CAREER_WORKS},
-career_ranked AS (
-    SELECT c, row_number() OVER (ORDER BY c DESC NULLS LAST) AS rn FROM career
 ),
-archive_ranked AS (
-    SELECT cited_by_count AS c, row_number() OVER (ORDER BY cited_by_count DESC NULLS LAST) AS rn FROM mine
-),
+-- Position is known only on papers where every author is matched (a collaboration never is).
 positions AS (
     SELECT count(*) AS total,
-           count(*) FILTER (WHERE author_count > 0 AND matched_count >= author_count) AS matched,
-           count(*) FILTER (WHERE author_count > 0 AND matched_count >= author_count
-                              AND author_count = 1) AS solo,
-           count(*) FILTER (WHERE author_count > 0 AND matched_count >= author_count
-                              AND author_count > 1 AND position = 1) AS first,
-           count(*) FILTER (WHERE author_count > 0 AND matched_count >= author_count
-                              AND author_count > 1 AND position = author_count) AS last,
-           count(*) FILTER (WHERE author_count > 0 AND matched_count >= author_count
-                              AND author_count > 1 AND position > 1 AND position < author_count) AS middle,
+           count(*) FILTER (WHERE full_match) AS matched,
+           count(*) FILTER (WHERE full_match AND author_count = 1) AS solo,
+           count(*) FILTER (WHERE full_match AND author_count > 1 AND position = 1) AS first,
+           count(*) FILTER (WHERE full_match AND author_count > 1 AND position = author_count) AS last,
+           count(*) FILTER (WHERE full_match AND position > 1 AND position < author_count) AS middle,
            coalesce(sum(cited_by_count), 0) AS citation_total,
            count(cited_by_count) AS papers_with_counts
-      FROM mine
+      FROM (SELECT *, author_count > 0 AND matched_count >= author_count AS full_match FROM mine) m
 )
 SELECT r.id,
        pos.total AS paper_count,
-       (SELECT count(*) FROM career_ranked WHERE c >= rn) AS h_index,
-       (SELECT count(*) FROM career WHERE c >= 10) AS i10_index,
-       (SELECT coalesce(sum(c), 0) FROM career) AS citation_count,
-       (SELECT count(*) FROM career) AS works_count,
-       (SELECT count(*) FROM archive_ranked WHERE c >= rn) AS h_index_in_archive,
-       (SELECT count(*) FROM mine WHERE cited_by_count >= 10) AS i10_index_in_archive,
        pos.first, pos.middle, pos.last, pos.solo, pos.matched AS matched_papers,
        pos.citation_total, pos.papers_with_counts,
+       (SELECT coalesce(jsonb_object_agg(f.scope, jsonb_build_array(
+                   f.works_count, f.citation_count, f.i10_index, f.h_index, f.with_counts)), '{{}}'::jsonb)
+          FROM figures f) AS figures,
        (SELECT coalesce(jsonb_agg(jsonb_build_array(f.primary_category, f.n)
                                   ORDER BY f.n DESC, f.primary_category), '[]'::jsonb)
           FROM (SELECT primary_category, count(*) AS n FROM mine GROUP BY primary_category) f) AS fields,
@@ -215,8 +189,22 @@ class FieldCountRow:
 
 
 @dataclass(frozen=True, slots=True)
-class SourceFiguresRow:
-    """One source's figures for a researcher; None where the source does not report one."""
+class WorkFiguresRow:
+    """Figures over a set of works (see `db.queries.figures` for the definitions)."""
+
+    works_count: int
+    citation_count: int
+    i10_index: int
+    h_index: int
+    with_counts: int  # works that have a citation count at all
+
+
+NO_WORKS = WorkFiguresRow(0, 0, 0, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportedFiguresRow:
+    """A source's own figures for a researcher, as it reports them; None where it reports none."""
 
     h_index: int | None
     i10_index: int | None
@@ -229,12 +217,10 @@ class SourceFiguresRow:
 class ResearcherStatsRow:
     researcher_id: int
     paper_count: int
-    h_index: int
-    i10_index: int
-    citation_count: int
-    works_count: int
-    h_index_in_archive: int
-    i10_index_in_archive: int
+    career: WorkFiguresRow  # archive papers and external works, each work once
+    archive: WorkFiguresRow  # archive papers only
+    s2_listed: WorkFiguresRow  # the Semantic Scholar works list we hold, on its own
+    openalex_listed: WorkFiguresRow  # the OpenAlex works list we hold, on its own
     first: int
     middle: int
     last: int
@@ -244,22 +230,42 @@ class ResearcherStatsRow:
     papers_with_counts: int
     fields: list[FieldCountRow]
     most_cited_paper_id: int | None
-    semantic_scholar: SourceFiguresRow
-    open_alex: SourceFiguresRow
+    s2_reported: ReportedFiguresRow
+    openalex_reported: ReportedFiguresRow
     computed_at: datetime
 
     @property
-    def computed(self) -> SourceFiguresRow:
-        return SourceFiguresRow(self.h_index, self.i10_index, self.citation_count, self.works_count, self.computed_at)
+    def h_index(self) -> int:
+        return self.career.h_index
+
+    @property
+    def i10_index(self) -> int:
+        return self.career.i10_index
+
+    @property
+    def citation_count(self) -> int:
+        return self.career.citation_count
+
+    @property
+    def works_count(self) -> int:
+        return self.career.works_count
+
+    @property
+    def h_index_in_archive(self) -> int:
+        return self.archive.h_index
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ResearcherStatsRow:
         return cls(
             **{
                 **d,
+                "career": WorkFiguresRow(**d["career"]),
+                "archive": WorkFiguresRow(**d["archive"]),
+                "s2_listed": WorkFiguresRow(**d["s2_listed"]),
+                "openalex_listed": WorkFiguresRow(**d["openalex_listed"]),
                 "fields": [FieldCountRow(**f) for f in d["fields"]],
-                "semantic_scholar": _source_from_json(d["semantic_scholar"]),
-                "open_alex": _source_from_json(d["open_alex"]),
+                "s2_reported": _reported_from_json(d["s2_reported"]),
+                "openalex_reported": _reported_from_json(d["openalex_reported"]),
                 "computed_at": datetime.fromisoformat(d["computed_at"]),
             }
         )
@@ -317,9 +323,14 @@ class InstitutionStatsRow:
         return cls(**{**d, "fields": [FieldCountRow(**f) for f in d["fields"]]})
 
 
-def _source_from_json(d: dict[str, Any]) -> SourceFiguresRow:
+def _reported_from_json(d: dict[str, Any]) -> ReportedFiguresRow:
     as_of = d["as_of"]
-    return SourceFiguresRow(**{**d, "as_of": datetime.fromisoformat(as_of) if as_of else None})
+    return ReportedFiguresRow(**{**d, "as_of": datetime.fromisoformat(as_of) if as_of else None})
+
+
+def _work_figures(raw: dict[str, list[int]], scope: str) -> WorkFiguresRow:
+    v = raw.get(scope)
+    return WorkFiguresRow(*(int(x) for x in v)) if v else NO_WORKS
 
 
 def _fields(raw: list[list[Any]]) -> list[FieldCountRow]:
@@ -331,15 +342,14 @@ async def fetch_researcher_stats(conn: Conn, *, researcher_id: int) -> Researche
     r = await conn.fetchrow(SELECT_RESEARCHER_STATS, researcher_id)
     if r is None:
         return None
+    figures = r["figures"]
     return ResearcherStatsRow(
         researcher_id=r["id"],
         paper_count=r["paper_count"],
-        h_index=r["h_index"],
-        i10_index=r["i10_index"],
-        citation_count=int(r["citation_count"]),
-        works_count=r["works_count"],
-        h_index_in_archive=r["h_index_in_archive"],
-        i10_index_in_archive=r["i10_index_in_archive"],
+        career=_work_figures(figures, "career"),
+        archive=_work_figures(figures, "archive"),
+        s2_listed=_work_figures(figures, "s2"),
+        openalex_listed=_work_figures(figures, "openalex"),
         first=r["first"],
         middle=r["middle"],
         last=r["last"],
@@ -349,14 +359,14 @@ async def fetch_researcher_stats(conn: Conn, *, researcher_id: int) -> Researche
         papers_with_counts=r["papers_with_counts"],
         fields=_fields(r["fields"]),
         most_cited_paper_id=r["most_cited_paper_id"],
-        semantic_scholar=SourceFiguresRow(
+        s2_reported=ReportedFiguresRow(
             h_index=r["s2_h_index"],
             i10_index=None,  # Semantic Scholar does not report one
             citation_count=r["s2_citation_count"],
             works_count=r["s2_paper_count"],
             as_of=r["s2_updated_at"],
         ),
-        open_alex=SourceFiguresRow(
+        openalex_reported=ReportedFiguresRow(
             h_index=r["openalex_h_index"],
             i10_index=r["openalex_i10_index"],
             citation_count=r["openalex_cited_by_count"],

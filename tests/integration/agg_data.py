@@ -12,8 +12,10 @@ Researcher "ada" (A) has 6 archive papers and 6 external works (3 of which dupli
     P6     B, C                            cs.LG     1      2018  (not A's)
     P7     D, B                            cs.CV     2      2016  (not A's)
 
-Whole career: P1 (12 via S2), P2 (5), P3 (null), P4 (7 via a journal DOI), P5 (50), P8 (0),
-W4 = W5 (same DOI, 22), W6 (null), W7 (10): 9 works, 106 citations, h-index 5, i10 4.
+External works: w1 = P1 (S2, 12), W2 = P2 (OpenAlex, 4), w3 = P4 by its journal DOI (S2, 7), w4 = W5 (one DOI
+in two cases, 20 and 22), w6 (S2, no count), W7 (OpenAlex, 10). An archive paper keeps its own count.
+Whole career: P1 10, P2 5, P3 -, P4 3, P5 50, P8 0, w4/W5 22, w6 -, W7 10: 9 works, 100 citations,
+h-index 5, i10 4. S2 list alone: 4 works, 39 citations, h 3; OpenAlex list alone: 3 works, 36, h 3.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import asyncpg
 EXPECTED_ADA = {
     "paper_count": 6,
     "works_count": 9,
-    "citation_count": 106,
+    "citation_count": 100,
     "h_index": 5,
     "i10_index": 4,
     "h_index_in_archive": 3,
@@ -145,7 +147,7 @@ async def build_handmade(conn: asyncpg.Connection, prefix: str = "") -> dict[str
     ids["P7"] = await insert_paper(conn, f"{p}1601.00007", authors=[d, b], primary="cs.CV", cited=2, year=2016)
     ids["P8"] = await insert_paper(conn, f"{p}1701.00008", authors=[c, a], primary="cs.DC", cited=0, year=2017)
     await insert_work(conn, a, "s2", f"{p}w1", 12, arxiv_id=f"{p}1901.00001")
-    await insert_work(conn, a, "openalex", f"{p}W2", 4, doi=f"10.48550/arXiv.{p}2001.00002")
+    await insert_work(conn, a, "openalex", f"{p}W2", 4, arxiv_id=f"{p}2001.00002", doi=f"10.48550/arXiv.{p}2001.00002")
     await insert_work(conn, a, "s2", f"{p}w3", 7, doi=f"10.1/{p}P4JOURNAL")
     await insert_work(conn, a, "s2", f"{p}w4", 20, doi=f"10.9/{p}x")
     await insert_work(conn, a, "openalex", f"{p}W5", 22, doi=f"10.9/{p}X")

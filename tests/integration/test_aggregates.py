@@ -43,18 +43,44 @@ async def test_researcher_stats_exact(pool, agg_db) -> None:
     assert got == {k: v for k, v in EXPECTED_ADA.items() if k != "fields"}
     assert [(f.category, f.count) for f in s.fields] == EXPECTED_ADA["fields"]
     assert s.most_cited_paper_id == ids["P5"]
-    assert s.i10_index_in_archive == 2  # P1 (10) and P5 (50)
+    assert (s.archive.works_count, s.archive.citation_count, s.archive.i10_index) == (6, 68, 2)
 
 
 async def test_researcher_metrics_per_source(pool, agg_db) -> None:
     s = await fetch_researcher_stats(pool, researcher_id=agg_db[1]["A"])
     assert s is not None
-    assert (s.semantic_scholar.h_index, s.semantic_scholar.citation_count, s.semantic_scholar.works_count) == (4, 90, 8)
-    assert s.semantic_scholar.as_of is not None and s.semantic_scholar.as_of.year == 2026
-    assert s.semantic_scholar.i10_index is None
-    oa = s.open_alex
+    s2 = s.s2_reported
+    assert (s2.h_index, s2.citation_count, s2.works_count, s2.i10_index) == (4, 90, 8, None)
+    assert s2.as_of is not None and s2.as_of.year == 2026
+    oa = s.openalex_reported
     assert (oa.h_index, oa.i10_index, oa.citation_count, oa.works_count, oa.as_of) == (6, 5, 120, 11, None)
-    assert (s.computed.h_index, s.computed.citation_count, s.computed.works_count) == (5, 106, 9)
+    # Each source's works list on its own, each work once within it.
+    assert (s.s2_listed.works_count, s.s2_listed.citation_count, s.s2_listed.h_index, s.s2_listed.i10_index) == (
+        4,
+        39,
+        3,
+        2,
+    )
+    ol = s.openalex_listed
+    assert (ol.works_count, ol.citation_count, ol.h_index, ol.i10_index) == (3, 36, 3, 2)
+
+
+async def test_stats_agree_with_stored_figures(pool, agg_db) -> None:
+    """The page's figures and the stored ones lists sort on come from the same definitions."""
+    from db.queries.figures import refresh_researcher_figures
+
+    ids = agg_db[1]
+    async with pool.acquire() as conn:
+        await refresh_researcher_figures(conn, [ids["A"]])
+        stored = await conn.fetchrow(
+            "SELECT paper_count, h_index, i10_index, citation_count, works_count FROM researchers WHERE id = $1",
+            ids["A"],
+        )
+        # Restore the hand-set value the institution test sorts on.
+        await conn.execute("UPDATE researchers SET h_index = 5 WHERE id = $1", ids["A"])
+    s = await fetch_researcher_stats(pool, researcher_id=ids["A"])
+    assert s is not None
+    assert tuple(stored) == (s.paper_count, s.h_index, s.i10_index, s.citation_count, s.works_count)
 
 
 async def test_researcher_without_papers_or_works(pool, agg_db) -> None:
@@ -150,8 +176,9 @@ async def test_heavy_researcher_one_statement(pool) -> None:
         s = await fetch_researcher_stats(conn, researcher_id=rid)
     assert s is not None
     assert s.paper_count == 2000 and s.works_count == 5000
-    # Career counts: 1..2000 (papers, max with works) and 0..2999: h is the largest h with h counts >= h.
-    counts = sorted([*range(1, 2001), *range(3000)], reverse=True)
+    # Career counts: 0..1999 (the papers: an archive paper keeps its own count over a source's) and
+    # 0..2999 (the other works); h is the largest h such that h works have at least h citations.
+    counts = sorted([*range(2000), *range(3000)], reverse=True)
     assert s.h_index == max(h for h in range(len(counts) + 1) if h == 0 or counts[h - 1] >= h)
     assert s.citation_count == sum(counts)
     assert s.i10_index == sum(1 for x in counts if x >= 10)

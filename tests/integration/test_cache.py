@@ -1,0 +1,235 @@
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+
+from db.cache import keys
+from db.cache.invalidation import invalidate
+from db.cache.store import CacheStore, EntityRef, create_redis
+from db.migrate import migrate
+from db.pool import create_pool
+from db.queries.aggregates import SELECT_RESEARCHER_NETWORK, SELECT_RESEARCHER_STATS, fetch_researcher_stats
+from db.queries.figures import refresh_figures
+from db.queries.writes import apply_authorship_matches, update_citations, upsert_papers, upsert_researchers
+from db.records import AuthorRecord, AuthorshipMatch, CitationRecord, PaperRecord, ResearcherRecord, Touched
+from resolvers.aggregates import load_researcher_coauthors, load_researcher_network, load_researcher_stats
+from tests.integration.agg_data import EXPECTED_ADA, build_handmade
+
+_ns_counter = itertools.count()
+
+
+class StatementLog:
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def __call__(self, record: object) -> None:
+        self.queries.append(record.query)  # type: ignore[attr-defined]
+
+    def count(self, sql: str) -> int:
+        return sum(1 for q in self.queries if q == sql)
+
+
+@pytest.fixture(scope="module")
+async def cache_db(make_database) -> tuple[str, dict[str, int]]:
+    dsn = await make_database("cache")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+        ids = await build_handmade(conn)
+    finally:
+        await conn.close()
+    return dsn, ids
+
+
+@pytest.fixture(scope="module")
+async def logged_pool(cache_db) -> AsyncIterator[tuple[asyncpg.Pool, StatementLog]]:
+    log = StatementLog()
+    pool = await create_pool(cache_db[0], min_size=1, max_size=8, query_logger=log)
+    yield pool, log
+    await pool.close()
+
+
+@pytest.fixture
+async def store(redis_url, cache_namespace) -> AsyncIterator[CacheStore]:
+    # A namespace of its own per test: tests never see each other's keys.
+    s = CacheStore(
+        create_redis(redis_url, timeout_s=0.25), namespace=f"{cache_namespace}-c{next(_ns_counter)}", ttl_s=600
+    )
+    yield s
+    await s.aclose()
+
+
+async def test_miss_then_hit_with_ttl_and_tag(logged_pool, cache_db, store) -> None:
+    pool, log = logged_pool
+    a = cache_db[1]["A"]
+    before = log.count(SELECT_RESEARCHER_STATS)
+    first = await load_researcher_stats(pool, store, a)
+    second = await load_researcher_stats(pool, store, a)
+    assert log.count(SELECT_RESEARCHER_STATS) - before == 1
+    assert first == second  # the cached copy decodes to the same row, dates included
+    assert first is not None and first.citation_count == EXPECTED_ADA["citation_count"]
+    assert (store.metrics.hits, store.metrics.misses) == (1, 1)
+    assert store.redis is not None
+    key = keys.researcher_stats(store.namespace, a)
+    ttl = await store.redis.ttl(key)
+    assert 0 < ttl <= 600
+    tag = keys.entity_tag(store.namespace, "researcher", a)
+    assert await store.redis.smembers(tag) == {key.encode()}
+    assert await store.redis.ttl(tag) > 0
+
+
+async def test_fifty_concurrent_misses_compute_once(logged_pool, cache_db, store) -> None:
+    pool, log = logged_pool
+    a = cache_db[1]["A"]
+    before = log.count(SELECT_RESEARCHER_STATS)
+    results = await asyncio.gather(*(load_researcher_stats(pool, store, a) for _ in range(50)))
+    assert log.count(SELECT_RESEARCHER_STATS) - before == 1
+    assert all(r == results[0] for r in results)
+    assert store.metrics.misses == 1 and store.metrics.singleflight_joins == 49
+
+
+async def test_missing_researcher_is_cached_as_none(logged_pool, store) -> None:
+    pool, log = logged_pool
+    before = log.count(SELECT_RESEARCHER_STATS)
+    assert await load_researcher_stats(pool, store, 987654321) is None
+    assert await load_researcher_stats(pool, store, 987654321) is None
+    assert log.count(SELECT_RESEARCHER_STATS) - before == 1
+
+
+async def test_invalidation_after_commit_shows_new_figures(logged_pool, cache_db, store) -> None:
+    pool, _ = logged_pool
+    ids = cache_db[1]
+    stats = await load_researcher_stats(pool, store, ids["A"])
+    assert stats is not None and stats.most_cited_paper_id == ids["P5"]
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE papers SET cited_by_count = 70 WHERE id = $1", ids["P4"])
+    try:
+        # Before invalidation the cache still answers the old figure; after it, the new one at once.
+        stale = await load_researcher_stats(pool, store, ids["A"])
+        assert stale is not None and stale.most_cited_paper_id == ids["P5"]
+        await invalidate(store, Touched(papers={ids["P4"]}, researchers={ids["A"]}))
+        fresh = await load_researcher_stats(pool, store, ids["A"])
+        assert fresh is not None and fresh.most_cited_paper_id == ids["P4"]
+        assert fresh.citation_total == stats.citation_total + 67
+    finally:
+        async with pool.acquire() as conn:
+            await conn.execute("UPDATE papers SET cited_by_count = 3 WHERE id = $1", ids["P4"])
+        await invalidate(store, Touched(researchers={ids["A"]}))
+
+
+async def test_value_computed_across_an_invalidation_is_not_stored(logged_pool, cache_db, store) -> None:
+    pool, _ = logged_pool
+    a = cache_db[1]["A"]
+    key = keys.researcher_stats(store.namespace, a)
+
+    async def compute_racing_a_write():
+        async with pool.acquire() as conn:
+            row = await fetch_researcher_stats(conn, researcher_id=a)
+        # A write commits and invalidates while this (now stale) result is on its way to Redis.
+        await invalidate(store, Touched(researchers={a}))
+        return row
+
+    from db.queries.aggregates import ResearcherStatsRow
+
+    await store.get_or_compute(
+        key, compute_racing_a_write, load=ResearcherStatsRow.from_json, owner=EntityRef("researcher", a)
+    )
+    assert store.redis is not None
+    assert await store.redis.exists(key) == 0
+    assert store.metrics.stale_stores_skipped == 1
+
+
+async def test_network_dropped_when_any_node_is_invalidated(logged_pool, cache_db, store) -> None:
+    pool, log = logged_pool
+    ids = cache_db[1]
+    before = log.count(SELECT_RESEARCHER_NETWORK)
+    net = await load_researcher_network(pool, store, ids["A"], depth=1, min_shared=1, limit=100)
+    assert net is not None and {n.researcher_id for n in net.nodes} == {ids["A"], ids["B"], ids["C"]}
+    await load_researcher_network(pool, store, ids["A"], depth=1, min_shared=1, limit=100)
+    assert log.count(SELECT_RESEARCHER_NETWORK) - before == 1
+    # B and C writing a paper together changes an edge of A's network without touching A.
+    await invalidate(store, Touched(researchers={ids["B"]}))
+    await load_researcher_network(pool, store, ids["A"], depth=1, min_shared=1, limit=100)
+    assert log.count(SELECT_RESEARCHER_NETWORK) - before == 2
+    # An unrelated researcher leaves it alone.
+    await invalidate(store, Touched(researchers={ids["E"]}))
+    await load_researcher_network(pool, store, ids["A"], depth=1, min_shared=1, limit=100)
+    assert log.count(SELECT_RESEARCHER_NETWORK) - before == 2
+
+
+async def test_coauthors_first_is_a_slice_of_one_entry(logged_pool, cache_db, store) -> None:
+    pool, _ = logged_pool
+    ids = cache_db[1]
+    one = await load_researcher_coauthors(pool, store, ids["A"], first=1)
+    both = await load_researcher_coauthors(pool, store, ids["A"], first=20)
+    assert [c.researcher_id for c in one] == [ids["C"]]
+    assert [c.researcher_id for c in both] == [ids["C"], ids["B"]]
+    assert store.metrics.misses == 1 and store.metrics.hits == 1
+
+
+async def test_ingest_write_path_then_invalidate_no_stale_read(logged_pool, store) -> None:
+    """Write through the ingest's functions in one transaction, invalidate after commit, read at once."""
+    pool, _ = logged_pool
+    when = datetime(2024, 3, 1, tzinfo=UTC)
+
+    def paper(arxiv_id: str) -> PaperRecord:
+        return PaperRecord(
+            arxiv_id=arxiv_id,
+            version=1,
+            title=f"Paper {arxiv_id}",
+            abstract="",
+            categories=["cs.LG"],
+            published=when,
+            updated=when,
+            authors=[AuthorRecord(1, "Wumo Yan"), AuthorRecord(2, "Zhuojin Li")],
+        )
+
+    async def write(papers: list[PaperRecord], citations: list[CitationRecord]) -> tuple[Touched, dict[str, int]]:
+        touched = Touched()
+        async with pool.acquire() as conn, conn.transaction():
+            rids = await upsert_researchers(
+                conn,
+                [ResearcherRecord("Wumo Yan", s2_author_id="wc-1"), ResearcherRecord("Li", s2_author_id="wc-2")],
+                touched=touched,
+            )
+            await upsert_papers(conn, papers, touched=touched)
+            matches = [AuthorshipMatch(p.arxiv_id, pos, key) for p in papers for pos, key in ((1, "wc-1"), (2, "wc-2"))]
+            await apply_authorship_matches(conn, matches, rids, {}, touched=touched)
+            await update_citations(conn, citations, touched=touched)
+            await refresh_figures(conn, touched)
+        await invalidate(store, touched)  # after the commit, as the ingest does
+        return touched, rids
+
+    _, rids = await write([paper("wc.0001")], [CitationRecord("wc.0001", 4, "s2")])
+    yan = rids["wc-1"]
+    first = await load_researcher_stats(pool, store, yan)
+    assert first is not None and (first.paper_count, first.citation_count, first.h_index) == (1, 4, 1)
+    assert (first.first, first.matched_papers) == (1, 1)
+    await load_researcher_stats(pool, store, yan)  # now cached
+    assert store.metrics.hits == 1
+
+    touched, _ = await write([paper("wc.0002")], [CitationRecord("wc.0002", 9, "s2")])
+    assert yan in touched.researchers
+    second = await load_researcher_stats(pool, store, yan)
+    assert second is not None and (second.paper_count, second.citation_count, second.h_index) == (2, 13, 2)
+    coauthors = await load_researcher_coauthors(pool, store, yan, first=5)
+    assert [(c.researcher_id, c.shared_papers) for c in coauthors] == [(rids["wc-2"], 2)]
+    # The stored figures lists sort on agree with the page.
+    async with pool.acquire() as conn:
+        stored = await conn.fetchrow("SELECT paper_count, h_index, citation_count FROM researchers WHERE id = $1", yan)
+    assert tuple(stored) == (2, 2, 13)
+
+
+async def test_no_redis_configured_still_single_flight(logged_pool, cache_db) -> None:
+    pool, log = logged_pool
+    store = CacheStore(None, namespace="none", ttl_s=60)
+    before = log.count(SELECT_RESEARCHER_STATS)
+    results = await asyncio.gather(*(load_researcher_stats(pool, store, cache_db[1]["A"]) for _ in range(10)))
+    assert log.count(SELECT_RESEARCHER_STATS) - before == 1
+    assert results[0] is not None and all(r == results[0] for r in results)
+    await invalidate(store, Touched(researchers={1}))  # a no-op without Redis, never an error
