@@ -342,8 +342,10 @@ async def fetch_similar_paper_ids(
 # --- name look-up ------------------------------------------------------------------------------------
 
 # word_similarity (`<%`, served by the gin_trgm index on wp_fold(name)) scores the query against the best
-# matching part of the name, so `muller` matches `Hans Müller` fully and `mueler` still passes the 0.6
-# threshold; plain similarity breaks ties towards names that are close as a whole.
+# matching part of the name, so `muller` matches `Hans Müller` fully and `nuller`
+# or `mueller` still pass; plain similarity breaks ties towards names that are close as a whole.
+# pg_trgm's default 0.6 drops a typo in the first letters of a short name (`nuller`: 0.57); 0.5 keeps it.
+NAME_SESSION = "SET LOCAL pg_trgm.word_similarity_threshold = 0.5"
 _NAME_MATCH = "wp_fold($1::text) <% wp_fold({col})"
 _NAME_SCORE = (
     "(word_similarity(wp_fold($1::text), wp_fold({col})) + similarity(wp_fold($1::text), wp_fold({col})) / 10)"
@@ -409,7 +411,9 @@ async def search_researchers_by_name(
     if _short(query):
         records = await conn.fetch(SEARCH_RESEARCHERS_BY_PREFIX, _like_safe(query), limit, offset)
     else:
-        records = await conn.fetch(SEARCH_RESEARCHERS_BY_NAME, query, limit, offset)
+        async with conn.transaction(readonly=True):
+            await conn.execute(NAME_SESSION)
+            records = await conn.fetch(SEARCH_RESEARCHERS_BY_NAME, query, limit, offset)
     total = records[0]["total"] if records else 0
     return NameMatches(total, [(researcher_from_record(r), r["score"]) for r in records])
 
@@ -422,7 +426,9 @@ async def search_institutions_by_name(
     if _short(query):
         records = await conn.fetch(SEARCH_INSTITUTIONS_BY_PREFIX, _like_safe(query), limit, offset, country)
     else:
-        records = await conn.fetch(SEARCH_INSTITUTIONS_BY_NAME, query, limit, offset, country)
+        async with conn.transaction(readonly=True):
+            await conn.execute(NAME_SESSION)
+            records = await conn.fetch(SEARCH_INSTITUTIONS_BY_NAME, query, limit, offset, country)
     total = records[0]["total"] if records else 0
     return NameMatches(total, [(institution_from_record(r), r["score"]) for r in records])
 
