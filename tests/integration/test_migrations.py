@@ -1,10 +1,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import sys
+from asyncio.subprocess import PIPE
+from pathlib import Path
 
 import asyncpg
 
 from db.migrate import available_migrations, migrate
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_migrate_applies_everything_then_is_a_noop(make_database) -> None:
@@ -32,3 +39,27 @@ async def test_concurrent_migrate_applies_each_file_once(make_database) -> None:
     finally:
         for c in conns:
             await c.close()
+
+
+async def test_migrate_command_from_two_processes_at_once(make_database) -> None:
+    dsn = await make_database("mig_two_processes")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WOVEPAPER_")} | {"DATABASE_URL": dsn}
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "cli", "migrate", cwd=ROOT, env=env, stdout=PIPE, stderr=PIPE
+        )
+        for _ in range(2)
+    ]
+    outputs = await asyncio.gather(*(p.communicate() for p in procs))
+    assert [p.returncode for p in procs] == [0, 0], [err.decode() for _, err in outputs]
+    counts = sorted(int(re.match(rb"applied (\d+) migration", out).group(1)) for out, _ in outputs)
+    total = len(available_migrations())
+    # Whichever process got the lock first applied everything; the other found nothing left to do.
+    assert counts == [0, total]
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch("SELECT version FROM schema_migrations ORDER BY version")
+        assert [r["version"] for r in rows] == [m.version for m in available_migrations()]
+        assert await conn.fetchval("SELECT to_regclass('papers') IS NOT NULL")
+    finally:
+        await conn.close()

@@ -1,0 +1,170 @@
+"""The `wovepaper` command: help on every command, and the `up` dev runner as `make run` starts it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+import localservices
+from cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = ["serve", "migrate", "up", "ingest"]
+
+
+def test_help_lists_every_command() -> None:
+    result = CliRunner().invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for name in COMMANDS:
+        assert name in result.output
+
+
+@pytest.mark.parametrize("command", [[c] for c in COMMANDS] + [["ingest", "arxiv"], ["ingest", "enrich"]])
+def test_each_command_has_help(command: list[str]) -> None:
+    result = CliRunner().invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+
+
+def test_console_script_is_installed() -> None:
+    script = shutil.which("wovepaper", path=str(Path(sys.executable).parent))
+    if script is None:
+        pytest.skip("the project is not installed in this environment (`make test` installs it)")
+    result = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    assert "migrate" in result.stdout
+
+
+# --- `wovepaper up` -----------------------------------------------------------------------------------
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL") and not k.startswith("WOVEPAPER_")
+    }
+    return env | extra
+
+
+def _start_up(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "cli", "up", "--port", str(port), "--no-demo"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], port: int, log: Path, timeout: float = 90) -> httpx.Response:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"`wovepaper up` exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            response = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2)
+            if response.status_code == 200:
+                return response
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    pytest.fail(f"`wovepaper up` was not ready within {timeout} s:\n{log.read_text()}")
+
+
+def _stop(proc: subprocess.Popen[bytes], sig: signal.Signals) -> int:
+    proc.send_signal(sig)
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in args:
+            found.append(args)
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+async def test_up_uses_the_given_servers_migrates_serves_and_stops_on_signal(
+    make_database, redis_url: str, tmp_path: Path, sig: signal.Signals
+) -> None:
+    dsn = await make_database(f"up_{sig.name.lower()}")
+    port = localservices.free_port()
+    log = tmp_path / "up.log"
+    proc = _start_up(port, _env(DATABASE_URL=dsn, REDIS_URL=redis_url, WOVEPAPER_LOCAL_DIR=str(tmp_path)), log)
+    try:
+        ready = _wait_ready(proc, port, log)
+    finally:
+        code = _stop(proc, sig)
+    # A fresh database answers ready only once `up` has migrated it.
+    assert ready.json() == {"status": "ok", "checks": {"postgres": "ok", "redis": "ok"}}
+    assert code == 0, log.read_text()
+    output = log.read_text()
+    assert "started project-local" not in output
+    assert f"http://127.0.0.1:{port}/graphql" in output
+    assert output.rstrip().endswith("stopped")
+
+
+async def test_up_fails_cleanly_when_the_port_is_taken(make_database, redis_url: str, tmp_path: Path) -> None:
+    dsn = await make_database("up_port_taken")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        log = tmp_path / "up.log"
+        proc = _start_up(port, _env(DATABASE_URL=dsn, REDIS_URL=redis_url), log)
+        code = proc.wait(60)
+    assert code != 0
+    assert "address already in use" in log.read_text().lower()
+
+
+def test_up_without_urls_runs_local_servers_survives_a_kill_and_stops_them(tmp_path: Path) -> None:
+    local = tmp_path / "local"
+    env = _env(WOVEPAPER_LOCAL_DIR=str(local))
+
+    # First run: initializes PostgreSQL, starts Redis, migrates; then dies without any cleanup.
+    port = localservices.free_port()
+    first = _start_up(port, env, tmp_path / "first.log")
+    try:
+        ready = _wait_ready(first, port, tmp_path / "first.log")
+    finally:
+        first.kill()
+        first.wait()
+    assert ready.json()["checks"] == {"postgres": "ok", "redis": "ok"}
+    assert "started project-local PostgreSQL" in (tmp_path / "first.log").read_text()
+    assert (local / "pg" / "PG_VERSION").exists()
+    deadline = time.monotonic() + 10
+    while _processes_mentioning(f"{local}/redis") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _processes_mentioning(f"{local}/redis"), "redis-server outlived the killed runner"
+
+    # Second run: reuses the data (nothing left to migrate) and, on Ctrl-C, stops both servers.
+    port = localservices.free_port()
+    second = _start_up(port, env, tmp_path / "second.log")
+    try:
+        _wait_ready(second, port, tmp_path / "second.log")
+    finally:
+        code = _stop(second, signal.SIGINT)
+    output = (tmp_path / "second.log").read_text()
+    assert code == 0, output
+    assert "migrate: applied 0 migration(s)" in output
+    assert _processes_mentioning(str(local)) == []
