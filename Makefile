@@ -48,7 +48,7 @@ pytest: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-$(TEST_EXTRAS)
-	$(BIN)/lint-imports
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff check .
 
 typecheck: $(VENV)/.installed-$(TEST_EXTRAS)
