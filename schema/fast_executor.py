@@ -102,12 +102,12 @@ def _spec(type_: GraphQLOutputType) -> Spec:
     if is_object_type(type_):
         assert isinstance(type_, GraphQLObjectType)
         if type_.is_type_of is None:
-            return (nullable, _OBJ, (type_, None))
+            return (nullable, _OBJ, (type_, None, False))
         definition = (type_.extensions or {}).get(DEFINITION_KEY)
-        # Strawberry's generated is_type_of (for types with interfaces) never reads `info`;
-        # a user-supplied one might, so those objects take graphql-core's path.
-        if definition is not None and getattr(definition, "is_type_of", True) is None:
-            return (nullable, _OBJ, (type_, type_.is_type_of))
+        # Strawberry's generated is_type_of (for types with interfaces) never reads `info`; a
+        # user-supplied one might, so it gets the field's real GraphQLResolveInfo, as in graphql-core.
+        generated = definition is not None and getattr(definition, "is_type_of", True) is None
+        return (nullable, _OBJ, (type_, type_.is_type_of, not generated))
     return (nullable, _OTHER, type_)
 
 
@@ -294,8 +294,13 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             fdl: FieldDetailsList,
             path: Path,
             value: Any,
+            info: Any = None,
         ) -> Any:
-            """The completed value, an awaitable of it, or _SLOW (nothing done yet) to decline."""
+            """The completed value, an awaitable of it, or _SLOW (nothing done yet) to decline.
+
+            ``info`` is the field's resolve info when the caller has one (list items share the list
+            field's, as in graphql-core); it is built only for an is_type_of that may read it.
+            """
             nullable, code, detail = spec
             if value is None:
                 return None if nullable else _SLOW
@@ -316,9 +321,12 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                     return _SLOW
                 return _SLOW if coerced is None or coerced is Undefined else coerced
             if code == _OBJ:
-                object_type, is_type_of = detail
-                if is_type_of is not None and is_type_of(value, None) is not True:
-                    return _SLOW
+                object_type, is_type_of, needs_info = detail
+                if is_type_of is not None:
+                    if needs_info and info is None:
+                        info = self.build_resolve_info(field_def, to_nodes(fdl), parent_type, path)
+                    if is_type_of(value, info) is not True:
+                        return _SLOW
                 grouped, new_defer_usages, forbidden = self.collect_subfields(object_type, fdl)
                 if new_defer_usages or forbidden:
                     return _SLOW
@@ -346,8 +354,13 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             completed: list[Any] = []
             append = completed.append
             awaitable_indices: list[int] = []
-            info = None
-            nullable, code, _ = item_spec
+            nullable, code, detail = item_spec
+            # One resolve info for the whole list, as graphql-core's complete_list_value has.
+            info = (
+                self.build_resolve_info(field_def, to_nodes(fdl), parent_type, path)
+                if code == _OBJ and detail[2] and items
+                else None
+            )
             try:
                 for index, item in enumerate(items):
                     # Leaf lists (categories, topics) are the common case: no Path needed.
@@ -359,7 +372,7 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                         continue
                     item_path = path.add_key(index, None)
                     try:
-                        result = self._complete_fast(item_spec, parent_type, field_def, fdl, item_path, item)
+                        result = self._complete_fast(item_spec, parent_type, field_def, fdl, item_path, item, info)
                     except Exception as raw_error:
                         self.handle_field_error(raw_error, item_type, fdl, item_path)
                         append(None)

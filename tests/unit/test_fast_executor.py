@@ -60,8 +60,22 @@ async def _load_person(people: dict[int, Person], person_id: int) -> Person | No
 
 
 @strawberry.type
+class Venue:
+    """A type with its own is_type_of that reads `info`, as graphql-core passes it."""
+
+    name: str
+    kind: strawberry.Private[str] = "venue"
+
+    @classmethod
+    def is_type_of(cls, obj: Any, info: Any) -> bool:
+        return getattr(obj, "kind", None) == "venue" and info.parent_type.name == "Paper"
+
+
+@strawberry.type
 class Paper:
     title: str
+    venue: Venue | None
+    venues: list[Venue]
     year: int | None
     people: list[Person]
     maybe_people: list[Person | None] | None
@@ -112,6 +126,8 @@ def build(prefetch: bool = True) -> dict[str, Any]:
     papers = [
         Paper(
             title=f"Paper {n}",
+            venue=Venue(name=f"Venue {n}") if n else None,
+            venues=[Venue(name="A"), Venue(name="B")],
             year=None if n == 1 else 2000 + n,
             people=[people[(n + k) % 9] for k in range(3)],
             maybe_people=[people[n], None],
@@ -130,6 +146,8 @@ query Page($withNick: Boolean!, $skipTags: Boolean!) {
     __typename
     title
     year
+    venue { name }
+    venues { name }
     ...PaperPeople
     lead { ...PersonFields friend { name friend { name } } }
     coLead { id, n: name }
@@ -219,6 +237,8 @@ BAD_DATA: dict[str, Callable[[dict[str, Any]], None]] = {
     "tuple for list": lambda d: setattr(d["people"][1], "tags", ("a", "b")),
     "raising property": lambda d: _papers(d).__setitem__(1, Raising(_papers(d)[1].people)),
     "wrong object type": lambda d: setattr(_papers(d)[0], "lead", Raising([d["people"][0]])),
+    "is_type_of rejects object": lambda d: setattr(_papers(d)[1], "venue", Venue(name="x", kind="journal")),
+    "is_type_of rejects list item": lambda d: _papers(d)[1].venues.append(Venue(name="x", kind="journal")),
     "exception value in leaf": lambda d: setattr(d["people"][3], "nick", ValueError("no nick")),
     "exception value in object": lambda d: setattr(_papers(d)[0], "co_lead", ValueError("no co-lead")),
     "exception value in list item": lambda d: _papers(d)[2].people.append(ValueError("gone")),
