@@ -1,0 +1,201 @@
+"""Redis stopped (SIGTERM) or frozen (SIGSTOP): answers still come from PostgreSQL, correct and quick."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+
+import localservices
+from db.cache import keys
+from db.cache.breaker import BreakerState, CircuitBreaker
+from db.cache.invalidation import invalidate
+from db.cache.store import CacheStore, create_redis
+from db.migrate import migrate
+from db.pool import create_pool
+from db.queries.aggregates import ResearcherStatsRow
+from db.records import Touched
+from resolvers.aggregates import load_researcher_stats
+from tests.integration.agg_data import EXPECTED_ADA, build_handmade
+
+THRESHOLD = 3
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+RESET_AFTER_S = 0.5
+
+
+@pytest.fixture(scope="module")
+async def fault_db(make_database) -> tuple[str, dict[str, int]]:
+    dsn = await make_database("cachefault")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+        ids = await build_handmade(conn)
+    finally:
+        await conn.close()
+    return dsn, ids
+
+
+@pytest.fixture(scope="module")
+async def pool(fault_db) -> AsyncIterator[asyncpg.Pool]:
+    p = await create_pool(fault_db[0], min_size=1, max_size=8)
+    yield p
+    await p.close()
+
+
+@pytest.fixture
+def server(tmp_path) -> Iterator[localservices.LocalRedis]:
+    srv = localservices.start_redis(tmp_path / "redis", port=localservices.free_port())
+    yield srv
+    # Always wake a frozen server, whatever the test did.
+    if srv.process.poll() is None:
+        os.kill(srv.pid, signal.SIGCONT)
+    srv.stop()
+
+
+@pytest.fixture
+async def store(server, cache_namespace) -> AsyncIterator[CacheStore]:
+    s = CacheStore(
+        create_redis(server.url, timeout_s=0.25),
+        namespace=f"{cache_namespace}-f",
+        ttl_s=600,
+        timeout_s=0.25,
+        breaker=CircuitBreaker(threshold=THRESHOLD, reset_after_s=RESET_AFTER_S),
+    )
+    yield s
+    await s.aclose()
+
+
+def researcher_ids(fault_db) -> list[int]:
+    ids = fault_db[1]
+    return [ids[k] for k in ("A", "B", "C", "D", "E")]
+
+
+def _figures(row: ResearcherStatsRow | None) -> ResearcherStatsRow | None:
+    # computed_at says when PostgreSQL computed it; everything else must be the same.
+    return None if row is None else dataclasses.replace(row, computed_at=EPOCH)
+
+
+async def read_all(pool, store, rids: list[int]) -> list[ResearcherStatsRow | None]:
+    return [_figures(await load_researcher_stats(pool, store, rid)) for rid in rids]
+
+
+async def test_redis_stopped_answers_from_postgres_and_breaker_opens(pool, fault_db, store, server) -> None:
+    rids = researcher_ids(fault_db)
+    warm = await read_all(pool, store, rids)  # cached while Redis is up
+    server.process.send_signal(signal.SIGTERM)
+    server.process.wait(5)
+    started = time.monotonic()
+    for _ in range(4):
+        assert await read_all(pool, store, rids) == warm
+    elapsed = time.monotonic() - started
+    # THRESHOLD failed calls opened the breaker; the other 17 never went to Redis.
+    assert store.metrics.errors == THRESHOLD
+    assert store.metrics.short_circuits == 20 - THRESHOLD
+    assert store.metrics.fallbacks == 20
+    assert store.breaker.state is BreakerState.OPEN
+    assert elapsed < 2.0
+    a = warm[0]
+    assert a is not None and a.citation_count == EXPECTED_ADA["citation_count"]
+
+
+async def test_redis_frozen_answers_quickly_without_waiting_on_it(pool, fault_db, store, server) -> None:
+    rids = researcher_ids(fault_db)
+    warm = await read_all(pool, store, rids)
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        # Concurrent requests for different researchers while Redis accepts connections but never answers.
+        results = [
+            _figures(r) for r in await asyncio.gather(*(load_researcher_stats(pool, store, rid) for rid in rids * 4))
+        ]
+        elapsed = time.monotonic() - started
+        assert results == warm * 4
+        # One Redis call per distinct key (single flight), each bounded by the socket timeout.
+        assert store.metrics.errors + store.metrics.short_circuits == len(rids)
+        assert store.metrics.singleflight_joins == 3 * len(rids)
+        assert store.breaker.state is BreakerState.OPEN
+        started = time.monotonic()
+        errors_before = store.metrics.errors
+        assert await read_all(pool, store, rids) == warm
+        assert store.metrics.errors == errors_before  # open breaker: Redis was not asked
+        assert time.monotonic() - started < 0.5
+        assert elapsed < 2.0
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+
+
+async def test_breaker_recloses_when_redis_returns(pool, fault_db, store, server) -> None:
+    rids = researcher_ids(fault_db)
+    await read_all(pool, store, rids)
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        await read_all(pool, store, rids)
+        assert store.breaker.state is BreakerState.OPEN
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+    await asyncio.sleep(RESET_AFTER_S + 0.05)
+    assert store.breaker.state is BreakerState.HALF_OPEN
+    hits = store.metrics.hits
+    assert await read_all(pool, store, rids)
+    assert store.breaker.state is BreakerState.CLOSED
+    assert store.metrics.hits == hits + len(rids)  # the entries stored before the freeze are served again
+
+
+async def test_breaker_recloses_after_restart_and_caches_again(pool, fault_db, store, server, tmp_path) -> None:
+    rids = researcher_ids(fault_db)
+    port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+    server.process.send_signal(signal.SIGTERM)
+    server.process.wait(5)
+    await read_all(pool, store, rids)
+    assert store.breaker.state is BreakerState.OPEN
+    again = localservices.start_redis(tmp_path / "redis2", port=port)
+    try:
+        await asyncio.sleep(RESET_AFTER_S + 0.05)
+        await read_all(pool, store, rids)  # the probe succeeds: misses, stored
+        assert store.breaker.state is BreakerState.CLOSED
+        hits = store.metrics.hits
+        await read_all(pool, store, rids)
+        assert store.metrics.hits == hits + len(rids)
+    finally:
+        again.stop()
+
+
+async def test_failed_probe_keeps_breaker_open(pool, fault_db, store, server) -> None:
+    rids = researcher_ids(fault_db)
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        await read_all(pool, store, rids)
+        await asyncio.sleep(RESET_AFTER_S + 0.05)
+        errors = store.metrics.errors
+        await read_all(pool, store, rids)  # one probe goes out and times out, the rest short-circuit
+        assert store.metrics.errors == errors + 1
+        assert store.breaker.state is BreakerState.OPEN
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+
+
+async def test_invalidation_during_outage_is_delivered_later(pool, fault_db, store, server) -> None:
+    a = fault_db[1]["A"]
+    await load_researcher_stats(pool, store, a)
+    assert store.redis is not None
+    key = keys.researcher_stats(store.namespace, a)
+    assert await store.redis.exists(key) == 1
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        await invalidate(store, Touched(researchers={a}))  # never raises, never hangs
+        assert time.monotonic() - started < 1.0
+        assert store.pending_invalidation.researchers == {a}
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+    await asyncio.sleep(RESET_AFTER_S + 0.05)
+    await invalidate(store, Touched())  # the next invalidation (of anything) delivers the deferred ids
+    assert not store.pending_invalidation
+    assert await store.redis.exists(key) == 0

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import pytest
+
+from db.cache import keys
+from db.cache.breaker import BreakerState, CircuitBreaker
+from db.cache.metrics import CacheMetrics, render
+
+
+def test_keys_are_namespaced_versioned_and_lowercase() -> None:
+    k = keys.researcher_stats("wp", 42)
+    assert k == f"wp:researcher:42:stats:v{keys.RESEARCHER_STATS_VERSION}"
+    assert keys.institution_stats("wp", 7).startswith("wp:institution:7:stats:v")
+    assert keys.researcher_coauthors("ns", 1).startswith("ns:researcher:1:coauthors:v")
+    for k in (keys.researcher_stats("wp", 1), keys.entity_tag("wp", "paper", 3), keys.response_epoch("wp")):
+        assert k == k.lower() and " " not in k
+
+
+def test_network_key_depends_on_every_argument() -> None:
+    variants = {
+        keys.researcher_network("wp", 1, depth=d, min_shared=m, limit=n)
+        for d in (1, 2)
+        for m in (1, 2)
+        for n in (10, 100)
+    }
+    assert len(variants) == 8
+    assert keys.researcher_network("wp", 1, depth=1, min_shared=1, limit=10) != keys.researcher_network(
+        "wp", 2, depth=1, min_shared=1, limit=10
+    )
+
+
+def test_response_key_covers_operation_document_variables_and_schema() -> None:
+    base = {"schema_version": "abc", "operation": "ResearcherPage", "document_hash": "h1", "variables": b'{"id":"1"}'}
+    k = keys.response("wp", **base)
+    assert k.startswith("wp:response:sabc:")
+    for field, other in (
+        ("schema_version", "abd"),
+        ("operation", "PaperPage"),
+        ("document_hash", "h2"),
+        ("variables", b'{"id":"2"}'),
+    ):
+        assert keys.response("wp", **{**base, field: other}) != k
+    # Field boundaries matter: no two different inputs collide by concatenation.
+    assert keys.response("wp", schema_version="s", operation="ab", document_hash="c", variables=b"") != keys.response(
+        "wp", schema_version="s", operation="a", document_hash="bc", variables=b""
+    )
+
+
+def test_unknown_entity_kind_is_refused() -> None:
+    with pytest.raises(ValueError):
+        keys.entity_tag("wp", "user", 1)
+    assert keys.entity_generation("wp", "institution", 5) == "wp:institution:5:gen"
+
+
+def test_breaker_opens_after_threshold_and_probes_once() -> None:
+    now = [0.0]
+    b = CircuitBreaker(threshold=2, reset_after_s=10, clock=lambda: now[0])
+    assert b.allow()
+    b.failure()
+    assert b.state is BreakerState.CLOSED
+    b.failure()
+    assert b.state is BreakerState.OPEN and not b.allow() and b.opens == 1
+    now[0] = 10.0
+    assert b.state is BreakerState.HALF_OPEN
+    assert b.allow() and not b.allow()  # one probe at a time
+    b.failure()
+    assert b.state is BreakerState.OPEN and b.opens == 1  # reopened for a full period, not a new opening
+    now[0] = 19.0
+    assert not b.allow()
+    now[0] = 20.0
+    assert b.allow()
+    b.success()
+    assert b.state is BreakerState.CLOSED and b.allow()
+
+
+def test_success_resets_the_failure_count() -> None:
+    b = CircuitBreaker(threshold=2, reset_after_s=1)
+    b.failure()
+    b.success()
+    b.failure()
+    assert b.state is BreakerState.CLOSED
+
+
+def test_metrics_render_prometheus_text() -> None:
+    m = CacheMetrics(hits=3, response_hits=2)
+    text = render(m, breaker_state=1, breaker_opens=4, redis_configured=True)
+    lines = text.splitlines()
+    assert "wovepaper_cache_hits_total 3" in lines
+    assert "wovepaper_cache_response_hits_total 2" in lines
+    assert "wovepaper_cache_breaker_state 1" in lines
+    assert "# TYPE wovepaper_cache_misses_total counter" in lines
+    assert text.endswith("\n")
