@@ -41,8 +41,9 @@ run: $(VENV)/.installed-$(RUN_EXTRAS)
 	$(BIN)/wovepaper up --host $(HOST) --port $(PORT)
 
 # -k: run every check even when one fails, so one run shows everything that is broken; make still fails.
+# pytest goes last so that its summary line closes the output.
 test: $(VENV)/.installed-$(TEST_EXTRAS)
-	@$(MAKE) --no-print-directory -k pytest lint contract-js
+	@$(MAKE) --no-print-directory -k lint contract-js pytest
 
 pytest: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -57,8 +58,8 @@ typecheck: $(VENV)/.installed-$(TEST_EXTRAS)
 # The frontend contract's own Node test, once frontend_contract/package.json exists. Without node a developer
 # gets a skip message; CI (CI=true) fails instead, so the contract is never silently unchecked there.
 contract-js:
-	@if [ ! -f frontend_contract/package.json ]; then \
-		echo "contract-js: no frontend_contract/package.json, nothing to run"; \
+	@if [ ! -f frontend_contract/package.json ] || [ ! -d frontend_contract/test ]; then \
+		echo "contract-js: no frontend_contract/package.json and test/ yet, nothing to run"; \
 	elif ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
 		if [ -n "$$CI" ]; then echo "contract-js: node and npm are required in CI"; exit 1; fi; \
 		echo "contract-js: SKIPPED: node/npm not found (install Node.js 20+ to run the frontend contract test)"; \

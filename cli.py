@@ -95,6 +95,9 @@ def up(
         ) as env:
             for started in env.started:
                 typer.echo(f"started project-local {started}")
+            if env.started:
+                # Other commands (ingest, demo, psql) can share these servers while this one runs.
+                typer.echo(f"other shells: export DATABASE_URL='{env.database_url}' REDIS_URL='{env.redis_url or ''}'")
             # The app, the demo loader and any worker read their settings from the environment.
             os.environ["DATABASE_URL"] = env.database_url
             if env.redis_url:
