@@ -21,6 +21,8 @@ tests/unit/test_fast_executor.py compares this executor with the generic one.
 
 from __future__ import annotations
 
+import dis
+import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from operator import attrgetter
@@ -107,8 +109,23 @@ def _spec(type_: GraphQLOutputType) -> Spec:
         # Strawberry's generated is_type_of (for types with interfaces) never reads `info`; a
         # user-supplied one might, so it gets the field's real GraphQLResolveInfo, as in graphql-core.
         generated = definition is not None and getattr(definition, "is_type_of", True) is None
-        return (nullable, _OBJ, (type_, type_.is_type_of, not generated))
+        return (nullable, _OBJ, (type_, type_.is_type_of, not generated and reads_info(type_.is_type_of)))
     return (nullable, _OTHER, type_)
+
+
+def reads_info(is_type_of: Callable[..., Any]) -> bool:
+    """Whether an ``is_type_of(obj, info)`` may read its ``info``: False only when provably unused."""
+    code = getattr(getattr(is_type_of, "__func__", is_type_of), "__code__", None)
+    if code is None or code.co_argcount < 2 or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        return True
+    name = code.co_varnames[code.co_argcount - 1]
+    if name in code.co_cellvars:
+        return True
+    for instruction in dis.get_instructions(code):
+        argval = instruction.argval
+        if argval == name or (isinstance(argval, tuple) and name in argval):
+            return True
+    return False
 
 
 def _getter_for(definition: Any, name: str) -> Callable[[Any], Any]:

@@ -18,7 +18,7 @@ import pytest
 import strawberry
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
-from schema.fast_executor import make_fast
+from schema.fast_executor import make_fast, reads_info
 
 FastExecutor = make_fast(StrawberryGraphQLCoreExecutionContext)
 
@@ -348,3 +348,27 @@ def test_field_middleware_turns_the_fast_path_off() -> None:
     fast = result_of(spied, QUERY, build(), VARIABLES[0])
     assert fast == result_of(GENERIC, QUERY, build(), VARIABLES[0])
     assert seen.count("title") == 3 and seen.count("name") > 10
+
+
+def test_reads_info_is_false_only_when_info_is_provably_unused() -> None:
+    class Row:
+        @classmethod
+        def ignores(cls, obj: Any, info: Any) -> bool:
+            return isinstance(obj, Row)
+
+        @classmethod
+        def reads(cls, obj: Any, info: Any) -> bool:
+            return info.field_name == "x"
+
+        @classmethod
+        def captures(cls, obj: Any, info: Any) -> bool:
+            return (lambda: info)() is not None
+
+    def variadic(obj: Any, *args: Any) -> bool:
+        return True
+
+    assert reads_info(Row.ignores) is False
+    assert reads_info(Row.reads) is True
+    assert reads_info(Row.captures) is True
+    assert reads_info(variadic) is True
+    assert reads_info(Venue.is_type_of) is True
