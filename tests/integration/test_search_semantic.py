@@ -1,0 +1,220 @@
+"""Semantic and hybrid search, similar papers and embedding upkeep, for real: the bundled model and pgvector.
+
+When the session's PostgreSQL lacks pgvector, the embedded PostgreSQL (which bundles it) is started for these.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+import embeddings
+import localservices
+from db.filters import PaperFilterSpec, paper_filter_clauses
+from db.migrate import migrate
+from db.queries.embeddings import count_embeddings, has_embeddings
+from db.queries.search import (
+    SEARCH_SORTS,
+    SemanticSearchUnavailable,
+    fetch_similar_paper_ids,
+    search_papers,
+)
+from tests.integration._search_data import Corpus, load_corpus
+
+pytestmark = [
+    pytest.mark.semantic,
+    pytest.mark.skipif(not embeddings.is_available(), reason="the `semantic` extra is not installed"),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _has_vector(dsn: str) -> bool:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return bool(await conn.fetchval("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'"))
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="module")
+async def vector_admin_dsn(pg_admin_dsn: str) -> str:
+    if await _has_vector(pg_admin_dsn):
+        return pg_admin_dsn
+    return localservices.start_postgres(ROOT / ".wovepaper" / "test-pgvector")
+
+
+@pytest.fixture(scope="module")
+async def corpus(vector_admin_dsn: str) -> AsyncIterator[Corpus]:
+    name = f"wovepaper_test_semantic_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(vector_admin_dsn)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    head, sep, query = vector_admin_dsn.partition("?")
+    dsn = f"{head.rsplit('/', 1)[0]}/{name}{sep}{query}"
+    try:
+        yield await load_corpus(dsn)
+    finally:
+        admin = await asyncpg.connect(vector_admin_dsn)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+@pytest.fixture(scope="module")
+async def embedded(corpus: Corpus) -> Corpus:
+    conn = await asyncpg.connect(corpus.dsn)
+    try:
+        assert await has_embeddings(conn)
+        assert await embeddings.embed_missing(conn, batch_size=4) == len(corpus.paper_ids)
+    finally:
+        await conn.close()
+    return corpus
+
+
+@pytest.fixture
+async def conn(embedded: Corpus) -> AsyncIterator[asyncpg.Connection]:
+    c = await asyncpg.connect(embedded.dsn)
+    yield c
+    await c.close()
+
+
+def keys(corpus: Corpus, ids: list[int]) -> list[str]:
+    by_id = {v: k for k, v in corpus.paper_ids.items()}
+    return [by_id[i] for i in ids]
+
+
+async def run(conn, mode, text, *, limit=100, clauses=(), sort="RELEVANCE", **kwargs):
+    vector = embeddings.embed_query(text)
+    return await search_papers(
+        conn,
+        mode=mode,
+        text=text,
+        vector=vector,
+        clauses=list(clauses),
+        sort=SEARCH_SORTS[sort],
+        limit=limit,
+        **kwargs,
+    )
+
+
+def test_vectors_are_unit_length_and_384_wide() -> None:
+    [v] = embeddings.embed_papers([("Graph neural networks", "Message passing on graphs.")])
+    assert len(v) == embeddings.DIMENSIONS
+    assert sum(x * x for x in v) == pytest.approx(1.0, abs=1e-4)
+
+
+async def test_embed_missing_is_incremental_and_notices_changed_text(embedded: Corpus) -> None:
+    conn = await asyncpg.connect(embedded.dsn)
+    try:
+        assert await count_embeddings(conn) == (len(embedded.paper_ids), len(embedded.paper_ids))
+        assert await embeddings.embed_missing(conn) == 0
+        pid = embedded.paper_ids["qec"]
+        before = await conn.fetchval("SELECT embedding::text FROM paper_embeddings WHERE paper_id = $1", pid)
+        await conn.execute("UPDATE papers SET abstract = abstract || ' Also magic states.' WHERE id = $1", pid)
+        assert await embeddings.embed_missing(conn, limit=5) == 1
+        after = await conn.fetchval("SELECT embedding::text FROM paper_embeddings WHERE paper_id = $1", pid)
+        assert after != before
+        assert await embeddings.embed_missing(conn) == 0
+    finally:
+        await conn.close()
+
+
+async def test_semantic_finds_meaning_without_shared_words(conn, embedded) -> None:
+    text = "ripples in spacetime when two collapsed stars collide"
+    keyword = await search_papers(
+        conn, mode="KEYWORD", text=text, vector=None, clauses=[], sort=SEARCH_SORTS["RELEVANCE"], limit=10
+    )
+    assert embedded.paper_ids["grav_waves"] not in {h.paper.id for h in keyword.hits}
+    result = await run(conn, "SEMANTIC", text, with_facets=True, with_highlights=True)
+    assert keys(embedded, [h.paper.id for h in result.hits])[0] == "grav_waves"
+    scores = [h.score for h in result.hits]
+    assert scores == sorted(scores, reverse=True) and -1 <= scores[-1] <= scores[0] <= 1
+    assert result.total == len(result.hits) == len(embedded.paper_ids)
+    assert result.facets is not None
+    assert sum(f.count for f in result.facets.primary_categories) == result.total
+
+
+async def test_semantic_neighbours_of_a_topic(conn, embedded) -> None:
+    result = await run(conn, "SEMANTIC", "learning on molecular graphs with message passing", limit=3)
+    top = keys(embedded, [h.paper.id for h in result.hits])
+    assert top[0] == "gnn_molecules"
+    assert set(top) <= {"gnn_molecules", "gnn_revisited", "gnn_survey", "gat", "protein"}
+
+
+async def test_semantic_honours_filters_and_paging(conn, embedded) -> None:
+    clauses = paper_filter_clauses(PaperFilterSpec(category="cs.LG"))
+    result = await run(conn, "SEMANTIC", "protein folding", clauses=clauses)
+    assert result.hits and all("cs.LG" in h.paper.categories for h in result.hits)
+    assert keys(embedded, [result.hits[0].paper.id]) == ["protein"]
+    full = [h.paper.id for h in result.hits]
+    sort = SEARCH_SORTS["RELEVANCE"]
+    walked: list[int] = []
+    after = None
+    while True:
+        page = await run(conn, "SEMANTIC", "protein folding", clauses=clauses, limit=2, after=after)
+        if not page.hits:
+            break
+        walked += [h.paper.id for h in page.hits]
+        after = sort.after_clause(sort.cursor_key(page.hits[-1]))
+    assert walked == full
+    newest = await run(conn, "SEMANTIC", "protein folding", clauses=clauses, sort="NEWEST")
+    dates = [h.paper.published for h in newest.hits]
+    assert dates == sorted(dates, reverse=True) and set(h.paper.id for h in newest.hits) == set(full)
+
+
+async def test_hybrid_fuses_both_rankings(conn, embedded) -> None:
+    result = await run(conn, "HYBRID", "graph attention", with_facets=True)
+    ranked = keys(embedded, [h.paper.id for h in result.hits])
+    # First in both lists, so first in the fusion.
+    assert ranked[0] == "gat"
+    assert result.hits[0].score == pytest.approx(2 / 61)
+    # Every paper appears (semantic lists them all), and fused scores are descending.
+    assert result.total == len(embedded.paper_ids)
+    scores = [h.score for h in result.hits]
+    assert scores == sorted(scores, reverse=True)
+    assert result.facets is not None and sum(f.count for f in result.facets.years) == result.total
+    # Stop words only: nothing for the keyword half, the semantic half still answers.
+    fallback = await run(conn, "HYBRID", "the of and")
+    assert fallback.total == len(embedded.paper_ids)
+
+
+async def test_similar_papers(conn, embedded) -> None:
+    source = embedded.paper_ids["gnn_revisited"]
+    similar = await fetch_similar_paper_ids(conn, [source, embedded.paper_ids["dark_matter"]], limit=3)
+    top = keys(embedded, [pid for pid, _ in similar[source]])
+    assert source not in [pid for pid, _ in similar[source]]
+    assert top[0] in {"gnn_survey", "gnn_molecules"}
+    assert set(top) <= {"gnn_molecules", "gnn_survey", "gat"}
+    sims = [s for _, s in similar[source]]
+    assert sims == sorted(sims, reverse=True)
+    assert len(similar[embedded.paper_ids["dark_matter"]]) == 3
+
+
+async def test_without_pgvector_semantic_is_unavailable_and_keyword_works(make_database) -> None:
+    dsn = await make_database("search_novector")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+        # The state of a server without pgvector: migration 0003 then creates no embedding table.
+        await conn.execute("DROP TABLE IF EXISTS paper_embeddings")
+        assert not await has_embeddings(conn)
+        with pytest.raises(embeddings.EmbeddingsUnavailable):
+            await embeddings.embed_missing(conn)
+        vector = embeddings.embed_query("anything")
+        for mode in ("SEMANTIC", "HYBRID"):
+            with pytest.raises(SemanticSearchUnavailable):
+                await search_papers(
+                    conn, mode=mode, text="graph", vector=vector, clauses=[], sort=SEARCH_SORTS["RELEVANCE"], limit=5
+                )
+        with pytest.raises(SemanticSearchUnavailable):
+            await fetch_similar_paper_ids(conn, [1], limit=3)
+        keyword = await search_papers(
+            conn, mode="KEYWORD", text="graph", vector=None, clauses=[], sort=SEARCH_SORTS["RELEVANCE"], limit=5
+        )
+        assert keyword.total == 0
+    finally:
+        await conn.close()
