@@ -166,15 +166,21 @@ def _single(values: Counter[str]) -> str | None:
 def plan_paper(
     paper: QueuedPaper,
     s2: S2Paper | None,
-    oaw: OAWork | None,
+    works: list[OAWork],
     batch: EnrichBatch,
     names: dict[str, str],
     oa_claims: defaultdict[str, Counter[str]],
     orcid_claims: defaultdict[str, Counter[str]],
 ) -> None:
-    """Align one paper's arXiv authors with S2's and OpenAlex's lists and record the verdicts."""
+    """Align one paper's arXiv authors with S2's and OpenAlex's lists and record the verdicts.
+
+    `works` are the paper's OpenAlex works, the one that speaks for it first (the preprint); a
+    journal duplicate only adds institutions its preprint lacks.
+    """
+    oaw = works[0] if works else None
     s2_align = align_authors(paper.authors, [a.name for a in s2.authors]) if s2 else {}
     oa_align = align_authors(paper.authors, [a.name for a in oaw.authorships]) if oaw else {}
+    dup_aligns = [(w, align_authors(paper.authors, [a.name for a in w.authorships])) for w in works[1:]]
     for position, idx in sorted(s2_align.items()):
         author = s2.authors[idx] if s2 else None
         if author is None or not author.author_id:
@@ -188,7 +194,13 @@ def plan_paper(
                 oa_claims[author.author_id][oa.author_id] += 1
             if oa.orcid:
                 orcid_claims[author.author_id][oa.orcid] += 1
+            rors = [inst.ror_id for inst in oa.institutions]
             for inst in oa.institutions:
+                batch.institutions.setdefault(inst.ror_id, inst)
+        for dup, align in dup_aligns:
+            if rors or position not in align:
+                break
+            for inst in dup.authorships[align[position]].institutions:
                 batch.institutions.setdefault(inst.ror_id, inst)
                 rors.append(inst.ror_id)
         batch.matches.append(AuthorshipMatch(paper.arxiv_id, position, author.author_id, rors))
@@ -213,7 +225,7 @@ async def gather_batch(
     ids = [q.arxiv_id for q in queue]
     batch = EnrichBatch(ids)
     s2papers = await s2c.papers_by_arxiv_id(ids)
-    oa_works: dict[str, OAWork] = {}
+    oa_works: dict[str, list[OAWork]] = {}
     if oac is not None:
         wanted = {q.arxiv_id: (q.doi.lower() if q.doi else None) for q in queue}
         dois = [arxiv_doi(a) for a in ids] + [d for d in wanted.values() if d]
@@ -222,7 +234,7 @@ async def gather_batch(
     oa_claims: defaultdict[str, Counter[str]] = defaultdict(Counter)
     orcid_claims: defaultdict[str, Counter[str]] = defaultdict(Counter)
     for q in queue:
-        plan_paper(q, s2papers.get(q.arxiv_id), oa_works.get(q.arxiv_id), batch, names, oa_claims, orcid_claims)
+        plan_paper(q, s2papers.get(q.arxiv_id), oa_works.get(q.arxiv_id, []), batch, names, oa_claims, orcid_claims)
     if not names:
         return batch
 

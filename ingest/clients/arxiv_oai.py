@@ -24,6 +24,7 @@ class ArxivOAIClient:
         clock: Clock | None = None,
         policy: RetryPolicy | None = None,
     ) -> None:
+        self.url = base_url.rstrip("/")
         self.http = SourceClient(
             "arxiv",
             base_url,
@@ -44,7 +45,7 @@ class ArxivOAIClient:
         async def handle(resp: httpx.Response) -> date | None:
             return parse_identify(await resp.aread())
 
-        return await self.http.call("GET", "", handle, params={"verb": "Identify"})
+        return await self.http.call("GET", self.url, handle, params={"verb": "Identify"})
 
     async def list_records(
         self,
@@ -74,4 +75,5 @@ class ArxivOAIClient:
                 parser.feed(chunk)
             return parser.close()
 
-        return await self.http.call("GET", "", handle, params=params)
+        # The exact base URL: a relative "" would add a trailing slash the server does not serve.
+        return await self.http.call("GET", self.url, handle, params=params)

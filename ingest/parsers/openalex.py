@@ -147,24 +147,27 @@ def parse_results(payload: Any) -> list[Any]:
     return list(payload["results"])
 
 
-def match_works(wanted: Mapping[str, str | None], works: Iterable[OAWork]) -> dict[str, OAWork]:
-    """Pick one work per arXiv id: {arxiv_id: journal doi or None} -> {arxiv_id: work}.
+def match_works(wanted: Mapping[str, str | None], works: Iterable[OAWork]) -> dict[str, list[OAWork]]:
+    """Group works by the arXiv paper they are: {arxiv_id: journal doi or None} -> {arxiv_id: works}.
 
-    A work matches by the arXiv id it carries, else by the paper's journal DOI. A preprint always
-    beats a journal duplicate, whichever comes first.
+    A work matches by the arXiv id it carries, else by the paper's journal DOI. Each list starts
+    with the work that speaks for the paper: the preprint, whichever order OpenAlex sent them in;
+    journal duplicates follow and may only fill gaps (institutions), never replace it.
     """
     by_journal_doi = {doi.lower(): aid for aid, doi in wanted.items() if doi}
-    chosen: dict[str, OAWork] = {}
+    grouped: dict[str, list[OAWork]] = {}
     for w in works:
         aid = w.arxiv_id if w.arxiv_id in wanted else None
         if aid is None and w.doi:
             aid = by_journal_doi.get(w.doi)
         if aid is None:
             continue
-        current = chosen.get(aid)
-        if current is None or (w.is_preprint and not current.is_preprint):
-            chosen[aid] = w
-    return chosen
+        group = grouped.setdefault(aid, [])
+        if all(g.openalex_id != w.openalex_id for g in group):
+            group.append(w)
+    for group in grouped.values():
+        group.sort(key=lambda w: not w.is_preprint)  # stable: OpenAlex's order otherwise
+    return grouped
 
 
 def researcher_from_author(item: Any) -> ResearcherRecord | None:
