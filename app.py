@@ -9,12 +9,16 @@ from typing import TypedDict
 import asyncpg
 import redis.asyncio as aioredis
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from db.migrate import pending_migrations
-from db.pool import create_pool
+from db.pool import QueryLogger, create_pool
+from resolvers.feeds import latest_papers_rss
+from schema import Schema, build_schema
+from schema.view import BodySizeLimit, GraphQLView
 from settings import Settings, get_settings
 
 
@@ -24,8 +28,12 @@ class State(TypedDict):
     redis: aioredis.Redis | None
 
 
-def create_app(settings: Settings | None = None) -> Starlette:
+def create_app(
+    settings: Settings | None = None, *, schema: Schema | None = None, query_logger: QueryLogger | None = None
+) -> Starlette:
+    """`schema` defaults to `build_schema(settings)`; `query_logger` sees every SQL statement (tests count them)."""
     settings = settings or get_settings()
+    graphql = GraphQLView(schema or build_schema(settings), settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[State]:
@@ -36,6 +44,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             min_size=settings.pool_min_size,
             max_size=settings.pool_max_size,
             statement_timeout_ms=settings.statement_timeout_ms,
+            query_logger=query_logger,
         )
         redis = (
             aioredis.Redis.from_url(
@@ -80,8 +89,18 @@ def create_app(settings: Settings | None = None) -> Starlette:
         status = "ok" if ok and checks["redis"] == "ok" else ("degraded" if ok else "down")
         return JSONResponse({"status": status, "checks": checks}, status_code=200 if ok else 503)
 
+    async def rss_latest(request: Request) -> Response:
+        feed = await latest_papers_rss(request.state.pool, feed_url=str(request.url))
+        return Response(feed, media_type="application/rss+xml", headers={"cache-control": "public, max-age=300"})
+
     return Starlette(
-        routes=[Route("/healthz", healthz), Route("/readyz", readyz)],
+        routes=[
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+            Route("/graphql", graphql, methods=["GET", "POST"]),
+            Route("/rss/latest.xml", rss_latest),
+        ],
+        middleware=[Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)],
         lifespan=lifespan,
     )
 

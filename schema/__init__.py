@@ -1,0 +1,55 @@
+"""The public GraphQL schema: `build_schema()`.
+
+Query is merged from one query class per module (QUERY_TYPES); a module that adds root fields defines
+its own `@strawberry.type class XQuery` and appends it there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import strawberry
+from graphql.error import GraphQLError
+from strawberry.extensions import SchemaExtension
+from strawberry.tools import merge_types
+from strawberry.types import ExecutionContext
+
+from schema.errors import is_unexpected
+from schema.extensions import default_extensions
+from schema.institution import Institution, InstitutionQuery
+from schema.node import NodeQuery
+from schema.paper import Paper, PaperQuery
+from schema.path import PathQuery
+from schema.researcher import Researcher, ResearcherQuery
+from settings import Settings, get_settings
+
+QUERY_TYPES: list[type] = [NodeQuery, PaperQuery, ResearcherQuery, InstitutionQuery, PathQuery]
+NODE_TYPES: list[type] = [Paper, Researcher, Institution]
+
+
+class Schema(strawberry.Schema):
+    def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
+        # Expected errors (bad input, not found, validation) are the caller's business, not the log's;
+        # unexpected ones are logged with their request id where they are masked.
+        return None
+
+
+def build_schema(
+    settings: Settings | None = None,
+    *,
+    extra_query_types: Sequence[type] = (),
+    extensions: Sequence[Callable[[], SchemaExtension] | type[SchemaExtension]] | None = None,
+    execution_context_class: type[Any] | None = None,
+) -> Schema:
+    settings = settings or get_settings()
+    query = merge_types("Query", (*QUERY_TYPES, *extra_query_types))
+    return Schema(
+        query=query,
+        types=NODE_TYPES,
+        extensions=list(extensions) if extensions is not None else default_extensions(settings),
+        execution_context_class=execution_context_class,
+    )
+
+
+__all__ = ["QUERY_TYPES", "Schema", "build_schema", "is_unexpected"]

@@ -1,0 +1,249 @@
+"""The immutable registry of paper filter and sort fragments.
+
+Every fragment is SQL over the alias `p` (papers) with parameters numbered from $1; `compose` renumbers
+them after an offset, so a caller with its own leading parameters (search's query text, a researcher
+id) can append the same fragments. The set of fragments is finite, so asyncpg's statement cache hits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import MappingProxyType
+from typing import Literal
+
+from db.paging import CursorValue, datetime_to_micros, micros_to_datetime
+
+_PARAM = re.compile(r"\$(\d+)")
+
+AuthorPosition = Literal["FIRST", "LAST", "MIDDLE", "SOLO"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    """A boolean SQL expression over `p` with `arity` parameters $1..$arity."""
+
+    sql: str
+    arity: int
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    fragment: Fragment
+    args: tuple[object, ...]
+
+
+# Researcher and institution filters are written as `p.id IN (subquery)` so the planner starts from
+# the (small) set of that entity's papers instead of walking the date index of every paper.
+_POSITION_SUBQUERY = (
+    "p.id IN (SELECT a.paper_id FROM authorships a JOIN papers q ON q.id = a.paper_id"
+    " WHERE a.researcher_id = $1::bigint AND {cond})"
+)
+
+PAPER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
+    {
+        "category": Fragment("p.categories @> ARRAY[$1::text]", 1),
+        "primary_category": Fragment("p.primary_category = $1::text", 1),
+        "published_from": Fragment("p.published >= $1::timestamptz", 1),
+        "published_before": Fragment("p.published < $1::timestamptz", 1),
+        "researcher": Fragment("p.id IN (SELECT a.paper_id FROM authorships a WHERE a.researcher_id = $1::bigint)", 1),
+        "institution": Fragment(
+            "p.id IN (SELECT ai.paper_id FROM authorship_institutions ai WHERE ai.institution_id = $1::bigint)", 1
+        ),
+        "position_first": Fragment(_POSITION_SUBQUERY.format(cond="a.position = 1 AND q.author_count > 1"), 1),
+        "position_last": Fragment(
+            _POSITION_SUBQUERY.format(cond="a.position = q.author_count AND q.author_count > 1"), 1
+        ),
+        "position_middle": Fragment(
+            _POSITION_SUBQUERY.format(cond="a.position > 1 AND a.position < q.author_count"), 1
+        ),
+        "position_solo": Fragment(_POSITION_SUBQUERY.format(cond="q.author_count = 1"), 1),
+        "nothing": Fragment("false", 0),
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PaperFilterSpec:
+    """A paper filter with every reference already resolved to a database id."""
+
+    category: str | None = None
+    primary_only: bool = False
+    published_from: datetime | None = None
+    published_before: datetime | None = None
+    researcher_id: int | None = None
+    # Papers with an author at each of these institutions.
+    institution_ids: tuple[int, ...] = ()
+    # Applies to `researcher_id`: the researcher's position among the paper's authors.
+    author_position: AuthorPosition | None = None
+    # A reference that names nothing in the archive: the filter matches no paper.
+    matches_nothing: bool = False
+
+
+def paper_filter_clauses(spec: PaperFilterSpec) -> list[Clause]:
+    if spec.matches_nothing:
+        return [Clause(PAPER_FILTERS["nothing"], ())]
+    clauses: list[Clause] = []
+    if spec.category is not None:
+        key = "primary_category" if spec.primary_only else "category"
+        clauses.append(Clause(PAPER_FILTERS[key], (spec.category,)))
+    if spec.published_from is not None:
+        clauses.append(Clause(PAPER_FILTERS["published_from"], (spec.published_from,)))
+    if spec.published_before is not None:
+        clauses.append(Clause(PAPER_FILTERS["published_before"], (spec.published_before,)))
+    if spec.researcher_id is not None:
+        key = f"position_{spec.author_position.lower()}" if spec.author_position else "researcher"
+        clauses.append(Clause(PAPER_FILTERS[key], (spec.researcher_id,)))
+    for institution_id in spec.institution_ids:
+        clauses.append(Clause(PAPER_FILTERS["institution"], (institution_id,)))
+    return clauses
+
+
+def _renumber(sql: str, base: int) -> str:
+    return _PARAM.sub(lambda m: f"${int(m.group(1)) + base}", sql) if base else sql
+
+
+def compose(clauses: Sequence[Clause], offset: int = 0) -> tuple[str, list[object]]:
+    """`(sql, args)`: the clauses joined by AND ("true" when none), parameters numbered from offset+1."""
+    parts: list[str] = []
+    args: list[object] = []
+    for clause in clauses:
+        parts.append(_renumber(clause.fragment.sql, offset + len(args)))
+        args.extend(clause.args)
+    return (" AND ".join(parts) if parts else "true"), args
+
+
+KeyKind = Literal["ts", "int", "int_or_null", "str"]
+
+
+@dataclass(frozen=True, slots=True)
+class Sort:
+    """An ORDER BY with a stable id tie-break, and its keyset condition for `after`.
+
+    `key` names the row attributes the cursor carries, in ORDER BY order, with their kinds.
+    """
+
+    name: str
+    order_by: str
+    after: Fragment
+    key: tuple[tuple[str, KeyKind], ...]
+    # When the cursor's first key is NULL (rows sorted last): the condition within the NULL tail.
+    after_null: Fragment | None = None
+
+    def cursor_key(self, row: object) -> tuple[CursorValue, ...]:
+        values: list[CursorValue] = []
+        for attr, kind in self.key:
+            value = getattr(row, attr)
+            values.append(datetime_to_micros(value) if kind == "ts" else value)
+        return tuple(values)
+
+    def after_clause(self, key: tuple[CursorValue, ...]) -> Clause:
+        """The keyset condition for a cursor's key; ValueError when the key does not fit this sort."""
+        if len(key) != len(self.key):
+            raise ValueError("cursor does not fit this sort")
+        args: list[object] = []
+        for value, (_, kind) in zip(key, self.key, strict=True):
+            if kind == "ts" and isinstance(value, int) and not isinstance(value, bool):
+                args.append(micros_to_datetime(value))
+            elif kind in ("int", "int_or_null") and isinstance(value, int) and not isinstance(value, bool):
+                args.append(value)
+            elif kind == "int_or_null" and value is None:
+                args.append(None)
+            elif kind == "str" and isinstance(value, str):
+                args.append(value)
+            else:
+                raise ValueError("cursor does not fit this sort")
+        if args[0] is None:
+            if self.after_null is None:
+                raise ValueError("cursor does not fit this sort")
+            return Clause(self.after_null, tuple(args[1:]))
+        return Clause(self.after, tuple(args))
+
+
+def _frozen(sorts: Sequence[Sort]) -> Mapping[str, Sort]:
+    return MappingProxyType({s.name: s for s in sorts})
+
+
+PAPER_SORTS: Mapping[str, Sort] = _frozen(
+    [
+        Sort(
+            "NEWEST",
+            "p.published DESC, p.id DESC",
+            Fragment("(p.published, p.id) < ($1::timestamptz, $2::bigint)", 2),
+            (("published", "ts"), ("id", "int")),
+        ),
+        Sort(
+            "OLDEST",
+            "p.published ASC, p.id ASC",
+            Fragment("(p.published, p.id) > ($1::timestamptz, $2::bigint)", 2),
+            (("published", "ts"), ("id", "int")),
+        ),
+        # Papers without a count sort last; written out (not coalesce) so papers_cited_idx serves it.
+        Sort(
+            "MOST_CITED",
+            "p.cited_by_count DESC NULLS LAST, p.id DESC",
+            Fragment(
+                "(p.cited_by_count < $1::int OR (p.cited_by_count = $1::int AND p.id < $2::bigint)"
+                " OR p.cited_by_count IS NULL)",
+                2,
+            ),
+            (("cited_by_count", "int_or_null"), ("id", "int")),
+            Fragment("(p.cited_by_count IS NULL AND p.id < $1::bigint)", 1),
+        ),
+    ]
+)
+
+# Researchers (alias r) and institutions (alias i): figures descending, id ascending, as their indexes are.
+RESEARCHER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
+    {
+        "name": Fragment("wp_fold(r.name) LIKE '%' || wp_fold($1::text) || '%'", 1),
+        "institution": Fragment(
+            "r.id IN (SELECT ri.researcher_id FROM researcher_institutions ri WHERE ri.institution_id = $1::bigint)",
+            1,
+        ),
+    }
+)
+
+
+def _by_figure(name: str, alias: str, column: str) -> Sort:
+    return Sort(
+        name,
+        f"{alias}.{column} DESC, {alias}.id ASC",
+        Fragment(f"({alias}.{column} < $1::int OR ({alias}.{column} = $1::int AND {alias}.id > $2::bigint))", 2),
+        ((column, "int"), ("id", "int")),
+    )
+
+
+def _by_name(alias: str) -> Sort:
+    return Sort(
+        "NAME",
+        f"wp_fold({alias}.name) ASC, {alias}.id ASC",
+        Fragment(f"(wp_fold({alias}.name), {alias}.id) > ($1::text, $2::bigint)", 2),
+        (("fold_name", "str"), ("id", "int")),
+    )
+
+
+RESEARCHER_SORTS: Mapping[str, Sort] = _frozen(
+    [
+        _by_figure("PAPER_COUNT", "r", "paper_count"),
+        _by_figure("H_INDEX", "r", "h_index"),
+        _by_figure("CITATIONS", "r", "citation_count"),
+        _by_name("r"),
+    ]
+)
+
+INSTITUTION_FILTERS: Mapping[str, Fragment] = MappingProxyType(
+    {
+        "name": Fragment("wp_fold(i.name) LIKE '%' || wp_fold($1::text) || '%'", 1),
+        "country": Fragment("i.country = $1::text", 1),
+    }
+)
+
+INSTITUTION_SORTS: Mapping[str, Sort] = _frozen([_by_figure("PAPER_COUNT", "i", "paper_count"), _by_name("i")])
+
+
+def escape_like(text: str) -> str:
+    """A user's text as a literal inside LIKE '%...%'."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -1,0 +1,75 @@
+"""Opaque tokens: keyset cursors and global node ids (base64 over a small, versioned payload)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import UTC, datetime, timedelta
+
+import orjson
+
+MAX_TOKEN_LENGTH = 512
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+CursorValue = int | str | None
+
+
+class TokenError(ValueError):
+    """A cursor or global id that this API did not issue."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _unb64(token: str) -> bytes:
+    if not token or len(token) > MAX_TOKEN_LENGTH:
+        raise TokenError("token is empty or too long")
+    try:
+        return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise TokenError("token is not base64") from exc
+
+
+def encode_cursor(sort: str, key: tuple[CursorValue, ...]) -> str:
+    """The sort's name travels with the key, so a cursor cannot be replayed under another sort."""
+    return _b64(orjson.dumps([sort, *key]))
+
+
+def decode_cursor(token: str, sort: str, arity: int) -> tuple[CursorValue, ...]:
+    try:
+        payload = orjson.loads(_unb64(token))
+    except orjson.JSONDecodeError as exc:
+        raise TokenError("cursor is not a cursor") from exc
+    if not isinstance(payload, list) or len(payload) != arity + 1 or payload[0] != sort:
+        raise TokenError("cursor belongs to another sort or list")
+    values = tuple(payload[1:])
+    if not all(v is None or isinstance(v, int | str) for v in values):
+        raise TokenError("cursor holds unexpected values")
+    return values
+
+
+def datetime_to_micros(value: datetime) -> int:
+    """Exact (no float) so that a keyset comparison on timestamps never skips or repeats a row."""
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def micros_to_datetime(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def encode_global_id(type_name: str, db_id: int) -> str:
+    """`Paper:42` -> `UGFwZXI6NDI`: opaque to callers, stable across releases."""
+    return _b64(f"{type_name}:{db_id}".encode())
+
+
+def decode_global_id(token: str) -> tuple[str, int]:
+    try:
+        text = _unb64(token).decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise TokenError("not a global id") from exc
+    type_name, sep, raw_id = text.partition(":")
+    if not sep or not type_name.isalpha() or not raw_id.isdigit() or len(raw_id) > 18:
+        raise TokenError("not a global id")
+    return type_name, int(raw_id)

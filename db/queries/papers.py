@@ -1,0 +1,136 @@
+"""Reads of papers and their authorships."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from db.filters import Clause, Sort, compose
+from db.paging import encode_global_id
+from db.queries.institutions import InstitutionRow
+from db.queries.researchers import RESEARCHER_COLUMNS, ResearcherRow, researcher_from_record
+
+# A plain connection or one acquired from the pool.
+Conn = asyncpg.Connection | PoolConnectionProxy
+
+PAPER_COLUMNS = """p.id, p.arxiv_id, p.version, p.slug, p.title, p.abstract, p.authors_text, p.categories,
+    p.primary_category, p.published, p.updated, p.doi, p.journal_ref, p.comments, p.cited_by_count,
+    p.author_count, p.summary, p.topics, p.paper_type, p.research_field, p.novelty, p.significance_score,
+    p.analysed, p.modified_at"""
+_WIDTH = 24
+
+
+@dataclass(slots=True)
+class AuthorshipRow:
+    paper_id: int
+    position: int
+    name: str
+    researcher_id: int | None
+    # Filled by page-shaped reads; None means "not fetched", so readers fall back to a loader.
+    prefetched_researcher: ResearcherRow | None = None
+    prefetched_institutions: list[InstitutionRow] | None = None
+
+
+@dataclass(slots=True)
+class PaperRow:
+    id: int
+    arxiv_id: str
+    version: int
+    slug: str
+    title: str
+    abstract: str
+    authors_text: str
+    categories: list[str]
+    primary_category: str
+    published: datetime
+    updated: datetime
+    doi: str | None
+    journal_ref: str | None
+    comments: str | None
+    cited_by_count: int | None
+    author_count: int
+    summary: str | None
+    topics: list[str] | None
+    paper_type: str | None
+    research_field: str | None
+    novelty: str | None
+    significance_score: float | None
+    analysed: bool
+    modified_at: datetime
+    prefetched_authors: list[AuthorshipRow] | None = None
+
+    @property
+    def node_id(self) -> str:
+        return encode_global_id("Paper", self.id)
+
+    @property
+    def abs_url(self) -> str:
+        return f"https://arxiv.org/abs/{self.arxiv_id}"
+
+    @property
+    def pdf_url(self) -> str:
+        return f"https://arxiv.org/pdf/{self.arxiv_id}"
+
+
+def paper_from_record(record: asyncpg.Record) -> PaperRow:
+    return PaperRow(*record[:_WIDTH])
+
+
+SELECT_PAPERS_BY_IDS = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.id = any($1::bigint[])"
+SELECT_PAPERS_BY_ARXIV_IDS = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.arxiv_id = any($1::text[])"
+SELECT_PAPERS_BY_SLUGS = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.slug = any($1::text[])"
+SELECT_AUTHORSHIPS = """
+SELECT a.paper_id, a.position, a.name, a.researcher_id
+FROM authorships a WHERE a.paper_id = any($1::bigint[])
+ORDER BY a.paper_id, a.position
+"""
+SELECT_AUTHORSHIPS_WITH_RESEARCHERS = f"""
+SELECT a.paper_id, a.position, a.name, a.researcher_id, {RESEARCHER_COLUMNS}
+FROM authorships a LEFT JOIN researchers r ON r.id = a.researcher_id
+WHERE a.paper_id = any($1::bigint[])
+ORDER BY a.paper_id, a.position
+"""
+
+
+async def fetch_papers_by_ids(conn: Conn, ids: Sequence[int]) -> list[PaperRow]:
+    return [paper_from_record(r) for r in await conn.fetch(SELECT_PAPERS_BY_IDS, list(ids))]
+
+
+async def fetch_papers_by_arxiv_ids(conn: Conn, arxiv_ids: Sequence[str]) -> list[PaperRow]:
+    return [paper_from_record(r) for r in await conn.fetch(SELECT_PAPERS_BY_ARXIV_IDS, list(arxiv_ids))]
+
+
+async def fetch_papers_by_slugs(conn: Conn, slugs: Sequence[str]) -> list[PaperRow]:
+    return [paper_from_record(r) for r in await conn.fetch(SELECT_PAPERS_BY_SLUGS, list(slugs))]
+
+
+async def fetch_authorships(
+    conn: Conn, paper_ids: Sequence[int], *, with_researchers: bool = False
+) -> list[AuthorshipRow]:
+    """Authorships of these papers ordered by paper and position; optionally with their researchers."""
+    if not with_researchers:
+        return [AuthorshipRow(r[0], r[1], r[2], r[3]) for r in await conn.fetch(SELECT_AUTHORSHIPS, list(paper_ids))]
+    out: list[AuthorshipRow] = []
+    for r in await conn.fetch(SELECT_AUTHORSHIPS_WITH_RESEARCHERS, list(paper_ids)):
+        researcher = researcher_from_record(r, 4) if r[3] is not None else None
+        out.append(AuthorshipRow(r[0], r[1], r[2], r[3], researcher))
+    return out
+
+
+async def page_papers(
+    conn: Conn, clauses: Sequence[Clause], sort: Sort, *, limit: int, offset: int = 0
+) -> list[PaperRow]:
+    where, args = compose(clauses)
+    n = len(args)
+    sql = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE {where} ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}"
+    return [paper_from_record(r) for r in await conn.fetch(sql, *args, limit, offset)]
+
+
+async def count_papers(conn: Conn, clauses: Sequence[Clause]) -> int:
+    where, args = compose(clauses)
+    count: int = await conn.fetchval(f"SELECT count(*) FROM papers p WHERE {where}", *args)
+    return count

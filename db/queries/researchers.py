@@ -1,0 +1,88 @@
+"""Reads of researchers: by id, by external id, pages of a list."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from db.filters import Clause, Sort, compose
+from db.paging import encode_global_id
+from db.slugs import entity_slug
+
+ExternalIdKind = Literal["s2", "openalex", "orcid"]
+
+# A plain connection or one acquired from the pool.
+Conn = asyncpg.Connection | PoolConnectionProxy
+
+RESEARCHER_COLUMNS = """r.id, r.name, r.name_slug, r.s2_author_id, r.openalex_id, r.orcid, r.paper_count,
+    r.h_index, r.i10_index, r.citation_count, r.works_count, r.modified_at, wp_fold(r.name) AS fold_name"""
+
+
+@dataclass(slots=True)
+class ResearcherRow:
+    id: int
+    name: str
+    name_slug: str
+    s2_author_id: str | None
+    openalex_id: str | None
+    orcid: str | None
+    paper_count: int
+    h_index: int
+    i10_index: int
+    citation_count: int
+    works_count: int
+    modified_at: datetime
+    fold_name: str
+
+    @property
+    def slug(self) -> str:
+        return entity_slug(self.id, self.name_slug)
+
+    @property
+    def node_id(self) -> str:
+        return encode_global_id("Researcher", self.id)
+
+
+def researcher_from_record(record: asyncpg.Record, start: int = 0) -> ResearcherRow:
+    """From columns laid out as RESEARCHER_COLUMNS, beginning at `start`."""
+    return ResearcherRow(*record[start : start + 13])
+
+
+SELECT_RESEARCHERS_BY_IDS = f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.id = any($1::bigint[])"
+_SELECT_BY_EXTERNAL = {
+    "s2": f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.s2_author_id = $1",
+    "openalex": f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.openalex_id = $1",
+    "orcid": f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.orcid = $1",
+}
+
+
+async def fetch_researchers_by_ids(conn: Conn, ids: Sequence[int]) -> list[ResearcherRow]:
+    return [researcher_from_record(r) for r in await conn.fetch(SELECT_RESEARCHERS_BY_IDS, list(ids))]
+
+
+async def fetch_researcher_by_external_id(conn: Conn, kind: ExternalIdKind, value: str) -> ResearcherRow | None:
+    record = await conn.fetchrow(_SELECT_BY_EXTERNAL[kind], value)
+    return researcher_from_record(record) if record else None
+
+
+async def page_researchers(
+    conn: Conn, clauses: Sequence[Clause], sort: Sort, *, limit: int, offset: int = 0
+) -> list[ResearcherRow]:
+    where, args = compose(clauses)
+    n = len(args)
+    sql = (
+        f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE {where}"
+        f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}"
+    )
+    return [researcher_from_record(r) for r in await conn.fetch(sql, *args, limit, offset)]
+
+
+async def count_researchers(conn: Conn, clauses: Sequence[Clause]) -> int:
+    where, args = compose(clauses)
+    count: int = await conn.fetchval(f"SELECT count(*) FROM researchers r WHERE {where}", *args)
+    return count

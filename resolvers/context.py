@@ -1,0 +1,41 @@
+"""The per-request context every resolver receives as `info.context`."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import redis.asyncio as aioredis
+from starlette.requests import Request
+from starlette.responses import Response
+
+from resolvers.loaders import Loaders
+from settings import Settings
+
+
+@dataclass(slots=True)
+class Context:
+    pool: asyncpg.Pool
+    settings: Settings
+    loaders: Loaders
+    redis: aioredis.Redis | None = None
+    request: Request | None = None
+    response: Response | None = None
+    # The aggregate cache store, set by whoever wires the cache into the app; None when absent.
+    cache: Any = None
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+
+    @classmethod
+    def create(
+        cls,
+        pool: asyncpg.Pool,
+        settings: Settings,
+        *,
+        redis: aioredis.Redis | None = None,
+        request: Request | None = None,
+        response: Response | None = None,
+        cache: Any = None,
+    ) -> Context:
+        return cls(pool, settings, Loaders(pool), redis, request, response, cache)

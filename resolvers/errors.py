@@ -1,0 +1,23 @@
+"""Errors callers may see as they are: each carries a stable `extensions.code`.
+
+Anything else raised while executing is masked ("Unexpected error." plus a request id).
+"""
+
+from __future__ import annotations
+
+
+class PublicError(Exception):
+    code = "INTERNAL"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        # graphql-core copies `extensions` from the original error into the response.
+        self.extensions: dict[str, object] = {"code": self.code}
+
+
+class BadUserInput(PublicError):
+    code = "BAD_USER_INPUT"
+
+
+class NotFound(PublicError):
+    code = "NOT_FOUND"

@@ -1,0 +1,105 @@
+"""Parsing the id forms callers may give for a paper, a researcher or an institution.
+
+Parsing is pure; a malformed id raises BadUserInput naming the accepted forms, a well-formed one
+becomes a key the resolvers look up (and that may name nothing, which is not an error).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from db.ids import normalize_openalex, normalize_orcid, normalize_ror, parse_arxiv_id
+from resolvers.errors import BadUserInput
+
+MAX_ID_LENGTH = 300
+MAX_DB_ID = 2**63 - 1
+
+PAPER_ID_FORMS = (
+    "an arXiv id (2401.01234, 2401.01234v2, arXiv:2401.01234, astro-ph/9901001, astro-ph/9901001v3), "
+    "an arXiv abs or pdf URL (https://arxiv.org/abs/2401.01234), the arXiv DOI (10.48550/arXiv.2401.01234) "
+    "or the paper's slug (2401.01234-title-words)"
+)
+RESEARCHER_ID_FORMS = (
+    "a numeric id (1396945), a slug (1396945-wumo-yan), a Semantic Scholar id (s2:2109311836), "
+    "an OpenAlex id (A5023888391 or https://openalex.org/A5023888391) "
+    "or an ORCID (0000-0002-1825-0097 or https://orcid.org/0000-0002-1825-0097)"
+)
+INSTITUTION_ID_FORMS = (
+    "a numeric id (42), a slug (42-universite-de-montreal), a ROR id (0161xgx34 or https://ror.org/0161xgx34) "
+    "or a name (Université de Montréal)"
+)
+
+_NEW_SLUG = re.compile(r"^(\d{4}\.\d{4,5})(?:v\d+)?(?:-[a-z0-9]+(?:-[a-z0-9]+)*)?$", re.IGNORECASE)
+_OLD_SLUG = re.compile(
+    r"^([a-z][a-z-]*?(?:\.[a-z]{2})?)-(\d{7})(?:v\d+)?(?:-[a-z0-9]+(?:-[a-z0-9]+)*)?$", re.IGNORECASE
+)
+_NUMERIC = re.compile(r"^(\d{1,19})$")
+_ENTITY_SLUG = re.compile(r"^(\d{1,19})-[a-z0-9]+(?:-[a-z0-9]+)*$", re.IGNORECASE)
+_S2 = re.compile(r"^s2:(\d{1,20})$", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class PaperKey:
+    """`arxiv`: the arXiv id (version dropped). `slug`: a slug, with the arXiv id its prefix names."""
+
+    kind: Literal["arxiv", "slug"]
+    arxiv_id: str
+    slug: str | None = None
+    version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EntityKey:
+    kind: Literal["id", "slug", "s2", "openalex", "orcid", "ror", "name"]
+    value: str
+    db_id: int | None = None
+
+
+def _db_id(text: str) -> int | None:
+    value = int(text)
+    return value if 0 < value <= MAX_DB_ID else None
+
+
+def parse_paper_id(text: str) -> PaperKey:
+    s = text.strip()
+    if s and len(s) <= MAX_ID_LENGTH:
+        parsed = parse_arxiv_id(s) or parse_arxiv_id(s.lower())
+        if parsed:
+            return PaperKey("arxiv", parsed[0], version=parsed[1])
+        if m := _NEW_SLUG.match(s):
+            return PaperKey("slug", m.group(1), slug=s.lower())
+        if (m := _OLD_SLUG.match(s)) and (old := parse_arxiv_id(f"{m.group(1).lower()}/{m.group(2)}")):
+            return PaperKey("slug", old[0], slug=s)
+    raise BadUserInput(f"Malformed paper id {text[:80]!r}: use {PAPER_ID_FORMS}.")
+
+
+def parse_researcher_id(text: str) -> EntityKey:
+    s = text.strip()
+    if s and len(s) <= MAX_ID_LENGTH:
+        if (m := _NUMERIC.match(s)) and (db_id := _db_id(m.group(1))):
+            return EntityKey("id", s, db_id)
+        if (m := _ENTITY_SLUG.match(s)) and (db_id := _db_id(m.group(1))):
+            return EntityKey("slug", s.lower(), db_id)
+        if m := _S2.match(s):
+            return EntityKey("s2", m.group(1))
+        if (openalex := normalize_openalex(s)) and openalex.startswith("A"):
+            return EntityKey("openalex", openalex)
+        if orcid := normalize_orcid(s):
+            return EntityKey("orcid", orcid)
+    raise BadUserInput(f"Malformed researcher id {text[:80]!r}: use {RESEARCHER_ID_FORMS}.")
+
+
+def parse_institution_id(text: str) -> EntityKey:
+    s = text.strip()
+    if s and len(s) <= MAX_ID_LENGTH:
+        if (m := _NUMERIC.match(s)) and (db_id := _db_id(m.group(1))):
+            return EntityKey("id", s, db_id)
+        if (m := _ENTITY_SLUG.match(s)) and (db_id := _db_id(m.group(1))):
+            return EntityKey("slug", s.lower(), db_id)
+        if ror := normalize_ror(s):
+            return EntityKey("ror", ror)
+        if not s.isdigit():
+            return EntityKey("name", " ".join(s.split()))
+    raise BadUserInput(f"Malformed institution id {text[:80]!r}: use {INSTITUTION_ID_FORMS}.")

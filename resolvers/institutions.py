@@ -1,0 +1,88 @@
+"""Institutions: look-up by id, slug, ROR id or name, and lists."""
+
+from __future__ import annotations
+
+import re
+
+import strawberry
+
+from db.filters import INSTITUTION_FILTERS, INSTITUTION_SORTS, Clause, escape_like
+from db.queries.institutions import (
+    InstitutionRow,
+    count_institutions,
+    fetch_institution_by_name,
+    fetch_institution_by_ror,
+    page_institutions,
+)
+from resolvers.context import Context
+from resolvers.errors import BadUserInput
+from resolvers.ids import EntityKey, parse_institution_id
+from resolvers.pagination import Connection, page_request, selects, split_page
+
+Info = strawberry.Info[Context, None]
+MAX_QUERY_LENGTH = 200
+_COUNTRY = re.compile(r"^[A-Za-z]{2}$")
+
+
+async def _find(ctx: Context, key: EntityKey) -> InstitutionRow | None:
+    if key.db_id is not None:
+        return await ctx.loaders.institution_by_id.load(key.db_id)
+    async with ctx.pool.acquire() as conn:
+        if key.kind == "ror":
+            row = await fetch_institution_by_ror(conn, key.value)
+        else:
+            row = await fetch_institution_by_name(conn, key.value)
+    if row is not None:
+        ctx.loaders.prime_institutions([row])
+    return row
+
+
+async def resolve_institution(ctx: Context, institution_id: str) -> InstitutionRow | None:
+    return await _find(ctx, parse_institution_id(institution_id))
+
+
+async def lookup_institution_id(ctx: Context, institution_id: str) -> int | None:
+    key = parse_institution_id(institution_id)
+    if key.db_id is not None:
+        return key.db_id
+    row = await _find(ctx, key)
+    return row.id if row else None
+
+
+async def resolve_institutions(
+    info: Info,
+    *,
+    query: str | None,
+    country: str | None,
+    sort: str,
+    first: int | None,
+    after: str | None,
+    page: int | None,
+) -> Connection[InstitutionRow]:
+    ctx = info.context
+    sort_spec = INSTITUTION_SORTS[sort]
+    request = page_request(sort_spec, first=first, after=after, page=page)
+    clauses: list[Clause] = []
+    if query is not None and query.strip():
+        text = " ".join(query.split())
+        if len(text) > MAX_QUERY_LENGTH:
+            raise BadUserInput(f"`query` is longer than {MAX_QUERY_LENGTH} characters.")
+        clauses.append(Clause(INSTITUTION_FILTERS["name"], (escape_like(text),)))
+    if country is not None:
+        if not _COUNTRY.match(country.strip()):
+            raise BadUserInput("`country` must be an ISO 3166-1 alpha-2 code such as CA.")
+        clauses.append(Clause(INSTITUTION_FILTERS["country"], (country.strip().upper(),)))
+    page_clauses = [*clauses, request.after] if request.after is not None else clauses
+    fields = info.selected_fields
+    want_total = selects(fields, "totalCount") or selects(fields, "totalPages")
+    async with ctx.pool.acquire() as conn:
+        rows = await page_institutions(conn, page_clauses, sort_spec, limit=request.first + 1, offset=request.offset)
+        total = await count_institutions(conn, clauses) if want_total else None
+    nodes, has_next = split_page(rows, request.first)
+    ctx.loaders.prime_institutions(nodes)
+
+    async def count() -> int:
+        async with ctx.pool.acquire() as conn:
+            return await count_institutions(conn, clauses)
+
+    return Connection(nodes, sort=sort_spec, request=request, has_next_page=has_next, total=total, count=count)

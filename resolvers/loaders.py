@@ -1,0 +1,147 @@
+"""Per-request DataLoaders: every batch is one SQL statement on its own pool connection."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from functools import cached_property
+from typing import TypeVar
+
+import asyncpg
+from strawberry.dataloader import DataLoader
+
+from db.queries.institutions import (
+    InstitutionRow,
+    fetch_institutions_by_authorships,
+    fetch_institutions_by_ids,
+    fetch_institutions_by_researcher_ids,
+)
+from db.queries.papers import (
+    AuthorshipRow,
+    Conn,
+    PaperRow,
+    fetch_authorships,
+    fetch_papers_by_arxiv_ids,
+    fetch_papers_by_ids,
+    fetch_papers_by_slugs,
+)
+from db.queries.researchers import ResearcherRow, fetch_researchers_by_ids
+
+K = TypeVar("K")
+V = TypeVar("V")
+MAX_BATCH = 500
+
+
+class Loaders:
+    """Built per request; only the loaders a query touches are created."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    def _batch(
+        self, fetch: Callable[[Conn, list[K]], Awaitable[Sequence[V]]]
+    ) -> Callable[[list[K]], Awaitable[Sequence[V]]]:
+        async def load(keys: list[K]) -> Sequence[V]:
+            async with self._pool.acquire() as conn:
+                return await fetch(conn, keys)
+
+        return load
+
+    # -- by id -------------------------------------------------------------------------------------
+
+    @cached_property
+    def paper_by_id(self) -> DataLoader[int, PaperRow | None]:
+        async def fetch(conn: Conn, ids: list[int]) -> list[PaperRow | None]:
+            by_id = {row.id: row for row in await fetch_papers_by_ids(conn, ids)}
+            return [by_id.get(i) for i in ids]
+
+        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+
+    @cached_property
+    def researcher_by_id(self) -> DataLoader[int, ResearcherRow | None]:
+        async def fetch(conn: Conn, ids: list[int]) -> list[ResearcherRow | None]:
+            by_id = {row.id: row for row in await fetch_researchers_by_ids(conn, ids)}
+            return [by_id.get(i) for i in ids]
+
+        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+
+    @cached_property
+    def institution_by_id(self) -> DataLoader[int, InstitutionRow | None]:
+        async def fetch(conn: Conn, ids: list[int]) -> list[InstitutionRow | None]:
+            by_id = {row.id: row for row in await fetch_institutions_by_ids(conn, ids)}
+            return [by_id.get(i) for i in ids]
+
+        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+
+    # -- papers by their public ids ----------------------------------------------------------------
+
+    @cached_property
+    def paper_by_arxiv_id(self) -> DataLoader[str, PaperRow | None]:
+        async def fetch(conn: Conn, arxiv_ids: list[str]) -> list[PaperRow | None]:
+            rows = await fetch_papers_by_arxiv_ids(conn, arxiv_ids)
+            self.prime_papers(rows)
+            by_key = {row.arxiv_id: row for row in rows}
+            return [by_key.get(k) for k in arxiv_ids]
+
+        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+
+    @cached_property
+    def paper_by_slug(self) -> DataLoader[str, PaperRow | None]:
+        async def fetch(conn: Conn, slugs: list[str]) -> list[PaperRow | None]:
+            rows = await fetch_papers_by_slugs(conn, slugs)
+            self.prime_papers(rows)
+            by_key = {row.slug: row for row in rows}
+            return [by_key.get(k) for k in slugs]
+
+        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+
+    # -- relations ---------------------------------------------------------------------------------
+
+    @cached_property
+    def authorships_by_paper_id(self) -> DataLoader[int, list[AuthorshipRow]]:
+        async def fetch(conn: Conn, ids: list[int]) -> list[list[AuthorshipRow]]:
+            grouped: defaultdict[int, list[AuthorshipRow]] = defaultdict(list)
+            for row in await fetch_authorships(conn, ids):
+                grouped[row.paper_id].append(row)
+            return [grouped.get(i, []) for i in ids]
+
+        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+
+    @cached_property
+    def institutions_by_authorship(self) -> DataLoader[tuple[int, int], list[InstitutionRow]]:
+        async def fetch(conn: Conn, keys: list[tuple[int, int]]) -> list[list[InstitutionRow]]:
+            grouped: defaultdict[tuple[int, int], list[InstitutionRow]] = defaultdict(list)
+            for paper_id, position, row in await fetch_institutions_by_authorships(conn, keys):
+                grouped[(paper_id, position)].append(row)
+            self.prime_institutions(row for rows in grouped.values() for row in rows)
+            return [grouped.get(k, []) for k in keys]
+
+        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+
+    @cached_property
+    def institutions_by_researcher_id(self) -> DataLoader[int, list[InstitutionRow]]:
+        async def fetch(conn: Conn, ids: list[int]) -> list[list[InstitutionRow]]:
+            grouped: defaultdict[int, list[InstitutionRow]] = defaultdict(list)
+            for researcher_id, row in await fetch_institutions_by_researcher_ids(conn, ids):
+                grouped[researcher_id].append(row)
+            self.prime_institutions(row for rows in grouped.values() for row in rows)
+            return [grouped.get(i, []) for i in ids]
+
+        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+
+    # -- priming: rows fetched by page-shaped reads answer later by-id loads -----------------------
+
+    def prime_papers(self, rows: Sequence[PaperRow]) -> None:
+        loader = self.paper_by_id
+        for row in rows:
+            loader.prime(row.id, row)
+
+    def prime_researchers(self, rows: Sequence[ResearcherRow]) -> None:
+        loader = self.researcher_by_id
+        for row in rows:
+            loader.prime(row.id, row)
+
+    def prime_institutions(self, rows: object) -> None:
+        loader = self.institution_by_id
+        for row in rows:  # type: ignore[attr-defined]
+            loader.prime(row.id, row)

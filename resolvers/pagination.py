@@ -1,0 +1,175 @@
+"""Both paging styles on every connection: numbered pages (`page`) and keyset cursors (`after`)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from strawberry.types.nodes import FragmentSpread, InlineFragment, SelectedField
+
+from db.filters import Clause, Sort
+from db.paging import TokenError, decode_cursor, encode_cursor
+from resolvers.errors import BadUserInput
+
+T = TypeVar("T")
+
+DEFAULT_FIRST = 24
+MAX_FIRST = 100
+# Numbered pages use OFFSET; past this many rows, cursors (`after`) walk any depth at constant cost.
+MAX_OFFSET = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class PageRequest:
+    first: int
+    offset: int
+    page: int | None
+    after: Clause | None
+
+
+def page_request(sort: Sort, *, first: int | None, after: str | None, page: int | None) -> PageRequest:
+    """Check the paging arguments; malformed ones are BadUserInput, never silently clamped."""
+    size = DEFAULT_FIRST if first is None else first
+    if not 1 <= size <= MAX_FIRST:
+        raise BadUserInput(f"`first` must be between 1 and {MAX_FIRST}; got {size}.")
+    if page is not None and after is not None:
+        raise BadUserInput("Use either `page` (numbered pages) or `after` (cursor), not both.")
+    if page is not None:
+        if page < 1:
+            raise BadUserInput(f"`page` starts at 1; got {page}.")
+        offset = (page - 1) * size
+        if offset > MAX_OFFSET:
+            raise BadUserInput(
+                f"`page` {page} is past the first {MAX_OFFSET} results; walk further with `after` cursors."
+            )
+        return PageRequest(size, offset, page, None)
+    if after is not None:
+        try:
+            key = decode_cursor(after, sort.name, len(sort.key))
+            clause = sort.after_clause(key)
+        except (TokenError, ValueError):
+            raise BadUserInput(
+                "Malformed `after` cursor: pass an `endCursor` or edge `cursor` from the same list and sort."
+            ) from None
+        return PageRequest(size, 0, None, clause)
+    return PageRequest(size, 0, 1, None)
+
+
+class Edge(Generic[T]):
+    __slots__ = ("cursor", "node")
+
+    def __init__(self, cursor: str, node: T) -> None:
+        self.cursor = cursor
+        self.node = node
+
+
+class PageInfo:
+    __slots__ = ("end_cursor", "has_next_page", "has_previous_page", "page", "start_cursor")
+
+    def __init__(
+        self,
+        *,
+        has_next_page: bool,
+        has_previous_page: bool,
+        start_cursor: str | None,
+        end_cursor: str | None,
+        page: int | None,
+    ) -> None:
+        self.has_next_page = has_next_page
+        self.has_previous_page = has_previous_page
+        self.start_cursor = start_cursor
+        self.end_cursor = end_cursor
+        self.page = page
+
+
+class Connection(Generic[T]):
+    """One page of a list. `total` is set when the query asked for it, else `count` computes it on demand."""
+
+    __slots__ = ("_count", "_sort", "first", "has_next_page", "nodes", "request", "total")
+
+    def __init__(
+        self,
+        nodes: list[T],
+        *,
+        sort: Sort,
+        request: PageRequest,
+        has_next_page: bool,
+        total: int | None,
+        count: Callable[[], Awaitable[int]],
+    ) -> None:
+        self.nodes = nodes
+        self.request = request
+        self.first = request.first
+        self.has_next_page = has_next_page
+        self.total = total
+        self._sort = sort
+        self._count = count
+
+    def cursor(self, node: T) -> str:
+        return encode_cursor(self._sort.name, self._sort.cursor_key(node))
+
+    @property
+    def edges(self) -> list[Edge[T]]:
+        return [Edge(self.cursor(n), n) for n in self.nodes]
+
+    @property
+    def page_info(self) -> PageInfo:
+        r = self.request
+        return PageInfo(
+            has_next_page=self.has_next_page,
+            has_previous_page=(r.page or 1) > 1 if r.after is None else True,
+            start_cursor=self.cursor(self.nodes[0]) if self.nodes else None,
+            end_cursor=self.cursor(self.nodes[-1]) if self.nodes else None,
+            page=r.page,
+        )
+
+    async def _counted(self) -> int:
+        self.total = await self._count()
+        return self.total
+
+    def count_total(self) -> int | Awaitable[int]:
+        return self.total if self.total is not None else self._counted()
+
+    def count_pages(self) -> int | Awaitable[int]:
+        if self.total is not None:
+            return -(-self.total // self.first)
+
+        async def pages() -> int:
+            return -(-(await self._counted()) // self.first)
+
+        return pages()
+
+
+def split_page(rows: Sequence[T], first: int) -> tuple[list[T], bool]:
+    """Rows were fetched with LIMIT first+1: the extra row only says there is a next page."""
+    return list(rows[:first]), len(rows) > first
+
+
+# -- lookahead -------------------------------------------------------------------------------------
+
+Selection = SelectedField | FragmentSpread | InlineFragment
+
+
+def _named(selections: Iterable[Selection], name: str) -> Iterable[SelectedField]:
+    for s in selections:
+        if isinstance(s, SelectedField):
+            if s.name == name:
+                yield s
+        else:
+            yield from _named(s.selections, name)
+
+
+def selects(fields: Sequence[Selection], *path: str) -> bool:
+    """Whether the selection below `fields` reaches `path` (through fragments and aliases)."""
+    level: list[Selection] = list(fields)
+    for name in path:
+        level = [child for f in level for child in _named(f.selections, name)]
+        if not level:
+            return False
+    return True
+
+
+def selects_node(fields: Sequence[Selection], *path: str) -> bool:
+    """`path` under a connection's nodes, either as `nodes { ... }` or `edges { node { ... } }`."""
+    return selects(fields, "nodes", *path) or selects(fields, "edges", "node", *path)

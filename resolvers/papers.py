@@ -1,0 +1,200 @@
+"""Papers: look-up by any id form, filtered pages with their authors prefetched, relations."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+import strawberry
+
+from db.filters import PAPER_SORTS, AuthorPosition, PaperFilterSpec, paper_filter_clauses
+from db.queries.institutions import InstitutionRow, fetch_institutions_by_paper_ids
+from db.queries.papers import AuthorshipRow, PaperRow, count_papers, fetch_authorships, page_papers
+from db.queries.researchers import ResearcherRow
+from resolvers.context import Context
+from resolvers.errors import BadUserInput
+from resolvers.ids import parse_paper_id
+from resolvers.institutions import lookup_institution_id
+from resolvers.pagination import Connection, Selection, page_request, selects, selects_node, split_page
+from resolvers.researchers import lookup_researcher_id
+
+Info = strawberry.Info[Context, None]
+MAX_CATEGORY_LENGTH = 40
+
+
+@dataclass(frozen=True, slots=True)
+class PaperFilterArgs:
+    """The fields of the PaperFilter / ResearcherPaperFilter inputs, as given by the caller."""
+
+    category: str | None = None
+    primary_only: bool = False
+    published_from: date | None = None
+    published_to: date | None = None
+    researcher: str | None = None
+    institution: str | None = None
+    author_position: AuthorPosition | None = None
+
+
+async def resolve_paper(ctx: Context, paper_id: str) -> PaperRow | None:
+    key = parse_paper_id(paper_id)
+    loaders = ctx.loaders
+    if key.kind == "slug" and key.slug is not None:
+        row = await loaders.paper_by_slug.load(key.slug)
+        if row is not None:
+            return row
+    return await loaders.paper_by_arxiv_id.load(key.arxiv_id)
+
+
+def _day_start(d: date) -> datetime:
+    return datetime.combine(d, time.min, tzinfo=UTC)
+
+
+async def paper_filter_spec(
+    ctx: Context,
+    args: PaperFilterArgs | None,
+    *,
+    researcher_id: int | None = None,
+    institution_id: int | None = None,
+) -> PaperFilterSpec:
+    """Check a filter and resolve the ids it names; a name that matches nothing matches no paper.
+
+    `researcher_id` / `institution_id`: the list's owner (a researcher's or an institution's papers)."""
+    owner_institutions = (institution_id,) if institution_id is not None else ()
+    if args is None:
+        return PaperFilterSpec(researcher_id=researcher_id, institution_ids=owner_institutions)
+    category = args.category.strip() if args.category else None
+    if category is not None and (not category or len(category) > MAX_CATEGORY_LENGTH):
+        raise BadUserInput("`category` must be an arXiv category such as cs.DC.")
+    if args.published_from and args.published_to and args.published_from > args.published_to:
+        raise BadUserInput("`publishedFrom` is after `publishedTo`.")
+    if args.author_position is not None and researcher_id is None and args.researcher is None:
+        raise BadUserInput("`authorPosition` needs a researcher.")
+    filter_institution = await lookup_institution_id(ctx, args.institution) if args.institution else None
+    if args.researcher is not None:
+        found = await lookup_researcher_id(ctx, args.researcher)
+        if found is None:
+            return PaperFilterSpec(matches_nothing=True)
+        # Both a researcher filter and the researcher's own list: the paper must be both's.
+        if researcher_id is not None and found != researcher_id:
+            return PaperFilterSpec(matches_nothing=True)
+        researcher_id = found
+    if args.institution and filter_institution is None:
+        return PaperFilterSpec(matches_nothing=True)
+    institution_ids = owner_institutions
+    if filter_institution is not None and filter_institution not in institution_ids:
+        institution_ids = (*institution_ids, filter_institution)
+    return PaperFilterSpec(
+        category=category,
+        primary_only=args.primary_only,
+        published_from=_day_start(args.published_from) if args.published_from else None,
+        # `publishedTo` is inclusive: everything before the next day.
+        published_before=_day_start(args.published_to + timedelta(days=1)) if args.published_to else None,
+        researcher_id=researcher_id,
+        institution_ids=institution_ids,
+        author_position=args.author_position,
+    )
+
+
+async def resolve_papers(
+    info: Info,
+    args: PaperFilterArgs | None,
+    *,
+    sort: str,
+    first: int | None,
+    after: str | None,
+    page: int | None,
+    researcher_id: int | None = None,
+    institution_id: int | None = None,
+) -> Connection[PaperRow]:
+    """A page of papers. What the query selects below the page (authors, their researchers and
+    institutions, the total) is fetched here in a fixed number of statements, whatever the page size."""
+    ctx = info.context
+    sort_spec = PAPER_SORTS[sort]
+    request = page_request(sort_spec, first=first, after=after, page=page)
+    spec = await paper_filter_spec(ctx, args, researcher_id=researcher_id, institution_id=institution_id)
+    clauses = paper_filter_clauses(spec)
+    fields = info.selected_fields
+    want_total = _selects_total(fields)
+    page_clauses = [*clauses, request.after] if request.after is not None else clauses
+    async with ctx.pool.acquire() as conn:
+        rows = await page_papers(conn, page_clauses, sort_spec, limit=request.first + 1, offset=request.offset)
+        total = await count_papers(conn, clauses) if want_total else None
+    nodes, has_next = split_page(rows, request.first)
+    ctx.loaders.prime_papers(nodes)
+    if nodes:
+        await prefetch_authors(ctx, fields, nodes)
+
+    async def count() -> int:
+        async with ctx.pool.acquire() as conn:
+            return await count_papers(conn, clauses)
+
+    return Connection(nodes, sort=sort_spec, request=request, has_next_page=has_next, total=total, count=count)
+
+
+def _selects_total(fields: Sequence[Selection]) -> bool:
+    return selects(fields, "totalCount") or selects(fields, "totalPages")
+
+
+async def prefetch_authors(ctx: Context, fields: Sequence[Selection], papers: Sequence[PaperRow]) -> None:
+    """Attach authorships (and, when selected, their researchers and institutions) to a page of papers:
+    at most two statements for the whole page. Also usable by other page-shaped resolvers (search)."""
+    if not selects_node(fields, "authors"):
+        return
+    with_researchers = selects_node(fields, "authors", "researcher")
+    with_institutions = selects_node(fields, "authors", "institutions")
+    ids = [p.id for p in papers]
+    async with ctx.pool.acquire() as conn:
+        authorships = await fetch_authorships(conn, ids, with_researchers=with_researchers)
+        links = await fetch_institutions_by_paper_ids(conn, ids) if with_institutions else []
+    attach_authors(ctx, papers, authorships, links, with_institutions=with_institutions)
+
+
+def attach_authors(
+    ctx: Context,
+    papers: Sequence[PaperRow],
+    authorships: Sequence[AuthorshipRow],
+    links: Sequence[tuple[int, int, InstitutionRow]],
+    *,
+    with_institutions: bool,
+) -> None:
+    researchers: dict[int, ResearcherRow] = {}
+    institutions: dict[int, InstitutionRow] = {}
+    by_authorship: defaultdict[tuple[int, int], list[InstitutionRow]] = defaultdict(list)
+    for paper_id, position, inst in links:
+        # One object per institution however often it appears on the page.
+        by_authorship[(paper_id, position)].append(institutions.setdefault(inst.id, inst))
+    by_paper: defaultdict[int, list[AuthorshipRow]] = defaultdict(list)
+    for a in authorships:
+        if a.prefetched_researcher is not None:
+            a.prefetched_researcher = researchers.setdefault(a.prefetched_researcher.id, a.prefetched_researcher)
+        if with_institutions:
+            a.prefetched_institutions = by_authorship.get((a.paper_id, a.position), [])
+        by_paper[a.paper_id].append(a)
+    for p in papers:
+        p.prefetched_authors = by_paper.get(p.id, [])
+    ctx.loaders.prime_researchers(list(researchers.values()))
+    ctx.loaders.prime_institutions(institutions.values())
+
+
+def paper_authors(ctx: Context, paper: PaperRow) -> list[AuthorshipRow] | Awaitable[list[AuthorshipRow]]:
+    if paper.prefetched_authors is not None:
+        return paper.prefetched_authors
+    return ctx.loaders.authorships_by_paper_id.load(paper.id)
+
+
+def authorship_researcher(
+    ctx: Context, authorship: AuthorshipRow
+) -> ResearcherRow | None | Awaitable[ResearcherRow | None]:
+    if authorship.prefetched_researcher is not None or authorship.researcher_id is None:
+        return authorship.prefetched_researcher
+    return ctx.loaders.researcher_by_id.load(authorship.researcher_id)
+
+
+def authorship_institutions(
+    ctx: Context, authorship: AuthorshipRow
+) -> list[InstitutionRow] | Awaitable[list[InstitutionRow]]:
+    if authorship.prefetched_institutions is not None:
+        return authorship.prefetched_institutions
+    return ctx.loaders.institutions_by_authorship.load((authorship.paper_id, authorship.position))

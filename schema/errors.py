@@ -1,0 +1,47 @@
+"""Which errors callers see as they are, and the masking of everything else."""
+
+from __future__ import annotations
+
+import logging
+
+from graphql.error import GraphQLError
+from strawberry.extensions import MaskErrors
+
+from resolvers.errors import BadUserInput, NotFound, PublicError
+
+logger = logging.getLogger("wovepaper.graphql")
+
+__all__ = ["BadUserInput", "MaskUnexpectedErrors", "NotFound", "PublicError", "is_unexpected"]
+
+
+def is_unexpected(error: GraphQLError) -> bool:
+    """Validation and syntax errors (no original error) and our PublicErrors stay readable."""
+    original = error.original_error
+    return original is not None and not isinstance(original, PublicError)
+
+
+class MaskUnexpectedErrors(MaskErrors):
+    """ "Unexpected error." plus the request id; the traceback goes to the log under the same id."""
+
+    def __init__(self) -> None:
+        super().__init__(should_mask_error=is_unexpected)
+
+    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
+        context = self.execution_context.context
+        request_id = getattr(context, "request_id", None)
+        original = error.original_error
+        logger.error(
+            "unexpected error request_id=%s path=%s",
+            request_id,
+            error.path,
+            exc_info=(type(original), original, original.__traceback__) if original else None,
+        )
+        return GraphQLError(
+            message=self.error_message,
+            nodes=error.nodes,
+            source=error.source,
+            positions=error.positions,
+            path=error.path,
+            original_error=None,
+            extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
+        )

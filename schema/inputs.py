@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from datetime import date
+from typing import cast
+
+import strawberry
+
+from db.filters import AuthorPosition as AuthorPositionName
+from resolvers.papers import PaperFilterArgs
+from schema.enums import AuthorPosition
+
+
+@strawberry.input(description="Filters on a list of papers; every given filter must hold.")
+class PaperFilter:
+    category: str | None = strawberry.field(
+        default=None, description="An arXiv category such as cs.DC: any of the paper's categories."
+    )
+    primary_only: bool = strawberry.field(
+        default=False, description="Match `category` against the primary category only."
+    )
+    published_from: date | None = strawberry.field(default=None, description="First published on or after.")
+    published_to: date | None = strawberry.field(default=None, description="First published on or before.")
+    researcher: str | None = strawberry.field(
+        default=None, description="Papers of this researcher: any id form `researcher(id:)` accepts."
+    )
+    institution: str | None = strawberry.field(
+        default=None, description="Papers with an author at this institution: any id form `institution(id:)` accepts."
+    )
+
+    def to_args(self) -> PaperFilterArgs:
+        return PaperFilterArgs(
+            category=self.category,
+            primary_only=self.primary_only,
+            published_from=self.published_from,
+            published_to=self.published_to,
+            researcher=self.researcher,
+            institution=self.institution,
+        )
+
+
+@strawberry.input(description="Filters on a researcher's papers; every given filter must hold.")
+class ResearcherPaperFilter:
+    category: str | None = strawberry.field(
+        default=None, description="An arXiv category such as cs.DC: any of the paper's categories."
+    )
+    primary_only: bool = strawberry.field(
+        default=False, description="Match `category` against the primary category only."
+    )
+    published_from: date | None = strawberry.field(default=None, description="First published on or after.")
+    published_to: date | None = strawberry.field(default=None, description="First published on or before.")
+    institution: str | None = strawberry.field(
+        default=None, description="Papers with an author at this institution: any id form `institution(id:)` accepts."
+    )
+    author_position: AuthorPosition | None = strawberry.field(
+        default=None, description="The researcher's position among the paper's authors."
+    )
+
+    def to_args(self) -> PaperFilterArgs:
+        return PaperFilterArgs(
+            category=self.category,
+            primary_only=self.primary_only,
+            published_from=self.published_from,
+            published_to=self.published_to,
+            institution=self.institution,
+            author_position=cast(AuthorPositionName, self.author_position.value) if self.author_position else None,
+        )

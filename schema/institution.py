@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from typing import Any, cast
+
+import strawberry
+
+from db.queries.institutions import InstitutionRow
+from resolvers.institutions import resolve_institution, resolve_institutions
+from resolvers.pagination import Connection
+from resolvers.papers import resolve_papers
+from resolvers.researchers import resolve_researchers
+from schema.enums import InstitutionSort, PaperSort
+from schema.inputs import PaperFilter
+from schema.node import Node
+from schema.pagination import TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
+from schema.paper import PaperConnection, as_paper_connection
+from schema.researcher import ResearcherConnection, as_researcher_connection
+from schema.types import Info
+
+
+async def _researchers(
+    root: InstitutionRow, info: Info, first: int | None = None, after: str | None = None, page: int | None = None
+) -> ResearcherConnection:
+    connection = await resolve_researchers(
+        info, query=None, sort="PAPER_COUNT", first=first, after=after, page=page, institution_id=root.id
+    )
+    return as_researcher_connection(connection)
+
+
+async def _papers(
+    root: InstitutionRow,
+    info: Info,
+    filter: PaperFilter | None = None,
+    sort: PaperSort | None = PaperSort.NEWEST,
+    first: int | None = None,
+    after: str | None = None,
+    page: int | None = None,
+) -> PaperConnection:
+    connection = await resolve_papers(
+        info,
+        filter.to_args() if filter else None,
+        sort=(sort or PaperSort.NEWEST).value,
+        first=first,
+        after=after,
+        page=page,
+        institution_id=root.id,
+    )
+    return as_paper_connection(connection)
+
+
+@strawberry.type(description="A research institution, identified by its ROR id.")
+class Institution(Node):
+    id: int = strawberry.field(name="databaseId", description="The numeric database id.")
+    slug: str = strawberry.field(description="URL slug: <id>-<name words> (/institutions/<slug>).")
+    ror_id: str = strawberry.field(description="The ROR id, bare: 05gq02987 (https://ror.org/05gq02987).")
+    name: str
+    country: str | None = strawberry.field(description="ISO 3166-1 alpha-2 country code.")
+    type: str | None = strawberry.field(description="ROR type: education, facility, company, …")
+    aliases: list[str] = strawberry.field(description="Other names the institution goes by.")
+    researchers: ResearcherConnection = strawberry.field(
+        resolver=_researchers,
+        description="Researchers affiliated with the institution, most papers first. "
+        "`first` 1 to 100 (default 24); `page` or `after`.",
+    )
+    papers: PaperConnection = strawberry.field(
+        resolver=_papers,
+        description="Papers with an author at the institution. `first` 1 to 100 (default 24); `page` or `after`.",
+    )
+
+    @classmethod
+    def is_type_of(cls, obj: Any, info: Any) -> bool:
+        return isinstance(obj, InstitutionRow)
+
+
+@strawberry.type
+class InstitutionEdge:
+    cursor: str
+    node: Institution
+
+
+@strawberry.type(description="A page of institutions. Page with `page` or `after`, `first` 1 to 100 (default 24).")
+class InstitutionConnection:
+    total_count: int = strawberry.field(resolver=total_count, description=TOTAL_COUNT_DOC)
+    total_pages: int = strawberry.field(resolver=total_pages, description=TOTAL_PAGES_DOC)
+    page_info: PageInfo
+    edges: list[InstitutionEdge]
+    nodes: list[Institution]
+
+
+@strawberry.type
+class InstitutionQuery:
+    @strawberry.field(
+        description="An institution by numeric id, slug, ROR id (bare or URL) or name (exact ignoring case and "
+        "accents, else the most similar name); null when none matches."
+    )
+    async def institution(self, info: Info, id: str) -> Institution | None:
+        return cast("Institution | None", await resolve_institution(info.context, id))
+
+    @strawberry.field(
+        description="Institutions, optionally by name and country. `first` 1 to 100 (default 24); `page` or `after`."
+    )
+    async def institutions(
+        self,
+        info: Info,
+        query: str | None = None,
+        country: str | None = None,
+        sort: InstitutionSort | None = InstitutionSort.PAPER_COUNT,
+        first: int | None = None,
+        after: str | None = None,
+        page: int | None = None,
+    ) -> InstitutionConnection:
+        connection: Connection[InstitutionRow] = await resolve_institutions(
+            info,
+            query=query,
+            country=country,
+            sort=(sort or InstitutionSort.PAPER_COUNT).value,
+            first=first,
+            after=after,
+            page=page,
+        )
+        return cast(InstitutionConnection, connection)

@@ -1,0 +1,37 @@
+"""Pieces every connection shares."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import strawberry
+
+from resolvers.pagination import Connection
+
+PAGING_DOC = (
+    "Page either with `page` (numbered pages of `first` items; `totalCount`/`totalPages` say how many) "
+    "or with `after` (an opaque cursor from `pageInfo.endCursor`, stable while rows are added). "
+    "`first` is 1 to 100, default 24."
+)
+
+
+@strawberry.type(description="Where this page sits in its list.")
+class PageInfo:
+    has_next_page: bool
+    has_previous_page: bool
+    start_cursor: str | None = strawberry.field(description="Cursor of the first item on this page.")
+    end_cursor: str | None = strawberry.field(description="Pass as `after` to get the next page.")
+    page: int | None = strawberry.field(description="The page number, when paging with `page`.")
+
+
+def total_count(root: Connection[Any]) -> int:
+    # An int, or an awaitable when the query's shape hid totalCount from the lookahead.
+    return cast(int, root.count_total())
+
+
+def total_pages(root: Connection[Any]) -> int:
+    return cast(int, root.count_pages())
+
+
+TOTAL_COUNT_DOC = "How many items the whole list holds (all pages)."
+TOTAL_PAGES_DOC = "How many pages of `first` items the list holds."

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+import strawberry
+
+from db.queries.papers import AuthorshipRow, PaperRow
+from resolvers.pagination import Connection
+from resolvers.papers import (
+    authorship_institutions,
+    authorship_researcher,
+    paper_authors,
+    resolve_paper,
+    resolve_papers,
+)
+from schema.enums import PaperSort
+from schema.inputs import PaperFilter
+from schema.node import Node
+from schema.pagination import TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
+from schema.types import Info
+
+if TYPE_CHECKING:
+    from schema.institution import Institution
+    from schema.researcher import Researcher
+
+LazyInstitution = Annotated["Institution", strawberry.lazy("schema.institution")]
+
+
+def _researcher(root: AuthorshipRow, info: Info) -> Annotated[Researcher, strawberry.lazy("schema.researcher")] | None:
+    return cast("Researcher | None", authorship_researcher(info.context, root))
+
+
+def _institutions(root: AuthorshipRow, info: Info) -> list[LazyInstitution]:
+    return cast("list[Institution]", authorship_institutions(info.context, root))
+
+
+@strawberry.type(description="One author of a paper, in the paper's order.")
+class Authorship:
+    position: int = strawberry.field(description="1-based place in the author list.")
+    name: str = strawberry.field(description="The name as the paper gives it.")
+    researcher: Annotated[Researcher, strawberry.lazy("schema.researcher")] | None = strawberry.field(
+        resolver=_researcher,
+        metadata={"prefetched": "prefetched_researcher"},
+        description="The researcher profile this author is matched to; null until matched.",
+    )
+    institutions: list[LazyInstitution] = strawberry.field(
+        resolver=_institutions,
+        metadata={"prefetched": "prefetched_institutions"},
+        description="The author's affiliations on this paper.",
+    )
+
+
+def _authors(root: PaperRow, info: Info) -> list[Authorship]:
+    return cast(list[Authorship], paper_authors(info.context, root))
+
+
+@strawberry.type(description="An arXiv paper at its latest version.")
+class Paper(Node):
+    id: int = strawberry.field(name="databaseId", description="The numeric database id.")
+    arxiv_id: str = strawberry.field(description="The arXiv id without version: 2401.01234, astro-ph/9901001.")
+    version: int = strawberry.field(description="The latest version number.")
+    slug: str = strawberry.field(description="URL slug: the arXiv id and title words (/papers/<slug>).")
+    title: str
+    abstract: str
+    authors_text: str = strawberry.field(description="The authors as one display string, in order.")
+    authors: list[Authorship] = strawberry.field(
+        resolver=_authors, metadata={"prefetched": "prefetched_authors"}, description="The authors, in order."
+    )
+    categories: list[str] = strawberry.field(description="arXiv categories, primary first.")
+    primary_category: str
+    published: datetime = strawberry.field(description="When version 1 was submitted.")
+    updated: datetime = strawberry.field(description="When the latest version was submitted.")
+    abs_url: str = strawberry.field(description="https://arxiv.org/abs/<arxivId>")
+    pdf_url: str = strawberry.field(description="https://arxiv.org/pdf/<arxivId>")
+    doi: str | None
+    journal_ref: str | None
+    comments: str | None
+    cited_by_count: int | None = strawberry.field(description="Citations, when a source has counted them.")
+    summary: str | None = strawberry.field(description="Analysis: a short summary; null until analysed.")
+    topics: list[str] | None = strawberry.field(description="Analysis: topics; null until analysed.")
+    paper_type: str | None = strawberry.field(description="Analysis: kind of paper; null until analysed.")
+    research_field: str | None = strawberry.field(description="Analysis: research field; null until analysed.")
+    novelty: str | None = strawberry.field(description="Analysis: novelty; null until analysed.")
+    significance_score: float | None = strawberry.field(description="Analysis: significance; null until analysed.")
+    analysed: bool = strawberry.field(description="Whether the analysis fields are filled.")
+
+    @classmethod
+    def is_type_of(cls, obj: Any, info: Any) -> bool:
+        return isinstance(obj, PaperRow)
+
+
+@strawberry.type
+class PaperEdge:
+    cursor: str
+    node: Paper
+
+
+@strawberry.type(description="A page of papers. " + "Page with `page` or `after`, `first` 1 to 100 (default 24).")
+class PaperConnection:
+    total_count: int = strawberry.field(resolver=total_count, description=TOTAL_COUNT_DOC)
+    total_pages: int = strawberry.field(resolver=total_pages, description=TOTAL_PAGES_DOC)
+    page_info: PageInfo
+    edges: list[PaperEdge]
+    nodes: list[Paper]
+
+
+def as_paper_connection(connection: Connection[PaperRow]) -> PaperConnection:
+    return cast(PaperConnection, connection)
+
+
+@strawberry.type
+class PaperQuery:
+    @strawberry.field(
+        description="A paper by arXiv id (any version, old or new style), abs/pdf URL, arXiv DOI or slug; "
+        "null when it is not in the archive."
+    )
+    async def paper(self, info: Info, id: str) -> Paper | None:
+        return cast("Paper | None", await resolve_paper(info.context, id))
+
+    @strawberry.field(description="Papers, filtered and sorted. `first` 1 to 100 (default 24); `page` or `after`.")
+    async def papers(
+        self,
+        info: Info,
+        filter: PaperFilter | None = None,
+        sort: PaperSort | None = PaperSort.NEWEST,
+        first: int | None = None,
+        after: str | None = None,
+        page: int | None = None,
+    ) -> PaperConnection:
+        connection = await resolve_papers(
+            info,
+            filter.to_args() if filter else None,
+            sort=(sort or PaperSort.NEWEST).value,
+            first=first,
+            after=after,
+            page=page,
+        )
+        return as_paper_connection(connection)

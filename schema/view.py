@@ -1,0 +1,125 @@
+"""The /graphql endpoint: Strawberry's ASGI view with our context, limits and JSON encoder."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+
+from resolvers.context import Context
+from settings import Settings
+
+logger = logging.getLogger("wovepaper.graphql")
+
+
+class OperationTimeout(Exception):
+    pass
+
+
+def error_response(status: int, message: str, code: str) -> JSONResponse:
+    """A GraphQL-shaped error body for failures outside execution (timeout, body too large)."""
+    return JSONResponse({"errors": [{"message": message, "extensions": {"code": code}}]}, status_code=status)
+
+
+class GraphQLView(GraphQL[Context, None]):
+    """GraphiQL for browsers (GET with Accept: text/html); queries only over POST; one operation per
+    request; the whole operation under a time budget (504 when it runs out)."""
+
+    def __init__(self, schema: Any, settings: Settings) -> None:
+        super().__init__(schema, graphql_ide="graphiql", allow_queries_via_get=False, multipart_uploads_enabled=False)
+        self.settings = settings
+
+    async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
+        state = request.state
+        return Context.create(
+            state.pool,
+            self.settings,
+            redis=getattr(state, "redis", None),
+            request=request if isinstance(request, Request) else None,
+            response=response if isinstance(response, Response) else None,
+            cache=getattr(state, "cache", None),
+        )
+
+    def encode_json(self, data: object) -> bytes:
+        return orjson.dumps(data)
+
+    async def execute_operation(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            async with asyncio.timeout(self.settings.operation_timeout_s):
+                return await super().execute_operation(*args, **kwargs)
+        except TimeoutError:
+            raise OperationTimeout from None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            # No subscriptions: refuse the handshake rather than keep sockets open.
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        try:
+            await super().__call__(scope, receive, send)
+        except OperationTimeout:
+            seconds = self.settings.operation_timeout_s
+            logger.warning("operation timed out after %ss", seconds)
+            message = f"The operation took longer than {seconds:g}s."
+            await error_response(504, message, "TIMEOUT")(scope, receive, send)
+
+
+class BodySizeLimit:
+    """413 for request bodies over `max_bytes`, by Content-Length or while streaming."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.max_bytes
+                except ValueError:
+                    too_big = False
+                if too_big:
+                    await self._reject(scope, receive, send)
+                    return
+        received = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _TooLarge:
+            if started:
+                raise
+            await self._reject(scope, receive, send)
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = error_response(413, f"Request body larger than {self.max_bytes} bytes.", "PAYLOAD_TOO_LARGE")
+        await response(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
