@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from settings import Settings, SettingsError, load_settings
+from settings import Settings, SettingsError, _env_name, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,3 +99,11 @@ def test_well_formed_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> Non
     assert settings.pool_max_size == 20
     assert settings.openalex_api_url == "https://api.openalex.org"
     assert settings.local_dir == Settings.model_fields["local_dir"].default
+
+
+def test_readme_documents_every_setting() -> None:
+    readme = (ROOT / "README.md").read_text()
+    documented = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", readme, re.MULTILINE))
+    expected = {_env_name((name,)) for name in Settings.model_fields}
+    assert expected - documented == set(), "add these to the README's configuration table"
+    assert documented - expected == set(), "the README documents settings that do not exist"
