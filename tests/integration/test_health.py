@@ -48,6 +48,9 @@ async def test_redis_unreachable_is_degraded_and_the_api_still_answers(database_
     async with serving(create_app(settings_for(database_url, closed))) as client:
         ready = await client.get("/readyz")
         health = await client.get("/healthz")
+        graphql = await client.post("/graphql", json={"query": "{ __typename }"})
+    assert graphql.status_code == 200
+    assert graphql.json() == {"data": {"__typename": "Query"}}
     assert ready.status_code == 200
     body = ready.json()
     assert body["status"] == "degraded"

@@ -1,0 +1,97 @@
+"""`wovepaper serve` as a real process on a free port, queried over HTTP."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import localservices
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _serve_command() -> list[str]:
+    # The console script when the project is installed (as `make test` does), else the same entry point.
+    script = shutil.which("wovepaper", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "cli"]
+
+
+@pytest.fixture(scope="module")
+def served(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = localservices.free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WOVEPAPER_")}
+    env |= {"DATABASE_URL": database_url, "REDIS_URL": redis_url}
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*_serve_command(), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"`wovepaper serve` exited with {proc.returncode}:\n{log.read_text()}")
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"`wovepaper serve` did not answer within 60 s:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, log.read_text()
+
+
+def test_healthz(served: str) -> None:
+    response = httpx.get(f"{served}/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_readyz(served: str) -> None:
+    response = httpx.get(f"{served}/readyz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "checks": {"postgres": "ok", "redis": "ok"}}
+
+
+def test_graphql_answers_a_query(served: str) -> None:
+    response = httpx.post(f"{served}/graphql", json={"query": "{ __typename }"})
+    assert response.status_code == 200
+    assert response.json() == {"data": {"__typename": "Query"}}
+
+
+def test_graphql_reports_a_bad_query_as_an_error_not_a_500(served: str) -> None:
+    response = httpx.post(f"{served}/graphql", json={"query": "{ noSuchField }"})
+    assert response.status_code in (200, 400)
+    body = response.json()
+    assert body.get("errors"), body
+    assert "noSuchField" in body["errors"][0]["message"]
+
+
+def test_graphiql_is_served_to_a_browser(served: str) -> None:
+    response = httpx.get(f"{served}/graphql", headers={"Accept": "text/html"})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    assert "graphiql" in response.text.lower()
