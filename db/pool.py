@@ -20,6 +20,10 @@ async def _init_connection(conn: asyncpg.Connection, query_logger: QueryLogger |
         conn.add_query_logger(query_logger)
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    return None
+
+
 async def create_pool(
     dsn: str,
     *,
@@ -30,8 +34,9 @@ async def create_pool(
 ) -> asyncpg.Pool:
     """Open a pool whose every connection carries the statement timeout.
 
-    ``reset=None``: connections are used for reads and short transactions that always end,
-    so asyncpg's per-release reset round trip buys nothing.
+    ``reset=_keep_session``: connections are used for reads and short transactions that always end,
+    so asyncpg's per-release reset round trip (RESET ALL, UNLISTEN ...) buys nothing. asyncpg still
+    rolls back a transaction left open. (``reset=None`` would mean asyncpg's default reset.)
     """
 
     async def init(conn: asyncpg.Connection) -> None:
@@ -49,7 +54,7 @@ async def create_pool(
             "idle_in_transaction_session_timeout": str(max(statement_timeout_ms * 2, 10_000)),
             "application_name": "wovepaper",
         },
-        reset=None,
+        reset=_keep_session,
     )
     assert pool is not None
     return pool

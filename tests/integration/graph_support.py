@@ -242,6 +242,9 @@ class StatementCounter:
         self.statements: list[str] = []
 
     def __call__(self, record: Any) -> None:
+        # asyncpg introspects a type once per connection on first use; that is the driver's, not ours.
+        if "typeinfo_tree" in record.query or "set_config('jit'" in record.query:
+            return
         self.statements.append(record.query)
 
     def reset(self) -> None:
