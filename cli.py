@@ -63,6 +63,21 @@ def migrate() -> None:
 
 
 @app.command()
+def demo(
+    papers: int = typer.Option(20_000, min=100, help="Papers to generate (1000000 builds the benchmark database)."),
+    seed: int = typer.Option(42, help="Random seed: the same seed always gives the same rows."),
+    if_empty: bool = typer.Option(False, "--if-empty", help="Load only when the database has no papers."),
+) -> None:
+    """Load the deterministic demo dataset through the ingest's bulk write path (migrates first)."""
+    import demo as demo_data
+
+    dsn = database_url_or_exit(settings_or_exit())
+    typer.echo(f"migrate: {_migrate_or_exit(dsn)}")
+    code = asyncio.run(demo_data.run_demo_command(dsn, papers=papers, seed=seed, if_empty=if_empty, echo=typer.echo))
+    raise typer.Exit(code)
+
+
+@app.command()
 def up(
     host: str = typer.Option("127.0.0.1", help="Interface to bind."),
     port: int = typer.Option(8000, help="Port to listen on."),

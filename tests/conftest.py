@@ -110,3 +110,40 @@ def cache_namespace() -> str:
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     return SHARED
+
+
+DEMO_FIXTURE_PAPERS = 1_500
+DEMO_FIXTURE_SEED = 42
+
+
+@pytest.fixture(scope="session")
+async def demo_database_url(make_database) -> str:
+    """A database of its own, migrated and loaded with a small deterministic demo (a few seconds). READ ONLY.
+
+    Loaded by `demo.load_demo(papers=1500, seed=42)` through the bulk write path, figures refreshed.
+    Guarantees (checked by tests/integration/test_demo.py):
+    - 1,500 papers published 1995-2026, primary category first in `categories`, some cross-listed;
+      old-style ids (`hep-th/9901001`) for papers before April 2007, `YYMM.NNNN(N)` after;
+      about 35% analysed (analysis fields set), the rest with null analysis fields and analysed=false;
+      about 85% with a citation count (source s2 or openalex), the rest null; some with several versions.
+    - 2,250 researchers, each with at least one paper here and an S2 id; most with an OpenAlex id, some an
+      ORCID; names with diacritics, native scripts (CJK, Cyrillic, Hangul) and suffixes (Jr., III).
+    - One heavy researcher: the one with the most papers here (ORDER BY paper_count DESC, id LIMIT 1;
+      id 1 in this database), with 180 papers here and more than 5,000 distinct external works, listed by
+      both sources with overlaps, some of them their own arXiv papers.
+    - About 10% of non-collaboration authorships unmatched (researcher_id null); a few collaboration
+      authorships ("ATLAS Collaboration", ...) that are never researchers; many papers fully matched.
+    - 500 institutions with valid ROR ids, countries and types, linked to authorships and researchers.
+    Tests must not write to it: other tests of the session share it.
+    """
+    from db.migrate import migrate as apply_migrations
+    from demo import load_demo
+
+    dsn = await make_database("demo")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await apply_migrations(conn)
+        await load_demo(conn, papers=DEMO_FIXTURE_PAPERS, seed=DEMO_FIXTURE_SEED)
+    finally:
+        await conn.close()
+    return dsn

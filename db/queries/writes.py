@@ -795,3 +795,8 @@ async def update_citations(
 async def mark_enriched(conn: asyncpg.Connection, arxiv_ids: Sequence[str]) -> None:
     """Take papers off the enrichment queue (papers.enriched_at); not a visible change, so nothing is touched."""
     await conn.execute(MARK_ENRICHED, list(arxiv_ids))
+
+
+async def count_papers(conn: asyncpg.Connection) -> int:
+    """How many papers the database holds (`wovepaper demo --if-empty` loads only into an empty one)."""
+    return int(await conn.fetchval("SELECT count(*) FROM papers"))
