@@ -17,6 +17,7 @@ from strawberry.types import ExecutionContext
 
 from schema.errors import is_unexpected
 from schema.extensions import default_extensions
+from schema.fast_executor import FastExecutor
 from schema.institution import Institution, InstitutionQuery
 from schema.node import NodeQuery
 from schema.paper import Paper, PaperQuery
@@ -48,7 +49,7 @@ def build_schema(
         query=query,
         types=NODE_TYPES,
         extensions=list(extensions) if extensions is not None else default_extensions(settings),
-        execution_context_class=execution_context_class,
+        execution_context_class=execution_context_class or FastExecutor,
     )
 
 

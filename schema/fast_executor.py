@@ -46,8 +46,9 @@ from graphql.execution.executor import Executor, to_nodes
 from graphql.pyutils import Path, Undefined
 from graphql.pyutils.gather_with_cancel import gather_with_cancel
 from graphql.type import GraphQLField
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
-__all__ = ["make_fast"]
+__all__ = ["FastExecutor", "make_fast", "reads_info"]
 
 DEFINITION_KEY: Final = "strawberry-definition"
 
@@ -460,3 +461,7 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
 
     FastExecutor.__name__ = FastExecutor.__qualname__ = f"Fast{base_cls.__name__}"
     return FastExecutor
+
+
+# The executor the schema installs: Strawberry's execution context with the fast path.
+FastExecutor = make_fast(StrawberryGraphQLCoreExecutionContext)
