@@ -15,9 +15,10 @@ __all__ = ["BadUserInput", "MaskUnexpectedErrors", "NotFound", "PublicError", "i
 
 
 def is_unexpected(error: GraphQLError) -> bool:
-    """Validation and syntax errors (no original error) and our PublicErrors stay readable."""
+    """Validation and syntax errors (no original error), input coercion errors (a GraphQLError, e.g. a
+    malformed Date variable) and our PublicErrors stay readable; anything else is a bug to mask."""
     original = error.original_error
-    return original is not None and not isinstance(original, PublicError)
+    return original is not None and not isinstance(original, PublicError | GraphQLError)
 
 
 class MaskUnexpectedErrors(MaskErrors):
