@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TypedDict
 
 import asyncpg
@@ -14,18 +16,26 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from db.cache.metrics import render as render_metrics
+from db.cache.response_cache import ResponseCache
+from db.cache.store import CacheStore, create_redis
 from db.migrate import pending_migrations
 from db.pool import QueryLogger, create_pool
+from resolvers.cacheable_operations import load_cacheable_operations
 from resolvers.feeds import latest_papers_rss
 from schema import Schema, build_schema
 from schema.view import BodySizeLimit, GraphQLView
 from settings import Settings, get_settings
+
+OPERATIONS_DIR = Path(__file__).resolve().parent / "frontend_contract" / "operations"
+RESPONSE_TTL_S = 600
 
 
 class State(TypedDict):
     settings: Settings
     pool: asyncpg.Pool
     redis: aioredis.Redis | None
+    cache: CacheStore
 
 
 def create_app(
@@ -33,7 +43,15 @@ def create_app(
 ) -> Starlette:
     """`schema` defaults to `build_schema(settings)`; `query_logger` sees every SQL statement (tests count them)."""
     settings = settings or get_settings()
-    graphql = GraphQLView(schema or build_schema(settings), settings)
+    schema = schema or build_schema(settings)
+    graphql = GraphQLView(schema, settings)
+    # Whole responses of the site's anonymous operations; a new schema never serves old entries.
+    cached_graphql = ResponseCache(
+        graphql,
+        operations=load_cacheable_operations(OPERATIONS_DIR),
+        schema_version=hashlib.sha256(schema.as_str().encode()).hexdigest()[:12],
+        ttl_s=min(settings.cache_ttl_s, RESPONSE_TTL_S),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[State]:
@@ -46,18 +64,12 @@ def create_app(
             statement_timeout_ms=settings.statement_timeout_ms,
             query_logger=query_logger,
         )
-        redis = (
-            aioredis.Redis.from_url(
-                settings.redis_url,
-                socket_timeout=settings.redis_timeout_s,
-                socket_connect_timeout=settings.redis_timeout_s,
-                retry_on_timeout=False,
-            )
-            if settings.redis_url
-            else None
+        redis = create_redis(settings.redis_url, timeout_s=settings.redis_timeout_s) if settings.redis_url else None
+        cache = CacheStore(
+            redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
         )
         try:
-            yield {"settings": settings, "pool": pool, "redis": redis}
+            yield {"settings": settings, "pool": pool, "redis": redis, "cache": cache}
         finally:
             if redis is not None:
                 await redis.aclose()
@@ -89,6 +101,16 @@ def create_app(
         status = "ok" if ok and checks["redis"] == "ok" else ("degraded" if ok else "down")
         return JSONResponse({"status": status, "checks": checks}, status_code=200 if ok else 503)
 
+    async def metrics(request: Request) -> Response:
+        cache: CacheStore = request.state.cache
+        text = render_metrics(
+            cache.metrics,
+            breaker_state=int(cache.breaker.state),
+            breaker_opens=cache.breaker.opens,
+            redis_configured=cache.redis is not None,
+        )
+        return Response(text, media_type="text/plain; version=0.0.4")
+
     async def rss_latest(request: Request) -> Response:
         feed = await latest_papers_rss(request.state.pool, feed_url=str(request.url))
         return Response(feed, media_type="application/rss+xml", headers={"cache-control": "public, max-age=300"})
@@ -97,7 +119,8 @@ def create_app(
         routes=[
             Route("/healthz", healthz),
             Route("/readyz", readyz),
-            Route("/graphql", graphql, methods=["GET", "POST"]),
+            Route("/graphql", cached_graphql, methods=["GET", "POST"]),
+            Route("/metrics", metrics),
             Route("/rss/latest.xml", rss_latest),
         ],
         middleware=[Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)],

@@ -24,10 +24,23 @@ from db.queries.aggregates import (
     fetch_researcher_network,
     fetch_researcher_stats,
 )
+from db.queries.researchers import ResearcherRow
+from resolvers.context import Context
 from resolvers.errors import BadUserInput
 
 MAX_NETWORK_LIMIT = 200
 MAX_MIN_SHARED = 1000
+
+
+def check_first(first: int, maximum: int = MAX_TOP_RESEARCHERS) -> None:
+    if not 1 <= first <= maximum:
+        raise BadUserInput(f"`first` must be between 1 and {maximum}.")
+
+
+async def researcher_rows(ctx: Context, ids: list[int]) -> dict[int, ResearcherRow]:
+    """Researchers by id through the request's loader (one batched statement for all of them)."""
+    rows = await ctx.loaders.researcher_by_id.load_many(ids)
+    return {r.id: r for r in rows if r is not None}
 
 
 def _optional(load: Any) -> Any:
@@ -58,8 +71,7 @@ async def load_researcher_stats(
 async def load_researcher_coauthors(
     pool: asyncpg.Pool, cache: CacheStore | None, researcher_id: int, *, first: int
 ) -> list[CoauthorRow]:
-    if not 1 <= first <= MAX_COAUTHORS:
-        raise BadUserInput(f"`first` must be between 1 and {MAX_COAUTHORS}.")
+    check_first(first, MAX_COAUTHORS)
 
     async def compute() -> list[CoauthorRow]:
         async with pool.acquire() as conn:

@@ -9,6 +9,7 @@ from resolvers.institutions import resolve_institution, resolve_institutions
 from resolvers.pagination import Connection
 from resolvers.papers import resolve_papers
 from resolvers.researchers import resolve_researchers
+from schema.aggregates import FieldCount, LazyResearcher, institution_fields, institution_top_researchers
 from schema.enums import InstitutionSort, PaperSort
 from schema.inputs import PaperFilter
 from schema.node import Node
@@ -65,6 +66,16 @@ class Institution(Node):
     papers: PaperConnection = strawberry.field(
         resolver=_papers,
         description="Papers with an author at the institution. `first` 1 to 100 (default 24); `page` or `after`.",
+    )
+    # Stored on the institution and refreshed by every write.
+    paper_count: int = strawberry.field(description="Papers with an author at the institution.")
+    researcher_count: int = strawberry.field(description="Researchers affiliated with the institution.")
+    fields: list[FieldCount] = strawberry.field(
+        resolver=institution_fields, description="The institution's papers per primary arXiv category, most first."
+    )
+    top_researchers: list[LazyResearcher] = strawberry.field(
+        resolver=institution_top_researchers,
+        description="Affiliated researchers by whole-career h-index, then citations. `first` 1 to 100 (default 10).",
     )
 
     @classmethod

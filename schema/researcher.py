@@ -8,6 +8,23 @@ from db.queries.researchers import ResearcherRow
 from resolvers.pagination import Connection
 from resolvers.papers import resolve_papers
 from resolvers.researchers import researcher_institutions, resolve_researcher, resolve_researchers
+from schema.aggregates import (
+    AuthorPositionStats,
+    CitationSummary,
+    Coauthor,
+    CoauthorNetwork,
+    FieldCount,
+    LazyPaper,
+    ResearcherMetrics,
+    researcher_author_positions,
+    researcher_citation_summary,
+    researcher_coauthors,
+    researcher_fields,
+    researcher_h_index_in_archive,
+    researcher_metrics,
+    researcher_most_cited_paper,
+    researcher_network,
+)
 from schema.enums import PaperSort, ResearcherSort
 from schema.inputs import ResearcherPaperFilter
 from schema.node import Node
@@ -70,6 +87,46 @@ class Researcher(Node):
     )
     institutions: list[LazyInstitution] = strawberry.field(
         resolver=_institutions, description="Institutions the researcher is affiliated with, most recent first."
+    )
+    # Whole-career figures are stored on the researcher and refreshed by every write (lists sort on them).
+    paper_count: int = strawberry.field(description="Papers in this archive.")
+    h_index: int = strawberry.field(
+        description="Whole career (archive papers and Semantic Scholar / OpenAlex works, each work once): "
+        "the largest h such that h works have at least h citations each."
+    )
+    i10_index: int = strawberry.field(description="Whole career: works with at least 10 citations.")
+    citation_count: int = strawberry.field(description="Whole career: citations summed over the works.")
+    works_count: int = strawberry.field(description="Whole career: works, each counted once.")
+    h_index_in_archive: int = strawberry.field(
+        resolver=researcher_h_index_in_archive, description="The h-index over this archive's papers only."
+    )
+    metrics: ResearcherMetrics = strawberry.field(
+        resolver=researcher_metrics,
+        description="The career figures per source (computed here, Semantic Scholar, OpenAlex) with their dates.",
+    )
+    author_positions: AuthorPositionStats = strawberry.field(
+        resolver=researcher_author_positions,
+        description="First / middle / last / solo counts over the K of N papers where every author is matched.",
+    )
+    fields: list[FieldCount] = strawberry.field(
+        resolver=researcher_fields, description="Papers per primary arXiv category, most first."
+    )
+    most_cited_paper: LazyPaper | None = strawberry.field(
+        resolver=researcher_most_cited_paper,
+        description="The researcher's most cited paper in this archive; null when none has a count.",
+    )
+    citation_summary: CitationSummary = strawberry.field(
+        resolver=researcher_citation_summary,
+        description="Citations summed over the archive papers that have a count, and how many have one.",
+    )
+    coauthors: list[Coauthor] = strawberry.field(
+        resolver=researcher_coauthors,
+        description="Researchers sharing papers in this archive, most shared first. `first` 1 to 100 (default 20).",
+    )
+    network: CoauthorNetwork = strawberry.field(
+        resolver=researcher_network,
+        description="The co-author graph: `depth` 1 or 2, links of at least `minShared` papers, at most `limit` "
+        "nodes (1 to 200).",
     )
 
     @classmethod

@@ -1,0 +1,368 @@
+"""The aggregates through the API, and the whole-response cache in front of /graphql."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from starlette.types import Receive, Scope, Send
+
+import app as app_module
+import localservices
+from app import create_app
+from db.cache.invalidation import invalidate
+from db.cache.store import CacheStore
+from db.migrate import migrate
+from db.paging import encode_global_id
+from db.queries.figures import refresh_institution_figures, refresh_researcher_figures
+from db.records import Touched
+from settings import Settings
+from tests.integration.agg_data import EXPECTED_ADA, build_handmade
+
+RESEARCHER_PAGE = """
+query ResearcherPage($id: String!) {
+  researcher(id: $id) {
+    id
+    name
+    paperCount
+    hIndex
+    i10Index
+    citationCount
+    worksCount
+    hIndexInArchive
+    authorPositions { first middle last solo matchedPapers totalPapers }
+    fields { category count }
+    mostCitedPaper { id arxivId citedByCount }
+    citationSummary { total papersWithCounts }
+    coauthors(first: 5) { researcher { id name } sharedPapers firstYear lastYear }
+    network(depth: 1) { nodes { researcher { id } depth weight } edges { source target sharedPapers } }
+    metrics {
+      computed { source hIndex citationCount worksCount asOf listed { hIndex } }
+      semanticScholar { source hIndex i10Index citationCount worksCount asOf listed { hIndex worksCount } }
+      openAlex { source hIndex i10Index citationCount worksCount listed { hIndex worksCount citationCount } }
+    }
+    papers(first: 24) { totalCount nodes { id arxivId } }
+  }
+}
+"""
+
+RESEARCHERS_LIST = """
+query ResearchersList {
+  researchers(first: 10) { nodes { id name paperCount hIndex } }
+}
+"""
+
+INSTITUTION_PAGE = """
+query InstitutionPage($id: String!) {
+  institution(id: $id) {
+    id
+    paperCount
+    researcherCount
+    fields { category count }
+    topResearchers(first: 3) { id name }
+  }
+}
+"""
+
+_ns = itertools.count()
+
+
+@pytest.fixture(scope="module")
+async def resp_db(make_database) -> tuple[str, dict[str, int]]:
+    dsn = await make_database("respcache")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+        ids = await build_handmade(conn)
+        # Every researcher of the data is affiliated, as the ingest's matches record it.
+        for key in ("A", "B", "C"):
+            await conn.execute(
+                "INSERT INTO researcher_institutions (researcher_id, institution_id) VALUES ($1, $2)",
+                ids[key],
+                ids["I"],
+            )
+        await refresh_researcher_figures(conn, None)
+        await refresh_institution_figures(conn, None)
+    finally:
+        await conn.close()
+    return dsn, ids
+
+
+@pytest.fixture
+def operations_dir(tmp_path, monkeypatch) -> None:
+    ops = tmp_path / "operations"
+    ops.mkdir()
+    for name, text in (
+        ("ResearcherPage", RESEARCHER_PAGE),
+        ("ResearchersList", RESEARCHERS_LIST),
+        ("InstitutionPage", INSTITUTION_PAGE),
+    ):
+        (ops / f"{name}.graphql").write_text(text)
+    monkeypatch.setattr(app_module, "OPERATIONS_DIR", ops)
+
+
+class Statements:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, record: object) -> None:
+        self.n += 1
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    dsn: str, redis_url: str | None, namespace: str, **settings: Any
+) -> AsyncIterator[tuple[httpx.AsyncClient, CacheStore, Statements]]:
+    counter = Statements()
+    application = create_app(
+        Settings(DATABASE_URL=dsn, REDIS_URL=redis_url, cache_namespace=namespace, **settings), query_logger=counter
+    )
+    async with application.router.lifespan_context(application) as state:
+        assert state is not None
+
+        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
+            await application({**scope, "state": dict(state)}, receive, send)
+
+        transport = httpx.ASGITransport(app=with_state)
+        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test") as client:
+            yield client, state["cache"], counter
+
+
+@pytest.fixture
+async def api(resp_db, redis_url, cache_namespace, operations_dir):
+    async with serving(resp_db[0], redis_url, f"{cache_namespace}-r{next(_ns)}") as served:
+        yield served
+
+
+async def post(client: httpx.AsyncClient, query: str, variables: dict[str, Any] | None = None, **headers: str):
+    body: dict[str, Any] = {"query": query}
+    if variables is not None:
+        body["variables"] = variables
+    return await client.post("/graphql", json=body, headers=headers)
+
+
+def gid(kind: str, db_id: int) -> str:
+    return encode_global_id(kind, db_id)
+
+
+async def test_researcher_page_figures_through_the_api(api, resp_db) -> None:
+    client, _, _ = api
+    ids = resp_db[1]
+    r = await post(client, RESEARCHER_PAGE, {"id": str(ids["A"])})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert "errors" not in body, body
+    page = body["data"]["researcher"]
+    assert page["paperCount"] == EXPECTED_ADA["paper_count"]
+    assert (page["hIndex"], page["i10Index"], page["citationCount"], page["worksCount"]) == (
+        EXPECTED_ADA["h_index"],
+        EXPECTED_ADA["i10_index"],
+        EXPECTED_ADA["citation_count"],
+        EXPECTED_ADA["works_count"],
+    )
+    assert page["hIndexInArchive"] == EXPECTED_ADA["h_index_in_archive"]
+    assert page["authorPositions"] == {
+        "first": 1,
+        "middle": 1,
+        "last": 1,
+        "solo": 1,
+        "matchedPapers": 4,
+        "totalPapers": 6,
+    }
+    assert [(f["category"], f["count"]) for f in page["fields"]] == EXPECTED_ADA["fields"]
+    assert page["mostCitedPaper"]["id"] == gid("Paper", ids["P5"]) and page["mostCitedPaper"]["citedByCount"] == 50
+    assert page["citationSummary"] == {"total": 68, "papersWithCounts": 5}
+    assert [(c["researcher"]["id"], c["sharedPapers"], c["firstYear"], c["lastYear"]) for c in page["coauthors"]] == [
+        (gid("Researcher", ids["C"]), 3, 2017, 2021),
+        (gid("Researcher", ids["B"]), 2, 2019, 2020),
+    ]
+    nodes = {(n["researcher"]["id"], n["depth"], n["weight"]) for n in page["network"]["nodes"]}
+    assert nodes == {
+        (gid("Researcher", ids["A"]), 0, 5),
+        (gid("Researcher", ids["B"]), 1, 4),
+        (gid("Researcher", ids["C"]), 1, 5),
+    }
+    assert {frozenset((e["source"], e["target"])) for e in page["network"]["edges"]} == {
+        frozenset((gid("Researcher", ids["A"]), gid("Researcher", ids["B"]))),
+        frozenset((gid("Researcher", ids["A"]), gid("Researcher", ids["C"]))),
+        frozenset((gid("Researcher", ids["B"]), gid("Researcher", ids["C"]))),
+    }
+    m = page["metrics"]
+    assert m["computed"]["source"] == "COMPUTED" and m["computed"]["hIndex"] == 5 and m["computed"]["asOf"]
+    assert m["computed"]["listed"] is None
+    s2 = m["semanticScholar"]
+    assert (s2["hIndex"], s2["i10Index"], s2["citationCount"], s2["worksCount"]) == (4, None, 90, 8)
+    assert s2["asOf"].startswith("2026-01-02") and s2["listed"] == {"hIndex": 3, "worksCount": 4}
+    oa = m["openAlex"]
+    assert (oa["hIndex"], oa["i10Index"], oa["citationCount"], oa["worksCount"]) == (6, 5, 120, 11)
+    assert oa["listed"] == {"hIndex": 3, "worksCount": 3, "citationCount": 36}
+    assert page["papers"]["totalCount"] == 6
+
+
+async def test_institution_aggregates_through_the_api(api, resp_db) -> None:
+    client, _, _ = api
+    ids = resp_db[1]
+    body = (await post(client, INSTITUTION_PAGE, {"id": str(ids["I"])})).json()
+    assert "errors" not in body, body
+    inst = body["data"]["institution"]
+    assert (inst["paperCount"], inst["researcherCount"]) == (3, 4)
+    assert inst["fields"] == [{"category": "cs.LG", "count": 3}]
+    # Stored whole-career h-index after the refresh: A 5, then C and B (h 1 each: P2/P6 and P1/P2/P6...).
+    assert inst["topResearchers"][0]["id"] == gid("Researcher", ids["A"])
+    assert len(inst["topResearchers"]) == 3
+
+
+async def test_bad_aggregate_arguments_are_user_errors(api, resp_db) -> None:
+    client, _, _ = api
+    a = resp_db[1]["A"]
+    for field in (
+        "network(depth: 3) { edges { source } }",
+        "coauthors(first: 0) { sharedPapers }",
+        "network(limit: 500) { edges { source } }",
+    ):
+        body = (await post(client, f'{{ researcher(id: "{a}") {{ {field} }} }}')).json()
+        assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT", body
+
+
+async def test_warm_response_skips_graphql_and_sql(api, resp_db) -> None:
+    client, store, statements = api
+    variables = {"id": str(resp_db[1]["A"])}
+    first = await post(client, RESEARCHER_PAGE, variables)
+    assert first.headers["x-cache"] == "miss" and statements.n > 0
+    statements.n = 0
+    second = await post(client, RESEARCHER_PAGE, variables)
+    assert second.headers["x-cache"] == "hit"
+    assert second.content == first.content
+    assert statements.n == 0  # no SQL at all: GraphQL did not run
+    assert (store.metrics.response_hits, store.metrics.response_misses, store.metrics.response_stores) == (1, 1, 1)
+    metrics = (await client.get("/metrics")).text
+    assert "wovepaper_cache_response_hits_total 1" in metrics.splitlines()
+    assert "wovepaper_cache_response_misses_total 1" in metrics.splitlines()
+
+
+async def test_key_is_operation_and_canonical_variables(api, resp_db) -> None:
+    client, store, _ = api
+    ids = resp_db[1]
+    raw = b'{"query": %s, "variables": {  "id" :  "%d"  }}' % (json.dumps(RESEARCHER_PAGE).encode(), ids["A"])
+    first = await client.post("/graphql", content=raw, headers={"content-type": "application/json"})
+    assert first.headers["x-cache"] == "miss" and "errors" not in first.json()
+    # The same variables spelt differently (spacing, operationName given, key order) hit.
+    hit = await client.post(
+        "/graphql",
+        json={"variables": {"id": str(ids["A"])}, "operationName": "ResearcherPage", "query": RESEARCHER_PAGE},
+    )
+    assert hit.headers["x-cache"] == "hit"
+    other = await post(client, RESEARCHER_PAGE, {"id": str(ids["B"])})
+    assert other.headers["x-cache"] == "miss"
+    assert other.json()["data"]["researcher"]["id"] == gid("Researcher", ids["B"])
+
+
+async def test_only_anonymous_contract_operations_are_cached(api, resp_db) -> None:
+    client, store, _ = api
+    variables = {"id": str(resp_db[1]["A"])}
+    for _ in range(2):
+        signed_in = await post(client, RESEARCHER_PAGE, variables, authorization="Bearer x")
+        assert signed_in.status_code == 200 and "x-cache" not in signed_in.headers
+    # Any other document, even one asking for the same fields, is executed every time.
+    ad_hoc = RESEARCHER_PAGE.replace("query ResearcherPage", "query Mine")
+    for _ in range(2):
+        r = await post(client, ad_hoc, variables)
+        assert "x-cache" not in r.headers and "errors" not in r.json()
+    assert store.metrics.response_hits == 0
+
+
+async def test_errors_are_not_cached(api) -> None:
+    client, store, _ = api
+    for _ in range(2):
+        r = await post(client, RESEARCHER_PAGE, {"id": "not a researcher id!"})
+        assert r.json()["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+        assert r.headers["x-cache"] == "miss"
+    assert store.metrics.response_stores == 0
+
+
+async def test_invalidation_drops_responses_that_read_the_entity(api, resp_db) -> None:
+    client, store, _ = api
+    ids = resp_db[1]
+    variables = {"id": str(ids["A"])}
+    await post(client, RESEARCHER_PAGE, variables)
+    await post(client, RESEARCHERS_LIST)
+    # E appears in neither response's entities... but any write may change a list.
+    await invalidate(store, Touched(researchers={ids["E"]}))
+    assert (await post(client, RESEARCHER_PAGE, variables)).headers["x-cache"] == "hit"
+    assert (await post(client, RESEARCHERS_LIST)).headers["x-cache"] == "miss"
+    # B is a co-author shown on A's page: touching B drops A's page.
+    await invalidate(store, Touched(researchers={ids["B"]}))
+    assert (await post(client, RESEARCHER_PAGE, variables)).headers["x-cache"] == "miss"
+    # So does a paper on it.
+    assert (await post(client, RESEARCHER_PAGE, variables)).headers["x-cache"] == "hit"
+    await invalidate(store, Touched(papers={ids["P8"]}))
+    assert (await post(client, RESEARCHER_PAGE, variables)).headers["x-cache"] == "miss"
+
+
+async def test_write_then_invalidate_shows_new_figures_at_once(api, resp_db) -> None:
+    client, store, _ = api
+    ids = resp_db[1]
+    variables = {"id": str(ids["A"])}
+    before = (await post(client, RESEARCHER_PAGE, variables)).json()["data"]["researcher"]
+    await post(client, RESEARCHER_PAGE, variables)
+    conn = await asyncpg.connect(resp_db[0])
+    try:
+        async with conn.transaction():
+            await conn.execute("UPDATE papers SET cited_by_count = 80 WHERE id = $1", ids["P4"])
+            await refresh_researcher_figures(conn, [ids["A"]])
+        await invalidate(store, Touched(papers={ids["P4"]}, researchers={ids["A"]}))
+        after_response = await post(client, RESEARCHER_PAGE, variables)
+        after = after_response.json()["data"]["researcher"]
+        assert after_response.headers["x-cache"] == "miss"
+        assert after["mostCitedPaper"]["id"] == gid("Paper", ids["P4"])
+        assert after["citationSummary"]["total"] == before["citationSummary"]["total"] + 77
+        assert after["citationCount"] == before["citationCount"] + 77
+    finally:
+        async with conn.transaction():
+            await conn.execute("UPDATE papers SET cited_by_count = 3 WHERE id = $1", ids["P4"])
+            await refresh_researcher_figures(conn, [ids["A"]])
+        await conn.close()
+        await invalidate(store, Touched(papers={ids["P4"]}, researchers={ids["A"]}))
+
+
+async def test_api_answers_correctly_and_quickly_with_redis_stopped_or_frozen(
+    resp_db, cache_namespace, operations_dir, tmp_path
+) -> None:
+    server = localservices.start_redis(tmp_path / "redis", port=localservices.free_port())
+    try:
+        async with serving(resp_db[0], server.url, f"{cache_namespace}-rf", redis_timeout_s=0.25) as (client, store, _):
+            variables = {"id": str(resp_db[1]["A"])}
+            expected = (await post(client, RESEARCHER_PAGE, variables)).json()["data"]["researcher"]
+            os.kill(server.pid, signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                for _ in range(6):
+                    got = (await post(client, RESEARCHER_PAGE, variables)).json()
+                    assert got["data"]["researcher"]["hIndex"] == expected["hIndex"]
+                    assert got["data"]["researcher"]["fields"] == expected["fields"]
+                frozen_elapsed = time.monotonic() - started
+            finally:
+                os.kill(server.pid, signal.SIGCONT)
+            assert store.breaker.state.name == "OPEN"
+            assert frozen_elapsed < 3.0
+            server.stop()
+            started = time.monotonic()
+            for _ in range(6):
+                got = (await post(client, RESEARCHER_PAGE, variables)).json()
+                assert got["data"]["researcher"]["citationSummary"] == expected["citationSummary"]
+            assert time.monotonic() - started < 2.0
+            metrics = (await client.get("/metrics")).text.splitlines()
+            assert "wovepaper_cache_breaker_state 1" in metrics
+    finally:
+        if server.process.poll() is None:
+            os.kill(server.pid, signal.SIGCONT)
+        server.stop()
