@@ -108,6 +108,20 @@ def get_embedder() -> Embedder:
     return _embedder
 
 
+def preload_in_background() -> None:
+    """Start loading the model in a daemon thread (a few seconds of imports), so that the first semantic
+    request does not pay for it; a no-op without the `semantic` extra."""
+    if _embedder is None and is_available():
+        threading.Thread(target=_preload, name="embeddings-preload", daemon=True).start()
+
+
+def _preload() -> None:
+    try:
+        get_embedder()
+    except EmbeddingsUnavailable:
+        pass  # reported by the first request that needs the model
+
+
 def embed_query(text: str) -> list[float]:
     """The vector of a search query; recent queries are kept, since paging repeats them."""
     key = " ".join(text.split()).lower()

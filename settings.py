@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     pool_min_size: int = Field(2, ge=1)
     pool_max_size: int = Field(10, ge=1)
 
+    # Semantic and hybrid search (needs the `semantic` extra and pgvector); false answers SEMANTIC_UNAVAILABLE.
+    semantic_search: bool = True
+
     # Cache.
     cache_namespace: str = Field("wp", pattern=r"^[a-z0-9_-]{1,32}$")
     cache_ttl_s: int = Field(3600, ge=1)

@@ -26,6 +26,7 @@ from db.queries.papers import (
     fetch_papers_by_slugs,
 )
 from db.queries.researchers import ResearcherRow, fetch_researchers_by_ids
+from db.queries.search import fetch_similar_papers_by_keys
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -128,6 +129,11 @@ class Loaders:
             return [grouped.get(i, []) for i in ids]
 
         return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+
+    @cached_property
+    def similar_papers_by_paper_id(self) -> DataLoader[tuple[int, int], list[PaperRow]]:
+        """Key: (paper id, how many). Nearest papers by embedding; empty lists without pgvector."""
+        return DataLoader(self._batch(fetch_similar_papers_by_keys), max_batch_size=MAX_BATCH)
 
     # -- priming: rows fetched by page-shaped reads answer later by-id loads -----------------------
 

@@ -23,9 +23,10 @@ from schema.node import NodeQuery
 from schema.paper import Paper, PaperQuery
 from schema.path import PathQuery
 from schema.researcher import Researcher, ResearcherQuery
+from schema.search import SearchQuery
 from settings import Settings, get_settings
 
-QUERY_TYPES: list[type] = [NodeQuery, PaperQuery, ResearcherQuery, InstitutionQuery, PathQuery]
+QUERY_TYPES: list[type] = [NodeQuery, PaperQuery, ResearcherQuery, InstitutionQuery, PathQuery, SearchQuery]
 NODE_TYPES: list[type] = [Paper, Researcher, Institution]
 
 

@@ -14,6 +14,7 @@ from resolvers.papers import (
     resolve_paper,
     resolve_papers,
 )
+from resolvers.search import resolve_similar_papers
 from schema.enums import PaperSort
 from schema.inputs import PaperFilter
 from schema.node import Node
@@ -84,6 +85,13 @@ class Paper(Node):
     novelty: str | None = strawberry.field(description="Analysis: novelty; null until analysed.")
     significance_score: float | None = strawberry.field(description="Analysis: significance; null until analysed.")
     analysed: bool = strawberry.field(description="Whether the analysis fields are filled.")
+
+    @strawberry.field(
+        description="The papers nearest this one in meaning (embeddings of title and abstract), most similar "
+        "first; `first` 1 to 100. Empty when the paper has no embedding yet or the server has no pgvector."
+    )
+    async def similar_papers(self, info: Info, first: int = 10) -> list[Paper]:
+        return cast("list[Paper]", await resolve_similar_papers(info.context, cast(PaperRow, self), first))
 
     @classmethod
     def is_type_of(cls, obj: Any, info: Any) -> bool:

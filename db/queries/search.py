@@ -19,6 +19,7 @@ from typing import Generic, Literal, TypeVar
 
 import asyncpg
 import orjson
+from asyncpg.pool import PoolConnectionProxy
 
 from db.filters import PAPER_SORTS, Clause, Fragment, Sort, compose
 from db.queries.embeddings import vector_literal
@@ -26,6 +27,7 @@ from db.queries.institutions import INSTITUTION_COLUMNS, InstitutionRow, institu
 from db.queries.papers import PAPER_COLUMNS, PaperRow, paper_from_record
 from db.queries.researchers import RESEARCHER_COLUMNS, ResearcherRow, researcher_from_record
 
+Conn = asyncpg.Connection | PoolConnectionProxy
 Mode = Literal["KEYWORD", "SEMANTIC", "HYBRID"]
 FacetKind = Literal["category", "primary", "year"]
 
@@ -236,7 +238,7 @@ def build_search_sql(mode: Mode, sort: Sort, where: str, after: str) -> str:
 
 
 async def search_papers(
-    conn: asyncpg.Connection,
+    conn: Conn,
     *,
     mode: Mode,
     text: str,
@@ -298,7 +300,7 @@ SELECT numnode(q) > 0 AND querytree(q) <> 'T' FROM websearch_to_tsquery('english
 """
 
 
-async def query_has_terms(conn: asyncpg.Connection | asyncpg.Pool, text: str) -> bool:
+async def query_has_terms(conn: Conn | asyncpg.Pool, text: str) -> bool:
     """False when the text has no word full-text search can look up (empty, stop words, only `-word`)."""
     return bool(await conn.fetchval(SELECT_QUERY_HAS_TERMS, text))
 
@@ -307,27 +309,31 @@ async def query_has_terms(conn: asyncpg.Connection | asyncpg.Pool, text: str) ->
 
 # For each source paper, its nearest neighbours through the HNSW index (the LATERAL's ORDER BY operand is
 # the source's vector, a parameter of the inner scan, so the index serves it).
-SELECT_SIMILAR_PAPERS = """
-SELECT s.paper_id AS source_id, n.paper_id AS id, n.similarity
-FROM unnest($1::bigint[]) AS s (paper_id)
-JOIN paper_embeddings e ON e.paper_id = s.paper_id
-CROSS JOIN LATERAL (
-    SELECT o.paper_id, (1 - (o.embedding <=> e.embedding))::float8 AS similarity
-    FROM paper_embeddings o
-    WHERE o.paper_id <> s.paper_id
-    ORDER BY o.embedding <=> e.embedding
-    LIMIT $2::int
+SELECT_SIMILAR_PAPERS = f"""
+SELECT {PAPER_COLUMNS}, n.source_id, n.similarity
+FROM (
+    SELECT s.paper_id AS source_id, x.paper_id, x.similarity
+    FROM unnest($1::bigint[]) AS s (paper_id)
+    JOIN paper_embeddings e ON e.paper_id = s.paper_id
+    CROSS JOIN LATERAL (
+        SELECT o.paper_id, (1 - (o.embedding <=> e.embedding))::float8 AS similarity
+        FROM paper_embeddings o
+        WHERE o.paper_id <> s.paper_id
+        ORDER BY o.embedding <=> e.embedding
+        LIMIT $2::int
+    ) x
 ) n
-ORDER BY s.paper_id, n.similarity DESC, n.paper_id
+JOIN papers p ON p.id = n.paper_id
+ORDER BY n.source_id, n.similarity DESC, p.id
 """
 
 
-async def fetch_similar_paper_ids(
-    conn: asyncpg.Connection, paper_ids: Sequence[int], *, limit: int
-) -> dict[int, list[tuple[int, float]]]:
-    """For each paper, up to `limit` (id, cosine similarity) of its nearest papers; a paper without a vector
-    has none. Raises SemanticSearchUnavailable without pgvector."""
-    out: dict[int, list[tuple[int, float]]] = {pid: [] for pid in paper_ids}
+async def fetch_similar_papers(
+    conn: Conn, paper_ids: Sequence[int], *, limit: int
+) -> dict[int, list[tuple[PaperRow, float]]]:
+    """For each paper, up to `limit` of its nearest papers with their cosine similarity, most similar first;
+    a paper without a vector has none. Raises SemanticSearchUnavailable without pgvector."""
+    out: dict[int, list[tuple[PaperRow, float]]] = {pid: [] for pid in paper_ids}
     try:
         async with conn.transaction(readonly=True):
             await conn.execute(SEMANTIC_SESSION)
@@ -335,8 +341,23 @@ async def fetch_similar_paper_ids(
     except (asyncpg.UndefinedTableError, asyncpg.UndefinedObjectError) as exc:
         raise SemanticSearchUnavailable(str(exc)) from exc
     for r in rows:
-        out[r["source_id"]].append((r["id"], r["similarity"]))
+        out[r["source_id"]].append((paper_from_record(r), r["similarity"]))
     return out
+
+
+async def fetch_similar_papers_by_keys(conn: Conn, keys: list[tuple[int, int]]) -> list[list[PaperRow]]:
+    """A loader batch: keys are (paper id, how many); one statement per distinct count (usually one).
+    Without pgvector every list is empty: a paper page must not fail for want of the optional index."""
+    out: dict[tuple[int, int], list[PaperRow]] = {}
+    for limit in sorted({k[1] for k in keys}):
+        ids = [k[0] for k in keys if k[1] == limit]
+        try:
+            found = await fetch_similar_papers(conn, ids, limit=limit)
+        except SemanticSearchUnavailable:
+            found = {}
+        for pid in ids:
+            out[(pid, limit)] = [row for row, _ in found.get(pid, [])]
+    return [out[k] for k in keys]
 
 
 # --- name look-up ------------------------------------------------------------------------------------
@@ -351,40 +372,43 @@ _NAME_SCORE = (
     "(word_similarity(wp_fold($1::text), wp_fold({col})) + similarity(wp_fold($1::text), wp_fold({col})) / 10)"
 )
 
-SEARCH_RESEARCHERS_BY_NAME = f"""
-SELECT {RESEARCHER_COLUMNS}, {_NAME_SCORE.format(col="r.name")}::float8 AS score, count(*) OVER () AS total
-FROM researchers r
-WHERE {_NAME_MATCH.format(col="r.name")}
-ORDER BY score DESC, r.paper_count DESC, r.id
+# Ordered by score, then paper count, then id; `after` ($4..$6, all null for none) continues from a row.
+_NAME_PAGE = """
+SELECT * FROM ({inner}) s
+WHERE $4::float8 IS NULL OR s.score < $4::float8
+   OR (s.score = $4::float8 AND (s.paper_count < $5::int OR (s.paper_count = $5::int AND s.id > $6::bigint)))
+ORDER BY s.score DESC, s.paper_count DESC, s.id
 LIMIT $2::int OFFSET $3::int
 """
 
-SEARCH_INSTITUTIONS_BY_NAME = f"""
-SELECT {INSTITUTION_COLUMNS}, {_NAME_SCORE.format(col="i.name")}::float8 AS score, count(*) OVER () AS total
-FROM institutions i
-WHERE {_NAME_MATCH.format(col="i.name")} AND ($4::text IS NULL OR i.country = $4::text)
-ORDER BY score DESC, i.paper_count DESC, i.id
-LIMIT $2::int OFFSET $3::int
-"""
+SEARCH_RESEARCHERS_BY_NAME = _NAME_PAGE.format(
+    inner=f"""SELECT {RESEARCHER_COLUMNS}, {_NAME_SCORE.format(col="r.name")}::float8 AS score,
+        count(*) OVER () AS total
+    FROM researchers r
+    WHERE {_NAME_MATCH.format(col="r.name")}"""
+)
+
+SEARCH_INSTITUTIONS_BY_NAME = _NAME_PAGE.format(
+    inner=f"""SELECT {INSTITUTION_COLUMNS}, {_NAME_SCORE.format(col="i.name")}::float8 AS score,
+        count(*) OVER () AS total
+    FROM institutions i
+    WHERE {_NAME_MATCH.format(col="i.name")} AND ($7::text IS NULL OR i.country = $7::text)"""
+)
 
 # One and two letters have no trigram to look up: a prefix of the folded name instead.
-SEARCH_RESEARCHERS_BY_PREFIX = f"""
-SELECT {RESEARCHER_COLUMNS}, 1.0::float8 AS score, count(*) OVER () AS total
-FROM researchers r
-WHERE wp_fold(r.name) LIKE wp_fold($1::text) || '%'
-ORDER BY r.paper_count DESC, r.id
-LIMIT $2::int OFFSET $3::int
-"""
+SEARCH_RESEARCHERS_BY_PREFIX = _NAME_PAGE.format(
+    inner=f"""SELECT {RESEARCHER_COLUMNS}, 1.0::float8 AS score, count(*) OVER () AS total
+    FROM researchers r
+    WHERE wp_fold(r.name) LIKE wp_fold($1::text) || '%'"""
+)
 
-SEARCH_INSTITUTIONS_BY_PREFIX = f"""
-SELECT {INSTITUTION_COLUMNS}, 1.0::float8 AS score, count(*) OVER () AS total
-FROM institutions i
-WHERE wp_fold(i.name) LIKE wp_fold($1::text) || '%' AND ($4::text IS NULL OR i.country = $4::text)
-ORDER BY i.paper_count DESC, i.id
-LIMIT $2::int OFFSET $3::int
-"""
+SEARCH_INSTITUTIONS_BY_PREFIX = _NAME_PAGE.format(
+    inner=f"""SELECT {INSTITUTION_COLUMNS}, 1.0::float8 AS score, count(*) OVER () AS total
+    FROM institutions i
+    WHERE wp_fold(i.name) LIKE wp_fold($1::text) || '%' AND ($7::text IS NULL OR i.country = $7::text)"""
+)
 
-
+NameAfter = tuple[float, int, int]
 RowT = TypeVar("RowT")
 
 
@@ -402,33 +426,43 @@ def _short(query: str) -> bool:
     return len("".join(query.split())) < 3
 
 
+async def _name_page(
+    conn: Conn, sql: str, query: str, limit: int, offset: int, after: NameAfter | None, *extra: object
+) -> list[asyncpg.Record]:
+    keyset = after if after is not None else (None, None, None)
+    if sql in (SEARCH_RESEARCHERS_BY_PREFIX, SEARCH_INSTITUTIONS_BY_PREFIX):
+        return await conn.fetch(sql, _like_safe(query), limit, offset, *keyset, *extra)
+    async with conn.transaction(readonly=True):
+        await conn.execute(NAME_SESSION)
+        return await conn.fetch(sql, query, limit, offset, *keyset, *extra)
+
+
 async def search_researchers_by_name(
-    conn: asyncpg.Connection, query: str, *, limit: int, offset: int = 0
+    conn: Conn, query: str, *, limit: int, offset: int = 0, after: NameAfter | None = None
 ) -> NameMatches[ResearcherRow]:
     """Researchers whose name matches ignoring case and diacritics, a typo tolerated; best match first,
-    then most papers. With fewer than three letters, names that start with them."""
+    then most papers, then id. With fewer than three letters, names that start with them.
+    `after`: (score, paper count, id) of the last row of the previous page."""
     query = " ".join(query.split())
-    if _short(query):
-        records = await conn.fetch(SEARCH_RESEARCHERS_BY_PREFIX, _like_safe(query), limit, offset)
-    else:
-        async with conn.transaction(readonly=True):
-            await conn.execute(NAME_SESSION)
-            records = await conn.fetch(SEARCH_RESEARCHERS_BY_NAME, query, limit, offset)
+    sql = SEARCH_RESEARCHERS_BY_PREFIX if _short(query) else SEARCH_RESEARCHERS_BY_NAME
+    records = await _name_page(conn, sql, query, limit, offset, after)
     total = records[0]["total"] if records else 0
     return NameMatches(total, [(researcher_from_record(r), r["score"]) for r in records])
 
 
 async def search_institutions_by_name(
-    conn: asyncpg.Connection, query: str, *, limit: int, offset: int = 0, country: str | None = None
+    conn: Conn,
+    query: str,
+    *,
+    limit: int,
+    offset: int = 0,
+    country: str | None = None,
+    after: NameAfter | None = None,
 ) -> NameMatches[InstitutionRow]:
     """Institutions by name, like `search_researchers_by_name`; optionally in one country (ISO code)."""
     query = " ".join(query.split())
-    if _short(query):
-        records = await conn.fetch(SEARCH_INSTITUTIONS_BY_PREFIX, _like_safe(query), limit, offset, country)
-    else:
-        async with conn.transaction(readonly=True):
-            await conn.execute(NAME_SESSION)
-            records = await conn.fetch(SEARCH_INSTITUTIONS_BY_NAME, query, limit, offset, country)
+    sql = SEARCH_INSTITUTIONS_BY_PREFIX if _short(query) else SEARCH_INSTITUTIONS_BY_NAME
+    records = await _name_page(conn, sql, query, limit, offset, after, country)
     total = records[0]["total"] if records else 0
     return NameMatches(total, [(institution_from_record(r), r["score"]) for r in records])
 
@@ -484,7 +518,7 @@ def prefix_tsquery(query: str) -> str | None:
     return " & ".join(parts)
 
 
-async def suggest(conn: asyncpg.Connection, query: str, *, kinds: Sequence[EntityKind], limit: int) -> list[Suggestion]:
+async def suggest(conn: Conn, query: str, *, kinds: Sequence[EntityKind], limit: int) -> list[Suggestion]:
     """Researchers, institutions and papers whose name or title matches what the user is typing.
 
     Up to `limit` of each kind are looked up, then the best `limit` across kinds are kept (name similarity;

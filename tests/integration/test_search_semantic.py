@@ -20,7 +20,7 @@ from db.queries.embeddings import count_embeddings, has_embeddings
 from db.queries.search import (
     SEARCH_SORTS,
     SemanticSearchUnavailable,
-    fetch_similar_paper_ids,
+    fetch_similar_papers,
     search_papers,
 )
 from tests.integration._search_data import Corpus, load_corpus
@@ -184,9 +184,9 @@ async def test_hybrid_fuses_both_rankings(conn, embedded) -> None:
 
 async def test_similar_papers(conn, embedded) -> None:
     source = embedded.paper_ids["gnn_revisited"]
-    similar = await fetch_similar_paper_ids(conn, [source, embedded.paper_ids["dark_matter"]], limit=3)
-    top = keys(embedded, [pid for pid, _ in similar[source]])
-    assert source not in [pid for pid, _ in similar[source]]
+    similar = await fetch_similar_papers(conn, [source, embedded.paper_ids["dark_matter"]], limit=3)
+    top = keys(embedded, [row.id for row, _ in similar[source]])
+    assert source not in [row.id for row, _ in similar[source]]
     assert top[0] in {"gnn_survey", "gnn_molecules"}
     assert set(top) <= {"gnn_molecules", "gnn_survey", "gat"}
     sims = [s for _, s in similar[source]]
@@ -211,7 +211,7 @@ async def test_without_pgvector_semantic_is_unavailable_and_keyword_works(make_d
                     conn, mode=mode, text="graph", vector=vector, clauses=[], sort=SEARCH_SORTS["RELEVANCE"], limit=5
                 )
         with pytest.raises(SemanticSearchUnavailable):
-            await fetch_similar_paper_ids(conn, [1], limit=3)
+            await fetch_similar_papers(conn, [1], limit=3)
         keyword = await search_papers(
             conn, mode="KEYWORD", text="graph", vector=None, clauses=[], sort=SEARCH_SORTS["RELEVANCE"], limit=5
         )

@@ -1,0 +1,366 @@
+"""Search: keyword, semantic and hybrid search over papers, autocomplete, similar papers, names by relevance."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import strawberry
+
+import embeddings
+from db.filters import Fragment, Sort, paper_filter_clauses
+from db.paging import encode_cursor, encode_global_id
+from db.queries.institutions import InstitutionRow
+from db.queries.papers import PaperRow
+from db.queries.researchers import ResearcherRow
+from db.queries.search import (
+    SEARCH_SORTS,
+    EmptyQuery,
+    EntityKind,
+    Facets,
+    FacetValue,
+    Mode,
+    SearchHit,
+    SemanticSearchUnavailable,
+    Suggestion,
+    search_institutions_by_name,
+    search_papers,
+    search_researchers_by_name,
+    suggest,
+)
+from resolvers.context import Context
+from resolvers.errors import BadUserInput, PublicError
+from resolvers.pagination import Connection, PageInfo, PageRequest, page_request, selects, split_page
+from resolvers.papers import PaperFilterArgs, paper_filter_spec, prefetch_authors
+
+Info = strawberry.Info[Context, None]
+
+MAX_QUERY_LENGTH = 500
+MAX_NAME_QUERY_LENGTH = 200
+MAX_FACET_LIMIT = 100
+MAX_SUGGESTIONS = 50
+MAX_SIMILAR = 100
+ALL_KINDS: tuple[EntityKind, ...] = ("RESEARCHER", "INSTITUTION", "PAPER")
+
+
+class SemanticUnavailable(PublicError):
+    code = "SEMANTIC_UNAVAILABLE"
+
+
+def _semantic_unavailable(reason: str) -> SemanticUnavailable:
+    return SemanticUnavailable(
+        f"Semantic and hybrid search are not available on this server ({reason}); use mode KEYWORD."
+    )
+
+
+async def query_vector(ctx: Context, text: str) -> list[float]:
+    """The query's embedding, computed off the event loop; SemanticUnavailable when the model is absent."""
+    if not ctx.settings.semantic_search:
+        raise _semantic_unavailable("turned off by configuration")
+    if not embeddings.is_available():
+        raise _semantic_unavailable("the embedding model is not installed")
+    try:
+        return await asyncio.to_thread(embeddings.embed_query, text)
+    except embeddings.EmbeddingsUnavailable as exc:
+        raise _semantic_unavailable("the embedding model failed to load") from exc
+
+
+# -- search --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class SearchEdge:
+    cursor: str
+    node: PaperRow
+    score: float
+    highlights: SearchHighlights
+
+
+@dataclass(slots=True)
+class SearchHighlights:
+    title: str | None
+    abstract: str | None
+
+
+class SearchConnection:
+    """One page of search hits, with the total and the facets of the whole result set."""
+
+    __slots__ = ("_sort", "facets_all", "first", "has_next_page", "hits", "request", "total")
+
+    def __init__(
+        self,
+        hits: list[SearchHit],
+        *,
+        sort: Sort,
+        cursor_name: str,
+        request: PageRequest,
+        has_next_page: bool,
+        total: int,
+        facets: Facets | None,
+    ) -> None:
+        self.hits = hits
+        self.request = request
+        self.first = request.first
+        self.has_next_page = has_next_page
+        self.total = total
+        self.facets_all = facets
+        self._sort = (sort, cursor_name)
+
+    def cursor(self, hit: SearchHit) -> str:
+        sort, name = self._sort
+        return encode_cursor(name, sort.cursor_key(hit))
+
+    @property
+    def nodes(self) -> list[PaperRow]:
+        return [h.paper for h in self.hits]
+
+    @property
+    def edges(self) -> list[SearchEdge]:
+        return [
+            SearchEdge(self.cursor(h), h.paper, h.score, SearchHighlights(h.title_highlight, h.abstract_highlight))
+            for h in self.hits
+        ]
+
+    @property
+    def page_info(self) -> PageInfo:
+        r = self.request
+        return PageInfo(
+            has_next_page=self.has_next_page,
+            has_previous_page=(r.page or 1) > 1 if r.after is None else True,
+            start_cursor=self.cursor(self.hits[0]) if self.hits else None,
+            end_cursor=self.cursor(self.hits[-1]) if self.hits else None,
+            page=r.page,
+        )
+
+    def count_total(self) -> int:
+        return self.total
+
+    def count_pages(self) -> int:
+        return -(-self.total // self.first)
+
+
+def _cursor_sort(sort: Sort, mode: Mode) -> Sort:
+    """The sort under a name that carries the mode, so a cursor only replays into the same kind of search."""
+    return Sort(f"search-{mode}-{sort.name}", sort.order_by, sort.after, sort.key, sort.after_null)
+
+
+async def resolve_search(
+    info: Info,
+    *,
+    query: str,
+    mode: Mode,
+    filter: PaperFilterArgs | None,
+    sort: str,
+    first: int | None,
+    after: str | None,
+    page: int | None,
+) -> SearchConnection:
+    ctx = info.context
+    text = " ".join(query.split())
+    if not text:
+        raise BadUserInput("`query` is empty: give words to search for (browse without words with `papers`).")
+    if len(text) > MAX_QUERY_LENGTH:
+        raise BadUserInput(f"`query` is longer than {MAX_QUERY_LENGTH} characters.")
+    base_sort = SEARCH_SORTS[sort]
+    cursor_sort = _cursor_sort(base_sort, mode)
+    request = page_request(cursor_sort, first=first, after=after, page=page)
+    spec = await paper_filter_spec(ctx, filter)
+    clauses = paper_filter_clauses(spec)
+    vector = await query_vector(ctx, text) if mode != "KEYWORD" else None
+    fields = info.selected_fields
+    async with ctx.pool.acquire() as conn:
+        try:
+            result = await search_papers(
+                conn,
+                mode=mode,
+                text=text,
+                vector=vector,
+                clauses=clauses,
+                sort=base_sort,
+                limit=request.first + 1,
+                offset=request.offset,
+                after=request.after,
+                with_facets=selects(fields, "facets"),
+                with_highlights=selects(fields, "edges", "highlights"),
+            )
+        except EmptyQuery:
+            raise BadUserInput(
+                "`query` has no searchable word (only stop words such as `the`, or only `-excluded` words)."
+            ) from None
+        except SemanticSearchUnavailable:
+            raise _semantic_unavailable("this database has no pgvector") from None
+    hits, has_next = split_page(result.hits, request.first)
+    papers = [h.paper for h in hits]
+    ctx.loaders.prime_papers(papers)
+    if papers:
+        await prefetch_authors(ctx, fields, papers)
+    return SearchConnection(
+        hits,
+        sort=base_sort,
+        cursor_name=cursor_sort.name,
+        request=request,
+        has_next_page=has_next,
+        total=result.total,
+        facets=result.facets,
+    )
+
+
+@dataclass(slots=True)
+class Facet:
+    values: list[FacetValue]
+    other_count: int
+    other_values: int
+
+
+@dataclass(slots=True)
+class SearchFacetsView:
+    categories: Facet
+    primary_categories: Facet
+    years: Facet
+
+
+def _cut(values: list[FacetValue], limit: int) -> Facet:
+    rest = values[limit:]
+    return Facet(values[:limit], sum(v.count for v in rest), len(rest))
+
+
+def resolve_facets(connection: SearchConnection, limit: int) -> SearchFacetsView:
+    if not 1 <= limit <= MAX_FACET_LIMIT:
+        raise BadUserInput(f"`limit` must be between 1 and {MAX_FACET_LIMIT}; got {limit}.")
+    facets = connection.facets_all or Facets([], [], [])
+    return SearchFacetsView(
+        _cut(facets.categories, limit), _cut(facets.primary_categories, limit), _cut(facets.years, limit)
+    )
+
+
+# -- autocomplete ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class SuggestionView:
+    type: EntityKind
+    id: str
+    database_id: int
+    label: str
+    slug: str
+    hint: str | None
+
+
+_NODE_TYPE = {"PAPER": "Paper", "RESEARCHER": "Researcher", "INSTITUTION": "Institution"}
+
+
+async def resolve_autocomplete(
+    ctx: Context, *, query: str, kinds: Sequence[EntityKind] | None, first: int
+) -> list[SuggestionView]:
+    text = " ".join(query.split())
+    if not text:
+        raise BadUserInput("`query` is empty.")
+    if len(text) > MAX_NAME_QUERY_LENGTH:
+        raise BadUserInput(f"`query` is longer than {MAX_NAME_QUERY_LENGTH} characters.")
+    if not 1 <= first <= MAX_SUGGESTIONS:
+        raise BadUserInput(f"`first` must be between 1 and {MAX_SUGGESTIONS}; got {first}.")
+    wanted = list(dict.fromkeys(kinds)) if kinds is not None else list(ALL_KINDS)
+    if not wanted:
+        return []
+    async with ctx.pool.acquire() as conn:
+        found: list[Suggestion] = await suggest(conn, text, kinds=wanted, limit=first)
+    return [
+        SuggestionView(s.kind, encode_global_id(_NODE_TYPE[s.kind], s.id), s.id, s.label, s.slug, s.hint) for s in found
+    ]
+
+
+# -- similar papers --------------------------------------------------------------------------------
+
+
+async def resolve_similar_papers(ctx: Context, paper: PaperRow, first: int) -> list[PaperRow]:
+    """Nearest papers by embedding; empty when the paper has no vector or the database has no pgvector
+    (a paper page must not fail for want of the optional semantic index)."""
+    if not 1 <= first <= MAX_SIMILAR:
+        raise BadUserInput(f"`first` must be between 1 and {MAX_SIMILAR}; got {first}.")
+    return await ctx.loaders.similar_papers_by_paper_id.load((paper.id, first))
+
+
+# -- researchers and institutions by name relevance -----------------------------------------------
+
+
+class _ScoredSort(Sort):
+    """Relevance order of a name look-up: the cursor key comes from the scores of the page just read."""
+
+    __slots__ = ("scores",)
+
+    def __init__(self, name: str, scores: dict[int, float]) -> None:
+        super().__init__(
+            name,
+            "score DESC, paper_count DESC, id",
+            Fragment("false", 0),
+            (("score_key", "str"), ("paper_count", "int"), ("id", "int")),
+        )
+        object.__setattr__(self, "scores", scores)
+
+    def cursor_key(self, row: object) -> tuple[int | str | None, ...]:
+        return (repr(self.scores[row.id]), row.paper_count, row.id)  # type: ignore[attr-defined]
+
+
+def _name_text(query: str) -> str:
+    text = " ".join(query.split())
+    if len(text) > MAX_NAME_QUERY_LENGTH:
+        raise BadUserInput(f"`query` is longer than {MAX_NAME_QUERY_LENGTH} characters.")
+    return text
+
+
+async def resolve_researchers_by_name(
+    info: Info, *, query: str, first: int | None, after: str | None, page: int | None
+) -> Connection[ResearcherRow]:
+    """`researchers(query:)` without a sort: best name match first (case, diacritics and a typo ignored),
+    then most papers. Cursors here carry an offset-free keyset of (score, paper count, id)."""
+    ctx = info.context
+    text = _name_text(query)
+    probe = _ScoredSort("NAME_RELEVANCE", {})
+    request = page_request(probe, first=first, after=after, page=None if after else page)
+    async with ctx.pool.acquire() as conn:
+        found = await search_researchers_by_name(
+            conn, text, limit=request.first + 1, offset=request.offset, after=_after_key(request)
+        )
+    rows = [r for r, _ in found.rows]
+    nodes, has_next = split_page(rows, request.first)
+    ctx.loaders.prime_researchers(nodes)
+    sort = _ScoredSort("NAME_RELEVANCE", {r.id: s for r, s in found.rows})
+    total = found.total
+
+    async def count() -> int:
+        return total
+
+    return Connection(nodes, sort=sort, request=request, has_next_page=has_next, total=total, count=count)
+
+
+async def resolve_institutions_by_name(
+    info: Info, *, query: str, country: str | None, first: int | None, after: str | None, page: int | None
+) -> Connection[InstitutionRow]:
+    """`institutions(query:)` without a sort, like `resolve_researchers_by_name`; `country` an ISO code."""
+    ctx = info.context
+    text = _name_text(query)
+    probe = _ScoredSort("NAME_RELEVANCE", {})
+    request = page_request(probe, first=first, after=after, page=None if after else page)
+    async with ctx.pool.acquire() as conn:
+        found = await search_institutions_by_name(
+            conn, text, limit=request.first + 1, offset=request.offset, country=country, after=_after_key(request)
+        )
+    rows = [r for r, _ in found.rows]
+    nodes, has_next = split_page(rows, request.first)
+    ctx.loaders.prime_institutions(nodes)
+    sort = _ScoredSort("NAME_RELEVANCE", {r.id: s for r, s in found.rows})
+    total = found.total
+
+    async def count() -> int:
+        return total
+
+    return Connection(nodes, sort=sort, request=request, has_next_page=has_next, total=total, count=count)
+
+
+def _after_key(request: PageRequest) -> tuple[float, int, int] | None:
+    if request.after is None:
+        return None
+    score, paper_count, row_id = request.after.args
+    assert isinstance(score, str) and isinstance(paper_count, int) and isinstance(row_id, int)
+    return float(score), paper_count, row_id
