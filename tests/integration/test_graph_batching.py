@@ -1,0 +1,130 @@
+"""No N+1: SQL statements per operation are fixed, whatever the page size."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.integration.graph_support import PAPERS, Graph, graph, seeded_database
+
+
+@pytest.fixture
+async def g(make_database) -> AsyncIterator[Graph]:
+    seeded = await seeded_database(make_database)
+    async with graph(seeded) as g:
+        yield g
+
+
+PAPER_FIELDS = """id databaseId arxivId slug title abstract authorsText categories primaryCategory published updated
+  absUrl pdfUrl doi journalRef comments citedByCount summary topics paperType researchField novelty
+  significanceScore analysed"""
+
+# The site's researcher page: the profile, its institutions, and a page of papers with every author,
+# their profile and their institutions.
+RESEARCHER_PAGE = f"""query ResearcherPage($id: String!, $first: Int, $page: Int, $category: String) {{
+  researcher(id: $id) {{
+    id databaseId slug name
+    externalIds {{ semanticScholar openAlex orcid }}
+    institutions {{ id slug name rorId country }}
+    papers(first: $first, page: $page, sort: NEWEST, filter: {{category: $category}}) {{
+      totalCount totalPages
+      pageInfo {{ hasNextPage hasPreviousPage endCursor page }}
+      nodes {{
+        {PAPER_FIELDS}
+        authors {{ position name researcher {{ id slug name }} institutions {{ id slug name rorId }} }}
+      }}
+    }}
+  }}
+}}"""
+RESEARCHER_PAGE_BUDGET = 6
+
+PAPER_PAGE = f"""query PaperPage($id: String!) {{
+  paper(id: $id) {{
+    {PAPER_FIELDS}
+    authors {{ position name researcher {{ id slug name externalIds {{ orcid }} }} institutions {{ id slug name }} }}
+  }}
+}}"""
+PAPER_PAGE_BUDGET = 4
+
+PAPER_LIST = f"""query PaperList($first: Int, $after: String, $filter: PaperFilter) {{
+  papers(first: $first, after: $after, filter: $filter) {{
+    totalCount
+    pageInfo {{ hasNextPage endCursor }}
+    edges {{ cursor node {{ {PAPER_FIELDS} authors {{ name researcher {{ slug name }} }} }} }}
+  }}
+}}"""
+PAPER_LIST_BUDGET = 3
+
+
+async def test_researcher_page_runs_a_fixed_number_of_statements(g: Graph) -> None:
+    wumo_papers = [p for p in PAPERS if any(a.researcher == "wumo" for a in p.authors)]
+    counts = {}
+    for first in (1, 24):
+        data, counts[first] = await g.counted(RESEARCHER_PAGE, {"id": "s2:2109311836", "first": first})
+        papers = data["researcher"]["papers"]
+        assert len(papers["nodes"]) == first
+        assert papers["totalCount"] == len(wumo_papers)
+        authors = [a for n in papers["nodes"] for a in n["authors"]]
+        assert all(a["researcher"] is None or a["researcher"]["slug"] for a in authors)
+        if first == 24:
+            # The page really carries up to 8 authors per paper, with profiles and institutions.
+            assert max(len(n["authors"]) for n in papers["nodes"]) == 8
+            assert any(a["institutions"] for a in authors)
+            assert sum(1 for a in authors if a["researcher"]) > 24
+    assert counts[1] == counts[24] <= RESEARCHER_PAGE_BUDGET
+    # By numeric id (a loader) or with a filter: the same shape, the same count.
+    wumo_id = g.seeded.researcher_ids["wumo"]
+    _, by_id = await g.counted(RESEARCHER_PAGE, {"id": str(wumo_id), "first": 24, "page": 2, "category": "cs.DC"})
+    assert by_id <= RESEARCHER_PAGE_BUDGET
+
+
+async def test_researcher_page_matches_the_generic_loader_path(g: Graph) -> None:
+    """The prefetched page and the DataLoader fallback give identical answers."""
+    data = await g.data(RESEARCHER_PAGE, {"id": "s2:2109311836", "first": 24})
+    # Same papers through node(...) fetched one by one: no prefetch, every relation from loaders.
+    for paper in data["researcher"]["papers"]["nodes"][:6]:
+        again = await g.data(
+            "query($id: ID!) { node(id: $id) { ... on Paper { authors { position name "
+            "researcher { id slug name } institutions { id slug name rorId } } } } }",
+            {"id": paper["id"]},
+        )
+        assert again["node"]["authors"] == paper["authors"]
+
+
+async def test_paper_page_and_paper_list_budgets(g: Graph) -> None:
+    data, count = await g.counted(PAPER_PAGE, {"id": "2401.00006"})
+    assert data["paper"]["arxivId"] == "2401.00006"
+    assert count <= PAPER_PAGE_BUDGET
+    counts = []
+    for first in (1, 24):
+        data, n = await g.counted(PAPER_LIST, {"first": first})
+        assert len(data["papers"]["edges"]) == first
+        counts.append(n)
+    assert counts[0] == counts[1] <= PAPER_LIST_BUDGET
+
+
+async def test_aliases_and_fragments_still_batch(g: Graph) -> None:
+    query = """query {
+      a: paper(id: "2401.00001") { ...P } b: paper(id: "2401.00002") { ...P } c: paper(id: "2401.00003") { ...P }
+    }
+    fragment P on Paper { arxivId authors { name researcher { name institutions { name } } institutions { name } } }"""
+    data, count = await g.counted(query)
+    assert [data[k]["arxivId"] for k in "abc"] == ["2401.00001", "2401.00002", "2401.00003"]
+    # papers, authorships, researchers, authorship institutions, researcher institutions: one batch each.
+    assert count == 5
+
+
+async def test_lookahead_sees_through_fragments(g: Graph) -> None:
+    query = """query($id: String!) { researcher(id: $id) { papers(first: 24) { ...Page } } }
+    fragment Page on PaperConnection { total: totalCount nodes { ... on Paper { authors { ...A } } } }
+    fragment A on Authorship { name researcher { name } institutions { name } }"""
+    data, count = await g.counted(query, {"id": "s2:2109311836"})
+    assert data["researcher"]["papers"]["total"] > 24
+    assert count == 5  # researcher, page, count, authorships with researchers, institutions
+
+
+async def test_total_count_is_not_computed_unless_asked(g: Graph) -> None:
+    _, without = await g.counted("{ papers(first: 3) { nodes { arxivId } } }")
+    _, with_total = await g.counted("{ papers(first: 3) { totalCount nodes { arxivId } } }")
+    assert (without, with_total) == (1, 2)
