@@ -203,6 +203,11 @@ RESEARCHER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
             "r.id IN (SELECT ri.researcher_id FROM researcher_institutions ri WHERE ri.institution_id = $1::bigint)",
             1,
         ),
+        # Ranges over the stored whole-career figures (refreshed by every write).
+        "min_h_index": Fragment("r.h_index >= $1::int", 1),
+        "max_h_index": Fragment("r.h_index <= $1::int", 1),
+        "min_citations": Fragment("r.citation_count >= $1::int", 1),
+        "max_citations": Fragment("r.citation_count <= $1::int", 1),
     }
 )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 
 import strawberry
 
@@ -47,6 +47,22 @@ async def lookup_researcher_id(ctx: Context, researcher_id: str) -> int | None:
     return row.id if row else None
 
 
+FIGURE_RANGE_KEYS = ("min_h_index", "max_h_index", "min_citations", "max_citations")
+
+
+def figure_range_clauses(ranges: Mapping[str, int | None]) -> list[Clause]:
+    """Range filters on the stored whole-career figures; bounds are 0 or more."""
+    clauses: list[Clause] = []
+    for key in FIGURE_RANGE_KEYS:
+        value = ranges.get(key)
+        if value is None:
+            continue
+        if not 0 <= value <= 2_147_483_647:
+            raise BadUserInput("Figure bounds (hIndex, citations) must be 0 or more.")
+        clauses.append(Clause(RESEARCHER_FILTERS[key], (value,)))
+    return clauses
+
+
 def name_query_clause(query: str | None, fragment_key: str = "name") -> list[Clause]:
     if query is None or not query.strip():
         return []
@@ -65,6 +81,7 @@ async def resolve_researchers(
     after: str | None,
     page: int | None,
     institution_id: int | None = None,
+    figure_ranges: Mapping[str, int | None] | None = None,
 ) -> Connection[ResearcherRow]:
     ctx = info.context
     sort_spec = RESEARCHER_SORTS[sort]
@@ -72,6 +89,7 @@ async def resolve_researchers(
     clauses = name_query_clause(query)
     if institution_id is not None:
         clauses.append(Clause(RESEARCHER_FILTERS["institution"], (institution_id,)))
+    clauses += figure_range_clauses(figure_ranges or {})
     page_clauses = [*clauses, request.after] if request.after is not None else clauses
     fields = info.selected_fields
     want_total = selects(fields, "totalCount") or selects(fields, "totalPages")

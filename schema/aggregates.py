@@ -124,6 +124,22 @@ class CoauthorNetwork:
     edges: list[NetworkEdge]
 
 
+@strawberry.input(description="Range filters on researchers' whole-career figures; every given bound must hold.")
+class ResearcherFilter:
+    min_h_index: int | None = strawberry.field(default=None, name="minHIndex", description="h-index at least this.")
+    max_h_index: int | None = strawberry.field(default=None, name="maxHIndex", description="h-index at most this.")
+    min_citations: int | None = strawberry.field(default=None, description="Citations at least this.")
+    max_citations: int | None = strawberry.field(default=None, description="Citations at most this.")
+
+    def to_ranges(self) -> dict[str, int | None]:
+        return {
+            "min_h_index": self.min_h_index,
+            "max_h_index": self.max_h_index,
+            "min_citations": self.min_citations,
+            "max_citations": self.max_citations,
+        }
+
+
 # -- Researcher fields ------------------------------------------------------------------------------
 
 

@@ -16,6 +16,8 @@ class PaperSort(Enum):
 class ResearcherSort(Enum):
     PAPER_COUNT = "PAPER_COUNT"
     NAME = "NAME"
+    H_INDEX = strawberry.enum_value("H_INDEX", description="Whole-career h-index, highest first.")
+    CITATIONS = strawberry.enum_value("CITATIONS", description="Whole-career citations, most first.")
 
 
 @strawberry.enum(description="Order of a list of institutions; ties are broken by id.")

@@ -15,6 +15,7 @@ from schema.aggregates import (
     CoauthorNetwork,
     FieldCount,
     LazyPaper,
+    ResearcherFilter,
     ResearcherMetrics,
     researcher_author_positions,
     researcher_citation_summary,
@@ -171,6 +172,7 @@ class ResearcherQuery:
         first: int | None = None,
         after: str | None = None,
         page: int | None = None,
+        filter: ResearcherFilter | None = None,
     ) -> ResearcherConnection:
         connection = await resolve_researchers(
             info,
@@ -179,5 +181,6 @@ class ResearcherQuery:
             first=first,
             after=after,
             page=page,
+            figure_ranges=filter.to_ranges() if filter else None,
         )
         return as_researcher_connection(connection)

@@ -366,3 +366,39 @@ async def test_api_answers_correctly_and_quickly_with_redis_stopped_or_frozen(
         if server.process.poll() is None:
             os.kill(server.pid, signal.SIGCONT)
         server.stop()
+
+
+async def test_researchers_sorted_and_filtered_by_stored_figures(api, resp_db) -> None:
+    client, _, _ = api
+    ids = resp_db[1]
+    order = [ids[k] for k in ("A", "B", "C", "D", "E")]
+
+    async def names(args: str) -> list[int]:
+        body = (
+            await post(client, f"{{ researchers({args}) {{ nodes {{ databaseId hIndex citationCount }} }} }}")
+        ).json()
+        assert "errors" not in body, body
+        return [n["databaseId"] for n in body["data"]["researchers"]["nodes"]]
+
+    # h-index 5, 2, 1, 1, 0 (ties by id); citations 100, 18, 6, 2, 0.
+    assert await names("sort: H_INDEX, first: 10") == order
+    assert await names("sort: CITATIONS, first: 10") == order
+    assert await names("sort: H_INDEX, filter: {minHIndex: 1, maxHIndex: 2}") == [ids["B"], ids["C"], ids["D"]]
+    assert await names("sort: CITATIONS, filter: {minCitations: 3, maxCitations: 50}") == [ids["B"], ids["C"]]
+    # Keyset pages on the new sorts walk the same order.
+    seen: list[int] = []
+    after = None
+    while True:
+        cursor = f', after: "{after}"' if after else ""
+        page = f"researchers(sort: H_INDEX, first: 2{cursor})"
+        body = (
+            await post(client, f"{{ {page} {{ pageInfo {{ endCursor hasNextPage }} nodes {{ databaseId }} }} }}")
+        ).json()
+        conn = body["data"]["researchers"]
+        seen += [n["databaseId"] for n in conn["nodes"]]
+        if not conn["pageInfo"]["hasNextPage"]:
+            break
+        after = conn["pageInfo"]["endCursor"]
+    assert seen == order
+    bad = (await post(client, "{ researchers(filter: {minHIndex: -1}) { nodes { id } } }")).json()
+    assert bad["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
