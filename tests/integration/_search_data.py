@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
+import httpx
 
+from app import create_app
 from db.migrate import migrate
+from tests.integration.graph_support import StatementCounter, serving, settings_for
 
 
 @dataclass(frozen=True)
@@ -245,3 +251,35 @@ async def load_corpus(dsn: str) -> Corpus:
         return Corpus(dsn, paper_ids, researcher_ids, institution_ids)
     finally:
         await conn.close()
+
+
+class Api:
+    def __init__(self, client: httpx.AsyncClient, counter: StatementCounter) -> None:
+        self.client = client
+        self.counter = counter
+
+    async def query(self, query: str, **variables: Any) -> dict[str, Any]:
+        response = await self.client.post("/graphql", json={"query": query, "variables": variables})
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    async def data(self, query: str, **variables: Any) -> dict[str, Any]:
+        body = await self.query(query, **variables)
+        assert "errors" not in body, body["errors"]
+        data: dict[str, Any] = body["data"]
+        return data
+
+    async def error_code(self, query: str, **variables: Any) -> str:
+        body = await self.query(query, **variables)
+        assert body.get("errors"), body
+        code: str = body["errors"][0]["extensions"]["code"]
+        return code
+
+
+@contextlib.asynccontextmanager
+async def api_for(dsn: str, **settings: Any) -> AsyncIterator[Api]:
+    counter = StatementCounter()
+    app = create_app(settings_for(dsn, **settings), query_logger=counter)
+    async with serving(app) as client:
+        yield Api(client, counter)

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 
-from app import create_app
 from db.paging import decode_global_id
-from tests.integration._search_data import PAPERS, Corpus, load_corpus
-from tests.integration.graph_support import StatementCounter, serving, settings_for
+from tests.integration._search_data import PAPERS, Api, Corpus, api_for, load_corpus
 
 BY_TITLE = {p.title: p for p in PAPERS}
 
@@ -20,38 +16,6 @@ BY_TITLE = {p.title: p for p in PAPERS}
 @pytest.fixture(scope="module")
 async def corpus(make_database) -> Corpus:
     return await load_corpus(await make_database("search_api"))
-
-
-class Api:
-    def __init__(self, client: httpx.AsyncClient, counter: StatementCounter) -> None:
-        self.client = client
-        self.counter = counter
-
-    async def query(self, query: str, **variables: Any) -> dict[str, Any]:
-        response = await self.client.post("/graphql", json={"query": query, "variables": variables})
-        assert response.status_code == 200, response.text
-        body: dict[str, Any] = response.json()
-        return body
-
-    async def data(self, query: str, **variables: Any) -> dict[str, Any]:
-        body = await self.query(query, **variables)
-        assert "errors" not in body, body["errors"]
-        data: dict[str, Any] = body["data"]
-        return data
-
-    async def error_code(self, query: str, **variables: Any) -> str:
-        body = await self.query(query, **variables)
-        assert body.get("errors"), body
-        code: str = body["errors"][0]["extensions"]["code"]
-        return code
-
-
-@contextlib.asynccontextmanager
-async def api_for(dsn: str, **settings: Any) -> AsyncIterator[Api]:
-    counter = StatementCounter()
-    app = create_app(settings_for(dsn, **settings), query_logger=counter)
-    async with serving(app) as client:
-        yield Api(client, counter)
 
 
 @pytest.fixture

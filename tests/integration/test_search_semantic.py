@@ -23,7 +23,7 @@ from db.queries.search import (
     fetch_similar_papers,
     search_papers,
 )
-from tests.integration._search_data import Corpus, load_corpus
+from tests.integration._search_data import Corpus, api_for, load_corpus
 
 pytestmark = [
     pytest.mark.semantic,
@@ -216,5 +216,58 @@ async def test_without_pgvector_semantic_is_unavailable_and_keyword_works(make_d
             conn, mode="KEYWORD", text="graph", vector=None, clauses=[], sort=SEARCH_SORTS["RELEVANCE"], limit=5
         )
         assert keyword.total == 0
+    finally:
+        await conn.close()
+
+
+# -- through /graphql --------------------------------------------------------------------------------
+
+SEMANTIC_Q = """query($q: String!, $mode: SearchMode) {
+  search(query: $q, mode: $mode, first: 3) {
+    totalCount edges { score node { title } }
+    facets(limit: 3) { years { values { value count } otherCount } }
+  }
+}"""
+SIMILAR_Q = """query($id: String!) { paper(id: $id) { title similarPapers(first: 2) { title } } }"""
+
+
+async def test_semantic_and_similar_papers_through_graphql(embedded: Corpus) -> None:
+    async with api_for(embedded.dsn) as api:
+        data = await api.data(SEMANTIC_Q, q="ripples in spacetime when two collapsed stars collide", mode="SEMANTIC")
+        assert data["search"]["edges"][0]["node"]["title"] == "Gravitational waves from binary black hole mergers"
+        assert data["search"]["totalCount"] == len(embedded.paper_ids)
+        years = data["search"]["facets"]["years"]
+        assert sum(v["count"] for v in years["values"]) + years["otherCount"] == len(embedded.paper_ids)
+        hybrid = await api.data(SEMANTIC_Q, q="graph attention", mode="HYBRID")
+        assert hybrid["search"]["edges"][0]["node"]["title"] == "Graph attention networks"
+        arxiv_id = await _arxiv_id(embedded, "gnn_revisited")
+        similar = (await api.data(SIMILAR_Q, id=arxiv_id))["paper"]["similarPapers"]
+        assert len(similar) == 2
+        assert {s["title"] for s in similar} <= {
+            "Graph neural networks for molecule property prediction",
+            "A survey of graph neural networks",
+            "Graph attention networks",
+        }
+
+
+async def test_graphql_without_pgvector(make_database) -> None:
+    dsn = await make_database("search_api_novector")
+    corpus = await load_corpus(dsn)
+    conn = await asyncpg.connect(dsn)
+    await conn.execute("DROP TABLE IF EXISTS paper_embeddings")
+    await conn.close()
+    async with api_for(dsn) as api:
+        for mode in ("SEMANTIC", "HYBRID"):
+            assert await api.error_code(SEMANTIC_Q, q="graph", mode=mode) == "SEMANTIC_UNAVAILABLE"
+        arxiv_id = await _arxiv_id(corpus, "gnn_revisited")
+        # The paper page still renders: no similar papers instead of an error.
+        assert (await api.data(SIMILAR_Q, id=arxiv_id))["paper"]["similarPapers"] == []
+        assert (await api.data(SEMANTIC_Q, q="graph"))["search"]["totalCount"] > 0
+
+
+async def _arxiv_id(corpus: Corpus, key: str) -> str:
+    conn = await asyncpg.connect(corpus.dsn)
+    try:
+        return str(await conn.fetchval("SELECT arxiv_id FROM papers WHERE id = $1", corpus.paper_ids[key]))
     finally:
         await conn.close()
