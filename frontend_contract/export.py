@@ -18,9 +18,11 @@ OPERATIONS_DIR = HERE / "operations"
 
 
 def live_sdl() -> str:
-    from schema import schema
+    from schema import build_schema
+    from settings import Settings
 
-    return schema.as_str().rstrip() + "\n"
+    # Default settings: the SDL does not depend on the environment.
+    return build_schema(Settings()).as_str().rstrip() + "\n"
 
 
 def breaking_changes(old_sdl: str, new_sdl: str) -> list[BreakingChange]:

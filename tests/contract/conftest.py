@@ -1,0 +1,141 @@
+"""Fixtures for the frontend contract: the operations, their budgets, and variables from the demo data."""
+
+from __future__ import annotations
+
+import contextlib
+import tomllib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from starlette.types import Receive, Scope, Send
+
+from app import create_app
+from settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACT = ROOT / "frontend_contract"
+OPERATIONS = CONTRACT / "operations"
+SITE_OPERATIONS = (
+    "ResearcherPage",
+    "PaperPage",
+    "InstitutionPage",
+    "PaperList",
+    "ResearchersList",
+    "InstitutionsList",
+    "LatestPapers",
+    "SitemapPage",
+    "ResolvePath",
+)
+
+
+def operation_text(name: str) -> str:
+    return (OPERATIONS / f"{name}.graphql").read_text()
+
+
+def budgets() -> dict[str, int]:
+    return {k: int(v) for k, v in tomllib.loads((CONTRACT / "budgets.toml").read_text()).items()}
+
+
+# asyncpg's own type introspection: once per connection and type, when a fresh pooled connection
+# first meets a type (text[], enums); connection set-up, not work the operation asked for.
+_CONNECTION_SETUP = ("WITH RECURSIVE typeinfo_tree", "set_config('jit'")
+
+
+class StatementCounter:
+    """asyncpg query logger: every statement any pooled connection runs for the operation."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def __call__(self, record: Any) -> None:
+        query: str = record.query
+        if not any(marker in query for marker in _CONNECTION_SETUP):
+            self.statements.append(query)
+
+    def reset(self) -> None:
+        self.statements.clear()
+
+
+@dataclass
+class Api:
+    client: httpx.AsyncClient
+    counter: StatementCounter
+
+    async def run(self, name: str, variables: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """The response body and the SQL statements the operation ran."""
+        self.counter.reset()
+        response = await self.client.post(
+            "/graphql", json={"query": operation_text(name), "variables": variables, "operationName": name}
+        )
+        assert response.status_code == 200, response.text
+        return response.json(), list(self.counter.statements)
+
+
+@contextlib.asynccontextmanager
+async def serve(dsn: str) -> AsyncIterator[Api]:
+    counter = StatementCounter()
+    # No Redis: every figure comes from PostgreSQL, so every statement is counted.
+    app = create_app(Settings(DATABASE_URL=dsn), query_logger=counter)
+    async with app.router.lifespan_context(app) as state:
+
+        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
+            await app({**scope, "state": dict(state or {})}, receive, send)
+
+        transport = httpx.ASGITransport(app=with_state)
+        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test") as client:
+            yield Api(client, counter)
+
+
+@pytest.fixture(scope="module")
+async def api(demo_database_url: str) -> AsyncIterator[Api]:
+    async with serve(demo_database_url) as api:
+        yield api
+
+
+@pytest.fixture(scope="session")
+async def demo_ids(demo_database_url: str) -> dict[str, Any]:
+    """Ids the site would link to, read from the demo data (never hard-coded)."""
+    conn = await asyncpg.connect(demo_database_url)
+    try:
+        researcher = await conn.fetchrow(
+            "SELECT id, paper_count FROM researchers ORDER BY paper_count DESC, id LIMIT 1"
+        )
+        one_paper = await conn.fetchval("SELECT id FROM researchers WHERE paper_count = 1 ORDER BY id LIMIT 1")
+        paper = await conn.fetchrow(
+            """SELECT p.arxiv_id, p.slug, p.primary_category FROM papers p
+               WHERE EXISTS (SELECT 1 FROM authorship_institutions ai WHERE ai.paper_id = p.id)
+               ORDER BY p.author_count DESC, p.id LIMIT 1"""
+        )
+        institution = await conn.fetchrow("SELECT ror_id, name FROM institutions ORDER BY paper_count DESC, id LIMIT 1")
+    finally:
+        await conn.close()
+    assert researcher is not None and paper is not None and institution is not None and one_paper is not None
+    return {
+        "researcher": str(researcher["id"]),
+        "researcher_papers": researcher["paper_count"],
+        "one_paper_researcher": str(one_paper),
+        "paper": paper["arxiv_id"],
+        "paper_slug": paper["slug"],
+        "category": paper["primary_category"],
+        "institution": institution["ror_id"],
+    }
+
+
+def variables_for(name: str, ids: dict[str, Any]) -> dict[str, Any]:
+    """The variables the site sends for each operation, on a busy page."""
+    return {
+        "ResearcherPage": {"id": ids["researcher"], "page": 1, "first": 24},
+        "PaperPage": {"id": ids["paper"]},
+        "InstitutionPage": {"id": ids["institution"], "page": 1, "first": 24},
+        "PaperList": {"filter": {"category": ids["category"]}, "sort": "MOST_CITED", "page": 2},
+        "ResearchersList": {"page": 1},
+        "InstitutionsList": {"sort": "NAME", "page": 1},
+        "LatestPapers": {"first": 24},
+        "SitemapPage": {"kind": "PAPER", "first": 1000},
+        "ResolvePath": {"path": f"/papers/{ids['paper']}"},
+    }[name]

@@ -1,0 +1,117 @@
+"""The site's operations: well formed, valid against the schema, and within their SQL budgets on demo data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from graphql import OperationDefinitionNode, OperationType, build_schema, parse, validate
+
+from schema import build_schema as build_live_schema
+from settings import Settings
+from tests.contract.conftest import (
+    CONTRACT,
+    OPERATIONS,
+    SITE_OPERATIONS,
+    Api,
+    budgets,
+    operation_text,
+    variables_for,
+)
+
+
+def test_one_file_per_site_operation_and_a_budget_for_each() -> None:
+    files = {p.stem for p in OPERATIONS.glob("*.graphql")}
+    assert files == set(SITE_OPERATIONS)
+    assert set(budgets()) == set(SITE_OPERATIONS)
+    assert all(1 <= b <= 10 for b in budgets().values())
+
+
+@pytest.mark.parametrize("name", SITE_OPERATIONS)
+def test_file_holds_one_query_named_after_it(name: str) -> None:
+    document = parse(operation_text(name))
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    assert len(operations) == 1
+    assert operations[0].operation == OperationType.QUERY
+    assert operations[0].name is not None and operations[0].name.value == name
+
+
+@pytest.mark.parametrize("name", SITE_OPERATIONS)
+def test_operation_validates_against_live_and_committed_schema(name: str) -> None:
+    document = parse(operation_text(name))
+    live = build_live_schema(Settings())._schema
+    committed = build_schema((CONTRACT / "schema.graphql").read_text())
+    assert [e.message for e in validate(live, document)] == []
+    assert [e.message for e in validate(committed, document)] == []
+
+
+def _non_empty(name: str, data: dict[str, Any]) -> None:
+    """Each busy page really holds what the site shows, so the budget is measured on real work."""
+    if name == "ResearcherPage":
+        papers = data["researcher"]["papers"]
+        assert len(papers["nodes"]) == 24 and papers["totalCount"] > 24
+        assert sum(len(p["authors"]) for p in papers["nodes"]) > 24
+    elif name == "PaperPage":
+        assert data["paper"]["authors"] and any(a["institutions"] for a in data["paper"]["authors"])
+    elif name == "InstitutionPage":
+        assert data["institution"]["papers"]["nodes"] and data["institution"]["researchers"]["nodes"]
+    elif name in ("PaperList", "LatestPapers"):
+        assert len(data["papers"]["nodes"]) == 24
+    elif name == "ResearchersList":
+        assert len(data["researchers"]["nodes"]) == 24
+    elif name == "InstitutionsList":
+        assert len(data["institutions"]["nodes"]) == 24
+    elif name == "SitemapPage":
+        assert len(data["sitemap"]["entries"]) == 1000
+    elif name == "ResolvePath":
+        assert data["resolvePath"]["redirect"] is True
+
+
+@pytest.mark.parametrize("name", SITE_OPERATIONS)
+async def test_operation_runs_on_demo_data_within_its_budget(api: Api, demo_ids: dict[str, Any], name: str) -> None:
+    variables = variables_for(name, demo_ids)
+    await api.run(name, variables)  # opens the pool's connections: their set-up is not the operation's
+    body, statements = await api.run(name, variables)
+    assert "errors" not in body, body["errors"]
+    _non_empty(name, body["data"])
+    assert len(statements) <= budgets()[name], "\n".join(statements)
+
+
+@pytest.mark.parametrize("first", [1, 2, 24, 100])
+async def test_researcher_page_statements_do_not_grow_with_the_page(
+    api: Api, demo_ids: dict[str, Any], first: int
+) -> None:
+    variables = {"id": demo_ids["researcher"], "first": first}
+    await api.run("ResearcherPage", variables)
+    body, statements = await api.run("ResearcherPage", variables)
+    assert "errors" not in body, body["errors"]
+    assert len(body["data"]["researcher"]["papers"]["nodes"]) == min(first, demo_ids["researcher_papers"])
+    assert len(statements) == budgets()["ResearcherPage"], "\n".join(statements)
+
+
+@pytest.mark.parametrize("first", [1, 24, 100])
+async def test_paper_list_statements_do_not_grow_with_the_page(api: Api, first: int) -> None:
+    await api.run("PaperList", {"first": first})
+    body, statements = await api.run("PaperList", {"first": first})
+    assert len(body["data"]["papers"]["nodes"]) == first
+    assert len(statements) == budgets()["PaperList"], "\n".join(statements)
+
+
+async def test_researcher_with_one_paper_costs_the_same(api: Api, demo_ids: dict[str, Any]) -> None:
+    variables = {"id": demo_ids["one_paper_researcher"]}
+    await api.run("ResearcherPage", variables)
+    body, statements = await api.run("ResearcherPage", variables)
+    assert body["data"]["researcher"]["papers"]["totalCount"] == 1
+    assert len(statements) <= budgets()["ResearcherPage"], "\n".join(statements)
+
+
+async def test_not_found_and_bad_input_are_answers_not_failures(api: Api) -> None:
+    body, _ = await api.run("ResearcherPage", {"id": "999999999"})
+    assert body == {"data": {"researcher": None}}
+    body, _ = await api.run("PaperPage", {"id": "this is not an id"})
+    assert body["data"] == {"paper": None}
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    body, _ = await api.run("ResolvePath", {"path": "/papers/2912.99999"})
+    assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND"
+    body, _ = await api.run("PaperList", {"first": 0})
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
