@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+import orjson
 from asyncpg.pool import PoolConnectionProxy
 
 from db.queries.figures import _RANK, CAREER_WORKS_CTES, FIGURES_OF_RANKED
@@ -328,13 +329,18 @@ def _reported_from_json(d: dict[str, Any]) -> ReportedFiguresRow:
     return ReportedFiguresRow(**{**d, "as_of": datetime.fromisoformat(as_of) if as_of else None})
 
 
+def _json(v: Any) -> Any:
+    # Pools from db.pool decode json/jsonb; a bare connection hands over the text.
+    return orjson.loads(v) if isinstance(v, str) else v
+
+
 def _work_figures(raw: dict[str, list[int]], scope: str) -> WorkFiguresRow:
     v = raw.get(scope)
     return WorkFiguresRow(*(int(x) for x in v)) if v else NO_WORKS
 
 
-def _fields(raw: list[list[Any]]) -> list[FieldCountRow]:
-    return [FieldCountRow(category=str(c), count=int(n)) for c, n in raw]
+def _fields(raw: Any) -> list[FieldCountRow]:
+    return [FieldCountRow(category=str(c), count=int(n)) for c, n in _json(raw)]
 
 
 async def fetch_researcher_stats(conn: Conn, *, researcher_id: int) -> ResearcherStatsRow | None:
@@ -342,7 +348,7 @@ async def fetch_researcher_stats(conn: Conn, *, researcher_id: int) -> Researche
     r = await conn.fetchrow(SELECT_RESEARCHER_STATS, researcher_id)
     if r is None:
         return None
-    figures = r["figures"]
+    figures = _json(r["figures"])
     return ResearcherStatsRow(
         researcher_id=r["id"],
         paper_count=r["paper_count"],
@@ -393,8 +399,8 @@ async def fetch_researcher_network(
     if r is None:
         return None
     return NetworkRow(
-        nodes=[NetworkNodeRow(int(i), int(d), int(w)) for i, d, w in r["nodes"]],
-        edges=[NetworkEdgeRow(int(s), int(t), int(n)) for s, t, n in r["edges"]],
+        nodes=[NetworkNodeRow(int(i), int(d), int(w)) for i, d, w in _json(r["nodes"])],
+        edges=[NetworkEdgeRow(int(s), int(t), int(n)) for s, t, n in _json(r["edges"])],
     )
 
 
