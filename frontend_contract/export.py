@@ -19,10 +19,9 @@ OPERATIONS_DIR = HERE / "operations"
 
 def live_sdl() -> str:
     from schema import build_schema
-    from settings import Settings
 
-    # Default settings: the SDL does not depend on the environment.
-    return build_schema(Settings()).as_str().rstrip() + "\n"
+    # Settings only tune limits and caches; the SDL does not depend on them.
+    return build_schema().as_str().rstrip() + "\n"
 
 
 def breaking_changes(old_sdl: str, new_sdl: str) -> list[BreakingChange]:

@@ -26,7 +26,8 @@ def test_removing_a_field_the_site_reads_is_breaking() -> None:
     without_slug = re.sub(r"(type Paper implements Node \{.*?)\n  slug: String!", r"\1", live, count=1, flags=re.S)
     assert without_slug != live
     changes = breaking_changes(live, without_slug)
-    assert [(c.type, c.description) for c in changes] == [(BreakingChangeType.FIELD_REMOVED, "Field Paper.slug was removed.")]
+    removed = (BreakingChangeType.FIELD_REMOVED, "Field Paper.slug was removed.")
+    assert [(c.type, c.description) for c in changes] == [removed]
 
 
 def test_making_a_field_nullable_or_an_argument_required_is_breaking() -> None:
