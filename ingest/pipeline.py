@@ -7,6 +7,8 @@ failure loses at most the batch in flight; the next run resumes where the last c
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
@@ -41,6 +43,7 @@ from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BadResumptionToken, BudgetExhausted, NoRecordsMatch, UpstreamError
 from ingest.parsers.names import align_authors
+from ingest.parsers.oai import OAIPage
 from ingest.parsers.openalex import OAWork, arxiv_doi, match_works
 from ingest.parsers.s2 import S2Paper
 from ingest.progress import RunProgress, Summary
@@ -94,11 +97,14 @@ async def harvest_arxiv(
     else:
         state = HarvestState(until=until)
     restarts = 0
+    prefetched: asyncio.Task[OAIPage] | None = None
     with RunProgress(f"arxiv {key}", stream=stream) as progress:
         try:
             while True:
                 try:
-                    if token is not None:
+                    if prefetched is not None:
+                        page, prefetched = await prefetched, None
+                    elif token is not None:
                         page = await client.list_records(token=token)
                     else:
                         page = await client.list_records(from_=state.harvest_from, until=state.until, set_spec=set_spec)
@@ -116,6 +122,11 @@ async def harvest_arxiv(
                         state = state.page_done(None, None)
                         await save_harvest_state(conn, key, state)
                     break
+                token = page.token
+                if token:
+                    # Download and parse the next page while this one is written: the parse runs
+                    # here, the write in PostgreSQL, so the two overlap. Pacing still holds.
+                    prefetched = asyncio.create_task(client.list_records(token=token))
                 for ident, why in page.skipped:
                     log.error("skipped record %s: %s", ident, why)
                 async with conn.transaction():
@@ -133,13 +144,17 @@ async def harvest_arxiv(
                 summary.failed += len(page.skipped)
                 summary.requests, summary.retries = client.http.stats.requests, client.http.stats.retries
                 progress.update(summary, f"page {state.pages}")
-                token = page.token
                 if not token:
                     break
         except UpstreamError as exc:
             log.error("harvest stopped: %s; committed pages are kept and the next run resumes", exc)
             summary.failed += 1
             summary.stopped = str(exc)
+        finally:
+            if prefetched is not None:
+                prefetched.cancel()
+                with contextlib.suppress(BaseException):
+                    await prefetched
     summary.requests, summary.retries = client.http.stats.requests, client.http.stats.retries
     return summary
 

@@ -34,8 +34,14 @@ def is_collaboration(name: str) -> bool:
     return bool(_COLLAB_RE.search(name)) or name.strip().startswith(("for the ", "For the ", "on behalf of "))
 
 
+_SIMPLE_SPLIT_RE = re.compile(r"\s*[,;]\s*(?:(?:and|&)\s+)?|\s+(?:and|&)\s+", re.IGNORECASE)
+
+
 def _top_level_split(text: str) -> list[str]:
     """Split at commas and `and` outside parentheses."""
+    if "(" not in text:
+        # The usual case, no affiliations: one regex split.
+        return [p for p in (s.strip() for s in _SIMPLE_SPLIT_RE.split(text)) if p]
     pieces: list[str] = []
     depth = 0
     start = 0
@@ -107,14 +113,15 @@ def split_authors(raw: str | None) -> list[AuthorRecord]:
     authors: list[AuthorRecord] = []
     for piece in _top_level_split(text):
         collab_prefix = None
-        if ":" in piece and "(" not in piece.split(":", 1)[0]:
+        if ":" in piece and "(" not in piece.split(":", 1)[0]:  # rare: checked before splitting
             # `The ATLAS Collaboration: A. Author` names the collaboration, then an author.
             before, after = (s.strip() for s in piece.split(":", 1))
             if is_collaboration(before):
                 collab_prefix, piece = before, after
         if collab_prefix:
             authors.append(AuthorRecord(len(authors) + 1, collab_prefix, None, True))
-        piece = _TRAILING_ETAL_RE.sub("", piece)
+        if "et" in piece:
+            piece = _TRAILING_ETAL_RE.sub("", piece)
         if not piece or _ETAL_RE.match(piece):
             continue
         name, paren = _trailing_parenthetical(piece)

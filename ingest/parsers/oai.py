@@ -84,16 +84,40 @@ def _children(el: etree._Element, ns: str) -> dict[str, etree._Element]:
     return out
 
 
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
+_RFC1123_RE = re.compile(r"^\s*(?:\w{3},\s*)?(\d{1,2}) (\w{3}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) (?:GMT|UTC|\+0000)\s*$")
+
+
+def _parse_version_date(value: str) -> datetime:
+    # The common shape by regex: email.utils is several times slower and this runs per version.
+    m = _RFC1123_RE.match(value)
+    if m and m.group(2) in _MONTHS:
+        day, mon, year, hh, mm, ss = m.groups()
+        return datetime(int(year), _MONTHS[mon], int(day), int(hh), int(mm), int(ss), tzinfo=UTC)
+    return _parse_rfc1123(value)
+
+
+_V_DATE = f"{{{ARXIV_RAW}}}date"
+_V_SIZE = f"{{{ARXIV_RAW}}}size"
+_V_SOURCE = f"{{{ARXIV_RAW}}}source_type"
+
+
 def _versions(meta: etree._Element) -> list[VersionRecord]:
     out: list[VersionRecord] = []
-    for v in meta.iterfind(f"{{{ARXIV_RAW}}}version"):
+    for v in meta.iterchildren(f"{{{ARXIV_RAW}}}version"):
         label = (v.get("version") or "").strip().lstrip("vV")
-        d = _text(v.find(f"{{{ARXIV_RAW}}}date"))
+        d = size_text = source_type = None
+        for child in v:
+            if child.tag == _V_DATE:
+                d = child.text
+            elif child.tag == _V_SIZE:
+                size_text = child.text
+            elif child.tag == _V_SOURCE:
+                source_type = none_if_empty(child.text)
         if not label.isdigit() or not d:
             continue
-        size = _SIZE_RE.match(_text(v.find(f"{{{ARXIV_RAW}}}size")) or "")
-        source_type = none_if_empty(_text(v.find(f"{{{ARXIV_RAW}}}source_type")))
-        out.append(VersionRecord(int(label), _parse_rfc1123(d), int(size.group(1)) if size else None, source_type))
+        size = _SIZE_RE.match(size_text or "")
+        out.append(VersionRecord(int(label), _parse_version_date(d), int(size.group(1)) if size else None, source_type))
     out.sort(key=lambda r: r.version)
     return out
 
