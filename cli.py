@@ -78,6 +78,42 @@ def demo(
 
 
 @app.command()
+def embed(
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Embed at most N papers."),
+    batch_size: int = typer.Option(64, "--batch-size", min=1, max=1024, help="Papers per model batch and commit."),
+) -> None:
+    """Compute the missing (or stale) paper embeddings that semantic search needs.
+
+    Needs the `semantic` extra and pgvector; resumable: each batch commits, and a rerun picks up the rest.
+    """
+    import time
+
+    import embeddings
+
+    dsn = database_url_or_exit(settings_or_exit())
+
+    def progress(done: int) -> None:
+        typer.echo(f"  {done} embedded", err=True)
+
+    async def run() -> int:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return await embeddings.embed_missing(conn, limit, batch_size=batch_size, on_batch=progress)
+        finally:
+            await conn.close()
+
+    started = time.perf_counter()
+    try:
+        done = asyncio.run(run())
+    except embeddings.EmbeddingsUnavailable as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(3) from None
+    seconds = time.perf_counter() - started
+    rate = f" ({done / seconds:.1f} papers/s)" if done else ""
+    typer.echo(f"embedded {done} paper(s) in {seconds:.1f}s{rate}")
+
+
+@app.command()
 def up(
     host: str = typer.Option("127.0.0.1", help="Interface to bind."),
     port: int = typer.Option(8000, help="Port to listen on."),

@@ -13,7 +13,7 @@ import importlib.util
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import asyncpg
@@ -149,11 +149,13 @@ async def embed_missing(
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
     embedder: Embedder | None = None,
+    on_batch: Callable[[int], None] | None = None,
 ) -> int:
     """Embed every paper that has no vector or a stale one (title or abstract changed); return how many.
 
-    At most `limit` papers when given. Batches commit one by one, so an interrupted run keeps its work and
-    the next run resumes. The model runs in a worker thread, so the event loop stays free meanwhile.
+    At most `limit` papers when given; `on_batch(total so far)` after each batch. Batches commit one by
+    one, so an interrupted run keeps its work and the next run resumes. The model runs in a worker thread,
+    so the event loop stays free meanwhile.
     Raises EmbeddingsUnavailable when the `semantic` extra is missing or the database has no pgvector.
     """
     if not await has_embeddings(pool_or_conn):
@@ -177,4 +179,6 @@ async def embed_missing(
         )
         done += len(papers)
         after_id = papers[-1].id
+        if on_batch is not None:
+            on_batch(done)
     return done

@@ -271,3 +271,35 @@ async def _arxiv_id(corpus: Corpus, key: str) -> str:
         return str(await conn.fetchval("SELECT arxiv_id FROM papers WHERE id = $1", corpus.paper_ids[key]))
     finally:
         await conn.close()
+
+
+@pytest.fixture
+async def fresh_corpus(vector_admin_dsn: str) -> AsyncIterator[Corpus]:
+    name = f"wovepaper_test_embedcli_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(vector_admin_dsn)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    head, sep, query = vector_admin_dsn.partition("?")
+    try:
+        yield await load_corpus(f"{head.rsplit('/', 1)[0]}/{name}{sep}{query}")
+    finally:
+        admin = await asyncpg.connect(vector_admin_dsn)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+def test_embed_command(fresh_corpus: Corpus) -> None:
+    from typer.testing import CliRunner
+
+    from cli import app
+
+    runner = CliRunner()
+    env = {"DATABASE_URL": fresh_corpus.dsn}
+    first = runner.invoke(app, ["embed", "--limit", "5", "--batch-size", "2"], env=env)
+    assert first.exit_code == 0, first.output
+    assert "embedded 5 paper(s)" in first.output
+    rest = runner.invoke(app, ["embed"], env=env)
+    assert rest.exit_code == 0, rest.output
+    assert f"embedded {len(fresh_corpus.paper_ids) - 5} paper(s)" in rest.output
+    again = runner.invoke(app, ["embed"], env=env)
+    assert "embedded 0 paper(s)" in again.output
