@@ -1,0 +1,106 @@
+"""The contract from JavaScript: TypeScript types generated for every operation, and the Node test
+running every operation through graphql-request against a real server on the demo database."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.contract.conftest import CONTRACT, ROOT
+
+NODE = shutil.which("node")
+NPM = shutil.which("npm")
+pytestmark = pytest.mark.skipif(
+    NODE is None or NPM is None, reason="node and npm are not installed: the JavaScript contract cannot run"
+)
+BIN = CONTRACT / "node_modules" / ".bin"
+NODE_TESTS = 8  # the test() calls in frontend_contract/test/operations.test.mjs
+
+
+def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=CONTRACT, capture_output=True, text=True, timeout=300, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+@pytest.fixture(scope="module")
+def node_modules() -> Path:
+    """npm ci once; the packages stay in frontend_contract/node_modules (git-ignored) for the next run."""
+    stamp = CONTRACT / "node_modules" / ".package-lock.json"
+    lock = CONTRACT / "package-lock.json"
+    if not stamp.exists() or stamp.stat().st_mtime < lock.stat().st_mtime:
+        done = _run([str(NPM), "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"])
+        assert done.returncode == 0, done.stderr
+    return CONTRACT / "node_modules"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server_url(demo_database_url: str) -> Iterator[str]:
+    """uvicorn serving the app on the demo database, one worker, on a free port."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env["DATABASE_URL"] = demo_database_url
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"uvicorn exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not answer /healthz within 60 s")
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/graphql"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def test_codegen_types_every_operation_and_tsc_accepts_them(node_modules: Path, tmp_path: Path) -> None:
+    generated = CONTRACT / "generated"
+    done = _run([str(BIN / "graphql-codegen"), "--config", "codegen.yml"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    types = (generated / "graphql.ts").read_text()
+    for operation in (p.stem for p in (CONTRACT / "operations").glob("*.graphql")):
+        assert f"export const {operation}Document" in types
+        assert f"export type {operation}Query = " in types
+    done = _run([str(BIN / "tsc"), "--noEmit", "-p", "tsconfig.json"])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_node_client_runs_every_operation_against_a_running_server(node_modules: Path, server_url: str) -> None:
+    env = {**os.environ, "WOVEPAPER_API_URL": server_url}
+    done = _run([str(NODE), "--test", "--test-reporter=tap", "test/"], env=env)
+    report = done.stdout + done.stderr
+    assert done.returncode == 0, report
+    assert f"# pass {NODE_TESTS}" in report, report
+    assert "# fail 0" in report and "# skipped 0" in report, report
