@@ -65,6 +65,14 @@ PAPER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
 )
 
 
+# The same owner conditions for pages of many owners at once: the owner id is the column
+# `k.owner_id` of `unnest($1::bigint[]) AS k(owner_id)` instead of a parameter.
+OWNER_KEYS = ("researcher", "institution", "position_first", "position_last", "position_middle", "position_solo")
+OWNER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
+    {key: Fragment(PAPER_FILTERS[key].sql.replace("$1::bigint", "k.owner_id"), 0) for key in OWNER_KEYS}
+)
+
+
 @dataclass(frozen=True, slots=True)
 class PaperFilterSpec:
     """A paper filter with every reference already resolved to a database id."""
@@ -237,6 +245,11 @@ RESEARCHER_SORTS: Mapping[str, Sort] = _frozen(
         _by_figure("CITATIONS", "r", "citation_count"),
         _by_name("r"),
     ]
+)
+
+# Researchers of many institutions at once (see OWNER_FILTERS).
+RESEARCHER_OWNER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
+    {"institution": Fragment(RESEARCHER_FILTERS["institution"].sql.replace("$1::bigint", "k.owner_id"), 0)}
 )
 
 INSTITUTION_FILTERS: Mapping[str, Fragment] = MappingProxyType(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from functools import cached_property
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 from strawberry.dataloader import DataLoader
@@ -38,6 +38,7 @@ class Loaders:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+        self._named: dict[str, DataLoader[Any, Any]] = {}
 
     def _batch(
         self, fetch: Callable[[Conn, list[K]], Awaitable[Sequence[V]]]
@@ -134,6 +135,16 @@ class Loaders:
     def similar_papers_by_paper_id(self) -> DataLoader[tuple[int, int], list[PaperRow]]:
         """Key: (paper id, how many). Nearest papers by embedding; empty lists without pgvector."""
         return DataLoader(self._batch(fetch_similar_papers_by_keys), max_batch_size=MAX_BATCH)
+
+    # -- loaders defined next to their resolvers ---------------------------------------------------
+
+    def named(self, name: str, factory: Callable[[], DataLoader[Any, Any]]) -> DataLoader[Any, Any]:
+        """A loader built by `factory` once per request under `name` (for loaders whose batch logic
+        lives with a resolver module, such as pages of many owners' papers)."""
+        loader = self._named.get(name)
+        if loader is None:
+            loader = self._named[name] = factory()
+        return loader
 
     # -- priming: rows fetched by page-shaped reads answer later by-id loads -----------------------
 

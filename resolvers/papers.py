@@ -4,20 +4,29 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 
 import strawberry
+from strawberry.dataloader import DataLoader
 
-from db.filters import PAPER_SORTS, AuthorPosition, PaperFilterSpec, paper_filter_clauses
+from db.filters import OWNER_FILTERS, PAPER_SORTS, AuthorPosition, PaperFilterSpec, paper_filter_clauses
 from db.queries.institutions import InstitutionRow, fetch_institutions_by_paper_ids
-from db.queries.papers import AuthorshipRow, PaperRow, count_papers, fetch_authorships, page_papers
+from db.queries.papers import (
+    AuthorshipRow,
+    PaperRow,
+    count_papers,
+    count_papers_of_owners,
+    fetch_authorships,
+    page_papers,
+    page_papers_of_owners,
+)
 from db.queries.researchers import ResearcherRow
 from resolvers.context import Context
 from resolvers.errors import BadUserInput
 from resolvers.ids import parse_paper_id
 from resolvers.institutions import lookup_institution_id
-from resolvers.pagination import Connection, Selection, page_request, selects, selects_node, split_page
+from resolvers.pagination import Connection, PageRequest, Selection, page_request, selects, selects_node, split_page
 from resolvers.researchers import lookup_researcher_id
 
 Info = strawberry.Info[Context, None]
@@ -97,6 +106,86 @@ async def paper_filter_spec(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class AuthorsWanted:
+    """What a query selects below a page's papers, decided by lookahead."""
+
+    authors: bool
+    researchers: bool
+    institutions: bool
+
+    @classmethod
+    def of(cls, fields: Sequence[Selection]) -> AuthorsWanted:
+        return cls(
+            selects_node(fields, "authors"),
+            selects_node(fields, "authors", "researcher"),
+            selects_node(fields, "authors", "institutions"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerPageKey:
+    """One owner's page; keys that differ only in `owner_id` share one statement."""
+
+    owner_id: int
+    owner: str  # an OWNER_FILTERS key
+    spec: PaperFilterSpec  # the filter without the owner
+    sort: str
+    request: PageRequest
+    want_total: bool
+    wanted: AuthorsWanted
+
+    @property
+    def group(self) -> tuple[object, ...]:
+        return (self.owner, self.spec, self.sort, self.request, self.want_total)
+
+
+@dataclass(slots=True)
+class PageResult:
+    nodes: list[PaperRow]
+    has_next: bool
+    total: int | None
+
+
+def _owner_pages_loader(ctx: Context) -> DataLoader[OwnerPageKey, PageResult]:
+    async def load(keys: list[OwnerPageKey]) -> list[PageResult]:
+        groups: defaultdict[tuple[object, ...], list[OwnerPageKey]] = defaultdict(list)
+        for key in keys:
+            groups[key.group].append(key)
+        pages: dict[tuple[tuple[object, ...], int], PageResult] = {}
+        async with ctx.pool.acquire() as conn:
+            for group, members in groups.items():
+                head = members[0]
+                clauses = paper_filter_clauses(head.spec)
+                page_clauses = [*clauses, head.request.after] if head.request.after is not None else clauses
+                owner_ids = list(dict.fromkeys(k.owner_id for k in members))
+                owner = OWNER_FILTERS[head.owner]
+                rows = await page_papers_of_owners(
+                    conn,
+                    owner,
+                    owner_ids,
+                    page_clauses,
+                    PAPER_SORTS[head.sort],
+                    limit=head.request.first + 1,
+                    offset=head.request.offset,
+                )
+                totals = await count_papers_of_owners(conn, owner, owner_ids, clauses) if head.want_total else {}
+                for owner_id in owner_ids:
+                    nodes, has_next = split_page(rows[owner_id], head.request.first)
+                    pages[(group, owner_id)] = PageResult(nodes, has_next, totals.get(owner_id))
+        # Authors for every page of the batch at once, per lookahead shape (almost always one).
+        by_shape: defaultdict[AuthorsWanted, list[PaperRow]] = defaultdict(list)
+        for key in keys:
+            by_shape[key.wanted] += pages[(key.group, key.owner_id)].nodes
+        for wanted, papers in by_shape.items():
+            ctx.loaders.prime_papers(papers)
+            if wanted.authors and papers:
+                await fetch_authors(ctx, papers, wanted)
+        return [pages[(k.group, k.owner_id)] for k in keys]
+
+    return DataLoader(load, max_batch_size=100)
+
+
 async def resolve_papers(
     info: Info,
     args: PaperFilterArgs | None,
@@ -109,7 +198,11 @@ async def resolve_papers(
     institution_id: int | None = None,
 ) -> Connection[PaperRow]:
     """A page of papers. What the query selects below the page (authors, their researchers and
-    institutions, the total) is fetched here in a fixed number of statements, whatever the page size."""
+    institutions, the total) is fetched here in a fixed number of statements, whatever the page size.
+
+    With an owner (`researcher_id`: a researcher's papers, `institution_id`: an institution's), the
+    pages of every owner resolved together (a list of researchers, each with its papers) are fetched
+    in one batch: the statement count does not grow with the number of owners."""
     ctx = info.context
     sort_spec = PAPER_SORTS[sort]
     request = page_request(sort_spec, first=first, after=after, page=page)
@@ -117,6 +210,22 @@ async def resolve_papers(
     clauses = paper_filter_clauses(spec)
     fields = info.selected_fields
     want_total = _selects_total(fields)
+
+    async def count() -> int:
+        async with ctx.pool.acquire() as conn:
+            return await count_papers(conn, clauses)
+
+    owner_key = _owner_key(spec, researcher_id, institution_id, sort, request, want_total, AuthorsWanted.of(fields))
+    if owner_key is not None:
+        result = await ctx.loaders.named("owner_paper_pages", lambda: _owner_pages_loader(ctx)).load(owner_key)
+        return Connection(
+            result.nodes,
+            sort=sort_spec,
+            request=request,
+            has_next_page=result.has_next,
+            total=result.total,
+            count=count,
+        )
     page_clauses = [*clauses, request.after] if request.after is not None else clauses
     async with ctx.pool.acquire() as conn:
         rows = await page_papers(conn, page_clauses, sort_spec, limit=request.first + 1, offset=request.offset)
@@ -125,12 +234,29 @@ async def resolve_papers(
     ctx.loaders.prime_papers(nodes)
     if nodes:
         await prefetch_authors(ctx, fields, nodes)
-
-    async def count() -> int:
-        async with ctx.pool.acquire() as conn:
-            return await count_papers(conn, clauses)
-
     return Connection(nodes, sort=sort_spec, request=request, has_next_page=has_next, total=total, count=count)
+
+
+def _owner_key(
+    spec: PaperFilterSpec,
+    researcher_id: int | None,
+    institution_id: int | None,
+    sort: str,
+    request: PageRequest,
+    want_total: bool,
+    wanted: AuthorsWanted,
+) -> OwnerPageKey | None:
+    """The spec split into its owner and the rest, when the list has an owner and still matches something."""
+    if spec.matches_nothing:
+        return None
+    if researcher_id is not None and spec.researcher_id == researcher_id:
+        owner = f"position_{spec.author_position.lower()}" if spec.author_position else "researcher"
+        rest = replace(spec, researcher_id=None, author_position=None)
+        return OwnerPageKey(researcher_id, owner, rest, sort, request, want_total, wanted)
+    if institution_id is not None and spec.institution_ids[:1] == (institution_id,):
+        rest = replace(spec, institution_ids=spec.institution_ids[1:])
+        return OwnerPageKey(institution_id, "institution", rest, sort, request, want_total, wanted)
+    return None
 
 
 def _selects_total(fields: Sequence[Selection]) -> bool:
@@ -140,15 +266,17 @@ def _selects_total(fields: Sequence[Selection]) -> bool:
 async def prefetch_authors(ctx: Context, fields: Sequence[Selection], papers: Sequence[PaperRow]) -> None:
     """Attach authorships (and, when selected, their researchers and institutions) to a page of papers:
     at most two statements for the whole page. Also usable by other page-shaped resolvers (search)."""
-    if not selects_node(fields, "authors"):
-        return
-    with_researchers = selects_node(fields, "authors", "researcher")
-    with_institutions = selects_node(fields, "authors", "institutions")
-    ids = [p.id for p in papers]
+    wanted = AuthorsWanted.of(fields)
+    if wanted.authors:
+        await fetch_authors(ctx, papers, wanted)
+
+
+async def fetch_authors(ctx: Context, papers: Sequence[PaperRow], wanted: AuthorsWanted) -> None:
+    ids = list(dict.fromkeys(p.id for p in papers))
     async with ctx.pool.acquire() as conn:
-        authorships = await fetch_authorships(conn, ids, with_researchers=with_researchers)
-        links = await fetch_institutions_by_paper_ids(conn, ids) if with_institutions else []
-    attach_authors(ctx, papers, authorships, links, with_institutions=with_institutions)
+        authorships = await fetch_authorships(conn, ids, with_researchers=wanted.researchers)
+        links = await fetch_institutions_by_paper_ids(conn, ids) if wanted.institutions else []
+    attach_authors(ctx, papers, authorships, links, with_institutions=wanted.institutions)
 
 
 def attach_authors(

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
 
 import strawberry
+from strawberry.dataloader import DataLoader
 
-from db.filters import RESEARCHER_FILTERS, RESEARCHER_SORTS, Clause, escape_like
+from db.filters import RESEARCHER_FILTERS, RESEARCHER_OWNER_FILTERS, RESEARCHER_SORTS, Clause, escape_like
 from db.queries.institutions import InstitutionRow
 from db.queries.researchers import (
     ResearcherRow,
     count_researchers,
+    count_researchers_of_owners,
     fetch_researcher_by_external_id,
     page_researchers,
+    page_researchers_of_owners,
 )
 from resolvers.context import Context
 from resolvers.errors import BadUserInput
 from resolvers.ids import EntityKey, parse_researcher_id
-from resolvers.pagination import Connection, page_request, selects, split_page
+from resolvers.pagination import Connection, PageRequest, page_request, selects, split_page
 
 Info = strawberry.Info[Context, None]
 MAX_QUERY_LENGTH = 200
@@ -87,12 +92,23 @@ async def resolve_researchers(
     sort_spec = RESEARCHER_SORTS[sort]
     request = page_request(sort_spec, first=first, after=after, page=page)
     clauses = name_query_clause(query)
-    if institution_id is not None:
-        clauses.append(Clause(RESEARCHER_FILTERS["institution"], (institution_id,)))
     clauses += figure_range_clauses(figure_ranges or {})
-    page_clauses = [*clauses, request.after] if request.after is not None else clauses
     fields = info.selected_fields
     want_total = selects(fields, "totalCount") or selects(fields, "totalPages")
+    if institution_id is not None:
+        # An institution's researchers: batched with every other institution's in this request.
+        key = InstitutionPageKey(institution_id, tuple(clauses), sort, request, want_total)
+        result = await ctx.loaders.named("institution_researcher_pages", lambda: _pages_loader(ctx)).load(key)
+        owned = [*clauses, Clause(RESEARCHER_FILTERS["institution"], (institution_id,))]
+
+        async def count_owned() -> int:
+            async with ctx.pool.acquire() as conn:
+                return await count_researchers(conn, owned)
+
+        return Connection(
+            result[0], sort=sort_spec, request=request, has_next_page=result[1], total=result[2], count=count_owned
+        )
+    page_clauses = [*clauses, request.after] if request.after is not None else clauses
     async with ctx.pool.acquire() as conn:
         rows = await page_researchers(conn, page_clauses, sort_spec, limit=request.first + 1, offset=request.offset)
         total = await count_researchers(conn, clauses) if want_total else None
@@ -104,6 +120,54 @@ async def resolve_researchers(
             return await count_researchers(conn, clauses)
 
     return Connection(nodes, sort=sort_spec, request=request, has_next_page=has_next, total=total, count=count)
+
+
+@dataclass(frozen=True, slots=True)
+class InstitutionPageKey:
+    institution_id: int
+    clauses: tuple[Clause, ...]
+    sort: str
+    request: PageRequest
+    want_total: bool
+
+    @property
+    def group(self) -> tuple[object, ...]:
+        return (self.clauses, self.sort, self.request, self.want_total)
+
+
+PageOf = tuple[list[ResearcherRow], bool, int | None]
+
+
+def _pages_loader(ctx: Context) -> DataLoader[InstitutionPageKey, PageOf]:
+    async def load(keys: list[InstitutionPageKey]) -> list[PageOf]:
+        groups: defaultdict[tuple[object, ...], list[InstitutionPageKey]] = defaultdict(list)
+        for key in keys:
+            groups[key.group].append(key)
+        results: dict[tuple[tuple[object, ...], int], PageOf] = {}
+        owner = RESEARCHER_OWNER_FILTERS["institution"]
+        async with ctx.pool.acquire() as conn:
+            for group, members in groups.items():
+                head = members[0]
+                clauses = list(head.clauses)
+                page_clauses = [*clauses, head.request.after] if head.request.after is not None else clauses
+                ids = list(dict.fromkeys(k.institution_id for k in members))
+                pages = await page_researchers_of_owners(
+                    conn,
+                    owner,
+                    ids,
+                    page_clauses,
+                    RESEARCHER_SORTS[head.sort],
+                    limit=head.request.first + 1,
+                    offset=head.request.offset,
+                )
+                totals = await count_researchers_of_owners(conn, owner, ids, clauses) if head.want_total else {}
+                for owner_id in ids:
+                    nodes, has_next = split_page(pages[owner_id], head.request.first)
+                    ctx.loaders.prime_researchers(nodes)
+                    results[(group, owner_id)] = (nodes, has_next, totals.get(owner_id))
+        return [results[(k.group, k.institution_id)] for k in keys]
+
+    return DataLoader(load, max_batch_size=100)
 
 
 def researcher_institutions(ctx: Context, researcher: ResearcherRow) -> Awaitable[list[InstitutionRow]]:

@@ -9,7 +9,7 @@ from datetime import datetime
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from db.filters import Clause, Sort, compose
+from db.filters import Clause, Fragment, Sort, compose
 from db.paging import encode_global_id
 from db.queries.institutions import InstitutionRow
 from db.queries.researchers import RESEARCHER_COLUMNS, ResearcherRow, researcher_from_record
@@ -128,6 +128,42 @@ async def page_papers(
     n = len(args)
     sql = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE {where} ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}"
     return [paper_from_record(r) for r in await conn.fetch(sql, *args, limit, offset)]
+
+
+async def page_papers_of_owners(
+    conn: Conn,
+    owner: Fragment,
+    owner_ids: Sequence[int],
+    clauses: Sequence[Clause],
+    sort: Sort,
+    *,
+    limit: int,
+    offset: int = 0,
+) -> dict[int, list[PaperRow]]:
+    """The same page of papers for each owner (a researcher's or an institution's papers), in one statement."""
+    where, args = compose(clauses, offset=1)
+    n = len(args) + 1
+    sql = (
+        f"SELECT k.owner_id, {PAPER_COLUMNS} FROM unnest($1::bigint[]) WITH ORDINALITY AS k(owner_id, ord)"
+        f" CROSS JOIN LATERAL (SELECT {PAPER_COLUMNS} FROM papers p WHERE {owner.sql} AND {where}"
+        f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}) p"
+        f" ORDER BY k.ord, {sort.order_by}"
+    )
+    pages: dict[int, list[PaperRow]] = {owner_id: [] for owner_id in owner_ids}
+    for r in await conn.fetch(sql, list(owner_ids), *args, limit, offset):
+        pages[r[0]].append(PaperRow(*r[1 : _WIDTH + 1]))
+    return pages
+
+
+async def count_papers_of_owners(
+    conn: Conn, owner: Fragment, owner_ids: Sequence[int], clauses: Sequence[Clause]
+) -> dict[int, int]:
+    where, args = compose(clauses, offset=1)
+    sql = (
+        f"SELECT k.owner_id, (SELECT count(*) FROM papers p WHERE {owner.sql} AND {where})"
+        " FROM unnest($1::bigint[]) AS k(owner_id)"
+    )
+    return {r[0]: r[1] for r in await conn.fetch(sql, list(owner_ids), *args)}
 
 
 async def count_papers(conn: Conn, clauses: Sequence[Clause]) -> int:

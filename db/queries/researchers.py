@@ -10,7 +10,7 @@ from typing import Literal
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from db.filters import Clause, Sort, compose
+from db.filters import Clause, Fragment, Sort, compose
 from db.paging import encode_global_id
 from db.slugs import entity_slug
 
@@ -80,6 +80,42 @@ async def page_researchers(
         f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}"
     )
     return [researcher_from_record(r) for r in await conn.fetch(sql, *args, limit, offset)]
+
+
+async def page_researchers_of_owners(
+    conn: Conn,
+    owner: Fragment,
+    owner_ids: Sequence[int],
+    clauses: Sequence[Clause],
+    sort: Sort,
+    *,
+    limit: int,
+    offset: int = 0,
+) -> dict[int, list[ResearcherRow]]:
+    """The same page of researchers for each owner (an institution), in one statement."""
+    where, args = compose(clauses, offset=1)
+    n = len(args) + 1
+    sql = (
+        f"SELECT k.owner_id, {RESEARCHER_COLUMNS} FROM unnest($1::bigint[]) WITH ORDINALITY AS k(owner_id, ord)"
+        f" CROSS JOIN LATERAL (SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE {owner.sql} AND {where}"
+        f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}) r"
+        f" ORDER BY k.ord, {sort.order_by.replace('wp_fold(r.name)', 'r.fold_name')}"
+    )
+    pages: dict[int, list[ResearcherRow]] = {owner_id: [] for owner_id in owner_ids}
+    for rec in await conn.fetch(sql, list(owner_ids), *args, limit, offset):
+        pages[rec[0]].append(researcher_from_record(rec, 1))
+    return pages
+
+
+async def count_researchers_of_owners(
+    conn: Conn, owner: Fragment, owner_ids: Sequence[int], clauses: Sequence[Clause]
+) -> dict[int, int]:
+    where, args = compose(clauses, offset=1)
+    sql = (
+        f"SELECT k.owner_id, (SELECT count(*) FROM researchers r WHERE {owner.sql} AND {where})"
+        " FROM unnest($1::bigint[]) AS k(owner_id)"
+    )
+    return {rec[0]: rec[1] for rec in await conn.fetch(sql, list(owner_ids), *args)}
 
 
 async def count_researchers(conn: Conn, clauses: Sequence[Clause]) -> int:

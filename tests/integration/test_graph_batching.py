@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.integration.graph_support import PAPERS, Graph, graph, seeded_database
+from tests.integration.graph_support import INSTITUTIONS, PAPERS, RESEARCHERS, Graph, graph, seeded_database
 
 
 @pytest.fixture
@@ -128,3 +128,61 @@ async def test_total_count_is_not_computed_unless_asked(g: Graph) -> None:
     _, without = await g.counted("{ papers(first: 3) { nodes { arxivId } } }")
     _, with_total = await g.counted("{ papers(first: 3) { totalCount nodes { arxivId } } }")
     assert (without, with_total) == (1, 2)
+
+
+NESTED = """query($n: Int) { researchers(first: $n, sort: NAME) { nodes { name
+  papers(first: 5, sort: OLDEST) { totalCount nodes { arxivId authors { name researcher { name } } } }
+} } }"""
+
+
+async def test_nested_connections_batch_across_owners(g: Graph) -> None:
+    """A list of researchers, each with a page of papers: one page statement for all of them."""
+    counts = []
+    for n in (1, 3):
+        data, count = await g.counted(NESTED, {"n": n})
+        assert len(data["researchers"]["nodes"]) == n
+        counts.append(count)
+    assert counts[0] == counts[1] == 4  # researchers, their pages, their counts, authorships
+    # Each researcher's page equals what the researcher's own query answers.
+    for node in data["researchers"]["nodes"]:
+        alone = await g.data(
+            """query($q: String) { researchers(query: $q, first: 1) { nodes {
+                 papers(first: 5, sort: OLDEST) { totalCount nodes { arxivId authors { name researcher { name } } } }
+               } } }""",
+            {"q": node["name"]},
+        )
+        assert alone["researchers"]["nodes"][0]["papers"] == node["papers"]
+        expected = sum(1 for p in PAPERS for a in p.authors if a.researcher and a.name == node["name"])
+        assert node["papers"]["totalCount"] == expected
+
+
+async def test_authors_papers_under_a_paper_batch(g: Graph) -> None:
+    query = """{ paper(id: "2401.00006") { authors { name researcher { name
+        papers(first: 2, filter: {authorPosition: FIRST}) { nodes { arxivId } } } } } }"""
+    data, count = await g.counted(query)
+    matched = [a for a in data["paper"]["authors"] if a["researcher"]]
+    assert len(matched) >= 2
+    assert count == 4  # paper, authorships, researchers, one batch of pages
+
+
+async def test_institutions_with_their_papers_and_researchers(g: Graph) -> None:
+    query = """{ institutions(first: 3, sort: NAME) { nodes { name
+        papers(first: 2) { totalCount nodes { arxivId } } researchers(first: 5) { nodes { name } } } } }"""
+    data, count = await g.counted(query)
+    nodes = data["institutions"]["nodes"]
+    assert len(nodes) == 3
+    for node in nodes:
+        expected = {p.arxiv_id for p in PAPERS if any(node["name"] in _names(a.institutions) for a in p.authors)}
+        assert node["papers"]["totalCount"] == len(expected)
+        assert {n["arxivId"] for n in node["papers"]["nodes"]} <= expected
+        researchers = {r.name for r in RESEARCHERS if set(r.institutions) & _keys(node["name"])}
+        assert {n["name"] for n in node["researchers"]["nodes"]} == researchers
+    assert count == 4  # institutions; one batch of paper pages and their counts; one batch of researcher pages
+
+
+def _names(keys: tuple[str, ...]) -> set[str]:
+    return {i.name for i in INSTITUTIONS if i.key in keys}
+
+
+def _keys(name: str) -> set[str]:
+    return {i.key for i in INSTITUTIONS if i.name == name}
