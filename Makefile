@@ -34,7 +34,10 @@ $(BIN)/python:
 
 # One stamp per set of extras: reinstall only when pyproject.toml changes (or the venv is new).
 $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[$*]' $(if $(findstring semantic,$*),'$(TORCH)')
+	@echo "installing the project with extras [$*] into $(VENV)"
+	@# Some pip configurations name index folders that may not exist; their warnings are noise here.
+	@set -o pipefail; $(BIN)/python -m pip install --disable-pip-version-check -q -e '.[$*]' \
+		$(if $(findstring semantic,$*),'$(TORCH)') 2>&1 | { grep -v "^WARNING: Location '.*' is ignored" || true; }
 	@touch $@
 
 run: $(VENV)/.installed-$(RUN_EXTRAS)
@@ -55,8 +58,10 @@ lint: $(VENV)/.installed-$(TEST_EXTRAS)
 typecheck: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(BIN)/mypy .
 
-# The frontend contract's own Node test, once frontend_contract/package.json exists. Without node a developer
-# gets a skip message; CI (CI=true) fails instead, so the contract is never silently unchecked there.
+# The frontend contract's Node test (frontend_contract/test/) runs the site's operations through a real GraphQL
+# client against a running API. pytest serves the demo database and runs it (tests/contract/); this target installs
+# its npm packages first, and runs it directly when WOVEPAPER_API_URL names an API already running.
+# Without node a developer gets a skip message; CI (CI=true) fails instead, so the contract is never unchecked there.
 contract-js:
 	@if [ ! -f frontend_contract/package.json ] || [ ! -d frontend_contract/test ]; then \
 		echo "contract-js: no frontend_contract/package.json and test/ yet, nothing to run"; \
@@ -65,9 +70,10 @@ contract-js:
 		echo "contract-js: SKIPPED: node/npm not found (install Node.js 20+ to run the frontend contract test)"; \
 	else \
 		cd frontend_contract && \
-		{ [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || \
+		{ [ node_modules/.package-lock.json -nt package-lock.json ] || \
 			npm ci --no-audit --no-fund --loglevel=error; } && \
-		npm test; \
+		if [ -n "$$WOVEPAPER_API_URL" ]; then npm test; \
+		else echo "contract-js: npm packages ready; pytest runs the Node test against a served demo database"; fi; \
 	fi
 
 # Deletes the project-local PostgreSQL data and Redis socket (development data only).
