@@ -102,24 +102,25 @@ _V_SIZE = f"{{{ARXIV_RAW}}}size"
 _V_SOURCE = f"{{{ARXIV_RAW}}}source_type"
 
 
-def _versions(meta: etree._Element) -> list[VersionRecord]:
-    out: list[VersionRecord] = []
-    for v in meta.iterchildren(f"{{{ARXIV_RAW}}}version"):
-        label = (v.get("version") or "").strip().lstrip("vV")
-        d = size_text = source_type = None
-        for child in v:
-            if child.tag == _V_DATE:
-                d = child.text
-            elif child.tag == _V_SIZE:
-                size_text = child.text
-            elif child.tag == _V_SOURCE:
-                source_type = none_if_empty(child.text)
-        if not label.isdigit() or not d:
-            continue
-        size = _SIZE_RE.match(size_text or "")
-        out.append(VersionRecord(int(label), _parse_version_date(d), int(size.group(1)) if size else None, source_type))
-    out.sort(key=lambda r: r.version)
-    return out
+_V_VERSION = f"{{{ARXIV_RAW}}}version"
+_RAW_PREFIX = len(ARXIV_RAW) + 2
+
+
+def _version(v: etree._Element) -> VersionRecord | None:
+    label = (v.get("version") or "").strip().lstrip("vV")
+    d = size_text = source_type = None
+    for child in v:
+        tag = child.tag
+        if tag == _V_DATE:
+            d = child.text
+        elif tag == _V_SIZE:
+            size_text = child.text
+        elif tag == _V_SOURCE:
+            source_type = none_if_empty(child.text)
+    if not label.isdigit() or not d:
+        return None
+    size = _SIZE_RE.match(size_text or "")
+    return VersionRecord(int(label), _parse_version_date(d), int(size.group(1)) if size else None, source_type)
 
 
 def is_withdrawn(versions: list[VersionRecord], comments: str | None) -> bool:
@@ -132,31 +133,40 @@ def is_withdrawn(versions: list[VersionRecord], comments: str | None) -> bool:
 
 
 def record_from_raw(meta: etree._Element, fallback_id: str | None) -> PaperRecord:
-    f = _children(meta, ARXIV_RAW)
-    arxiv_id = normalize_arxiv_id(_text(f.get("id")) or fallback_id or "")
+    # One pass over the children: this runs for every record of a full harvest.
+    f: dict[str, str | None] = {}
+    versions: list[VersionRecord] = []
+    for child in meta:
+        tag = child.tag
+        if tag == _V_VERSION:
+            if (v := _version(child)) is not None:
+                versions.append(v)
+        elif isinstance(tag, str):
+            f.setdefault(tag[_RAW_PREFIX:], child.text)
+    arxiv_id = normalize_arxiv_id(f.get("id") or fallback_id or "")
     if not arxiv_id:
-        raise ValueError(f"no arXiv id in {(_text(f.get('id')) or fallback_id)!r}")
-    versions = _versions(meta)
+        raise ValueError(f"no arXiv id in {(f.get('id') or fallback_id)!r}")
     if not versions:
         raise ValueError("no <version> with a date")
-    categories = collapse(_text(f.get("categories"))).split()
+    versions.sort(key=lambda r: r.version)
+    categories = (f.get("categories") or "").split()
     if not categories:
         raise ValueError("no categories")
-    comments = none_if_empty(_text(f.get("comments")))
+    comments = none_if_empty(f.get("comments"))
     return PaperRecord(
         arxiv_id=arxiv_id,
         version=versions[-1].version,
-        title=detex(_text(f.get("title"))) or arxiv_id,
-        abstract=detex(_text(f.get("abstract"))),
+        title=detex(f.get("title")) or arxiv_id,
+        abstract=detex(f.get("abstract")),
         categories=categories,
         published=versions[0].submitted_at,
         updated=versions[-1].submitted_at,
-        authors=split_authors(_text(f.get("authors"))),
+        authors=split_authors(f.get("authors")),
         versions=versions,
-        doi=_first_doi(_text(f.get("doi"))),
-        journal_ref=none_if_empty(detex(_text(f.get("journal-ref")))),
+        doi=_first_doi(f.get("doi")),
+        journal_ref=none_if_empty(detex(f.get("journal-ref"))),
         comments=comments,
-        license=none_if_empty(_text(f.get("license"))),
+        license=none_if_empty(f.get("license")),
         withdrawn=is_withdrawn(versions, comments),
     )
 
