@@ -34,9 +34,9 @@ figures AS ({FIGURES_OF_RANKED}),
 mine AS (
     SELECT DISTINCT ON (p.id)
            p.id, p.cited_by_count, p.primary_category, p.published, p.author_count, p.matched_count, a.position
-      FROM authorships a
+      FROM ids
+      JOIN authorships a ON a.researcher_id = ids.id
       JOIN papers p ON p.id = a.paper_id
-     WHERE a.researcher_id = $1
      ORDER BY p.id, a.position
 ),
 -- Position is known only on papers where every author is matched (a collaboration never is).
