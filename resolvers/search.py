@@ -86,7 +86,17 @@ class SearchHighlights:
 class SearchConnection:
     """One page of search hits, with the total and the facets of the whole result set."""
 
-    __slots__ = ("_sort", "facets_all", "first", "has_next_page", "hits", "request", "total")
+    __slots__ = (
+        "_sort",
+        "facets_all",
+        "first",
+        "has_next_page",
+        "hits",
+        "match_count",
+        "match_count_is_estimate",
+        "request",
+        "total",
+    )
 
     def __init__(
         self,
@@ -98,6 +108,8 @@ class SearchConnection:
         has_next_page: bool,
         total: int,
         facets: Facets | None,
+        match_count: int,
+        match_count_is_estimate: bool,
     ) -> None:
         self.hits = hits
         self.request = request
@@ -105,6 +117,8 @@ class SearchConnection:
         self.has_next_page = has_next_page
         self.total = total
         self.facets_all = facets
+        self.match_count = match_count
+        self.match_count_is_estimate = match_count_is_estimate
         self._sort = (sort, cursor_name)
 
     def cursor(self, hit: SearchHit) -> str:
@@ -203,6 +217,8 @@ async def resolve_search(
         has_next_page=has_next,
         total=result.total,
         facets=result.facets,
+        match_count=result.matches,
+        match_count_is_estimate=result.matches_estimated,
     )
 
 

@@ -34,6 +34,8 @@ FacetKind = Literal["category", "primary", "year"]
 # How many nearest neighbours make up a semantic result set, and how many of each ranking hybrid fuses.
 SEMANTIC_CANDIDATES = 200
 HYBRID_CANDIDATES = 200
+# Keyword matches ranked, paged and counted in facets; past it, the number of matches is estimated.
+KEYWORD_CAP = 10_000
 RRF_K = 60
 # pgvector: search at least this wide, and keep scanning the graph when filters reject neighbours.
 SEMANTIC_SESSION = "SET LOCAL hnsw.ef_search = 200; SET LOCAL hnsw.iterative_scan = relaxed_order"
@@ -42,14 +44,22 @@ _TSQUERY = "websearch_to_tsquery('english', $5::text)"
 _RELEVANCE = f"ts_rank_cd(p.search_vector, {_TSQUERY}) * (1 + ln(1 + coalesce(p.cited_by_count, 0)))"
 # Negation-only queries (`-foo`) cannot use the text index: refuse them instead of scanning every paper.
 _INDEXABLE = f"numnode({_TSQUERY}) > 0 AND querytree({_TSQUERY}) <> 'T'"
-_MATCHED_COLUMNS = "p.id, p.published, p.cited_by_count, p.categories, p.primary_category"
+# The heap block of each match: when a query matches more than KEYWORD_CAP papers, how far the scan got
+# through the table estimates how many match in all.
+_MATCHED_COLUMNS = (
+    "p.id, p.published, p.cited_by_count, p.categories, p.primary_category, (p.ctid::text::point)[0] AS block"
+)
 
+# At most KEYWORD_CAP + 1 matches, in table order (the bitmap scan stops there): ranking and facets of a
+# term that half the archive contains would otherwise read half the archive.
 _KEYWORD_MATCHES = f"""
-m AS MATERIALIZED (
+capped AS MATERIALIZED (
     SELECT {_MATCHED_COLUMNS}, {_RELEVANCE} AS score
     FROM papers p
     WHERE p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
-)"""
+    LIMIT $8::int + 1
+),
+m AS MATERIALIZED (SELECT * FROM capped LIMIT $8::int)"""
 
 _SEMANTIC_NEIGHBOURS = """
     SELECT e.paper_id AS id, e.embedding <=> $6::text::vector AS dist
@@ -59,6 +69,7 @@ _SEMANTIC_NEIGHBOURS = """
     LIMIT $7::int"""
 
 _SEMANTIC_MATCHES = f"""
+capped AS (SELECT NULL::bigint AS block WHERE false),
 sem AS MATERIALIZED ({_SEMANTIC_NEIGHBOURS}
 ),
 m AS MATERIALIZED (
@@ -67,10 +78,15 @@ m AS MATERIALIZED (
 )"""
 
 _HYBRID_MATCHES = f"""
-kw AS MATERIALIZED (
-    SELECT p.id, row_number() OVER (ORDER BY {_RELEVANCE} DESC, p.id DESC) AS r
+capped AS MATERIALIZED (
+    SELECT p.id, {_RELEVANCE} AS score, (p.ctid::text::point)[0] AS block
     FROM papers p
     WHERE p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
+    LIMIT $8::int
+),
+kw AS MATERIALIZED (
+    SELECT c.id, row_number() OVER (ORDER BY c.score DESC, c.id DESC) AS r
+    FROM capped c
     ORDER BY r
     LIMIT $7::int
 ),
@@ -106,7 +122,7 @@ _ABSTRACT_HEADLINE = (
 # Parameters: $1 limit, $2 offset, $3 facets wanted, $4 highlights wanted, $5 query text, $6 query vector,
 # $7 candidates; the filter's parameters follow, then the cursor's.
 _SEARCH_TEMPLATE = """
-WITH params AS (SELECT $5::text AS text, $6::text AS vector, $7::int AS candidates),
+WITH params AS (SELECT $5::text AS text, $6::text AS vector, $7::int AS candidates, $8::int AS cap),
 {matches},
 facets AS (
     SELECT 'category' AS kind, c AS value, count(*) AS n
@@ -118,6 +134,9 @@ facets AS (
 ),
 totals AS (
     SELECT (SELECT count(*) FROM m) AS total,
+           (SELECT count(*) FROM capped) AS capped,
+           (SELECT max(block) FROM capped) AS last_block,
+           pg_relation_size('papers') / current_setting('block_size')::int AS relpages,
            (SELECT json_agg(json_build_array(kind, value, n)) FROM facets)::text AS facets
 ),
 page AS (
@@ -130,14 +149,14 @@ page AS (
 SELECT {paper_columns}, pg.score,
        CASE WHEN $4::boolean AND p.id IS NOT NULL THEN {title_headline} END AS title_highlight,
        CASE WHEN $4::boolean AND p.id IS NOT NULL THEN {abstract_headline} END AS abstract_highlight,
-       t.total,
+       t.total, t.capped, t.last_block, t.relpages,
        CASE WHEN row_number() OVER (ORDER BY {page_order}) = 1 THEN t.facets END AS facets
 FROM totals t
 LEFT JOIN (page pg JOIN papers p ON p.id = pg.id) ON true
 ORDER BY {page_order}
 """
 
-_FIXED_PARAMS = 7
+_FIXED_PARAMS = 8
 
 
 # The score travels as repr() text, which round-trips a float exactly: the keyset comparison neither skips
@@ -209,6 +228,9 @@ class SearchResult:
     total: int
     hits: list[SearchHit]
     facets: Facets | None
+    # How many papers match: `total` when it is under KEYWORD_CAP, else an estimate (`matches_estimated`).
+    matches: int = 0
+    matches_estimated: bool = False
 
 
 class EmptyQuery(ValueError):
@@ -271,6 +293,7 @@ async def search_papers(
         text,
         vector_literal(vector) if vector is not None else None,
         candidates,
+        KEYWORD_CAP,
         *filter_args,
         *after_args,
     ]
@@ -292,7 +315,16 @@ async def search_papers(
         if r["id"] is not None
     ]
     facets = _facets_from_json(first["facets"]) if with_facets else None
-    return SearchResult(total=first["total"], hits=hits, facets=facets)
+    matches, estimated = _matches(first["total"], first["capped"], first["last_block"], first["relpages"])
+    return SearchResult(total=first["total"], hits=hits, facets=facets, matches=matches, matches_estimated=estimated)
+
+
+def _matches(total: int, capped: int, last_block: float | None, relpages: int | None) -> tuple[int, bool]:
+    """Past the cap, scale the matches found by the share of the table the scan had read to find them."""
+    if capped <= KEYWORD_CAP or last_block is None or not relpages:
+        return total, False
+    share = min(1.0, (last_block + 1) / relpages)
+    return max(capped, round(capped / share)), True
 
 
 SELECT_QUERY_HAS_TERMS = """

@@ -28,7 +28,7 @@ SEARCH = """
 query($q: String!, $mode: SearchMode, $filter: PaperFilter, $sort: SearchSort, $first: Int, $after: String,
       $page: Int, $limit: Int) {
   search(query: $q, mode: $mode, filter: $filter, sort: $sort, first: $first, after: $after, page: $page) {
-    totalCount totalPages
+    totalCount totalPages matchCount matchCountIsEstimate
     pageInfo { hasNextPage hasPreviousPage startCursor endCursor page }
     edges { cursor score node { id arxivId title categories publishedAt: published citedByCount }
             highlights { title abstract } }
@@ -47,6 +47,7 @@ async def test_keyword_search_page_with_facets_and_highlights(api: Api) -> None:
     everything = (await api.data(SEARCH, q="graph neural networks", first=100, limit=100))["search"]
     total = everything["totalCount"]
     assert data["totalCount"] == total == len(everything["nodes"]) >= 4
+    assert data["matchCount"] == total and data["matchCountIsEstimate"] is False
     assert data["totalPages"] == -(-total // 2)
     assert [n["arxivId"] for n in data["nodes"]] == [n["arxivId"] for n in everything["nodes"][:2]]
     assert data["pageInfo"]["hasNextPage"] and not data["pageInfo"]["hasPreviousPage"]

@@ -208,3 +208,17 @@ async def test_autocomplete_mixes_kinds_with_hints(conn, corpus) -> None:
     assert corpus.paper_ids["protein"] in {s.id for s in learning}
     only_people = await suggest(conn, "montreal", kinds=["RESEARCHER"], limit=8)
     assert all(s.kind == "RESEARCHER" for s in only_people)
+
+
+async def test_a_huge_result_is_capped_and_its_size_estimated(conn, corpus, monkeypatch) -> None:
+    import db.queries.search as search_module
+
+    everything = await kw(conn, "networks OR graph OR learning", with_facets=True)
+    assert not everything.matches_estimated and everything.matches == everything.total > 4
+    monkeypatch.setattr(search_module, "KEYWORD_CAP", 3)
+    capped = await kw(conn, "networks OR graph OR learning", with_facets=True)
+    assert capped.total == 3 and len(capped.hits) == 3
+    assert capped.matches_estimated and capped.matches >= 4
+    assert capped.facets is not None
+    assert sum(f.count for f in capped.facets.primary_categories) == 3
+    assert {h.paper.id for h in capped.hits} <= {h.paper.id for h in everything.hits}

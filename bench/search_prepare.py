@@ -1,0 +1,114 @@
+"""Prepare the search benchmark database: the demo generator's papers plus embeddings, on a PostgreSQL with
+pgvector (the project-local embedded one under .wovepaper/bench-search unless --admin-url is given).
+
+    .venv/bin/python -m bench.search_prepare --papers 1000000 [--real 2000]
+
+`--real` papers get true all-MiniLM-L6-v2 vectors (timed: the ingest's embedding throughput). Embedding a
+million papers on this 2-core CPU would take hours, so the rest get synthetic vectors: a real vector of the
+same cluster (paper id modulo `--real`) plus noise, normalised. That keeps the HNSW graph's shape realistic
+(clustered, 384 dimensions) for timing; results are meaningless for relevance, which the tests cover.
+The HNSW index is dropped during the load and built once at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+
+import asyncpg
+
+import demo
+import embeddings
+import localservices
+from db.migrate import migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+DB = "wovepaper_search_bench"
+
+SYNTHETIC = """
+INSERT INTO paper_embeddings (paper_id, embedding, source_md5, model)
+SELECT p.id,
+       l2_normalize((SELECT array_agg(x + (random()::real - 0.5::real) * 0.08::real ORDER BY i)
+                     FROM unnest(c.v) WITH ORDINALITY AS u (x, i))::vector),
+       md5(p.title || E'\\n' || p.abstract)::uuid, 'synthetic'
+FROM papers p
+JOIN centres c ON c.k = p.id % $1::int
+WHERE p.id BETWEEN $2::bigint AND $3::bigint
+  AND NOT EXISTS (SELECT 1 FROM paper_embeddings e WHERE e.paper_id = p.id)
+"""
+
+
+async def prepare(admin_dsn: str, papers: int, real: int) -> str:
+    admin = await asyncpg.connect(admin_dsn)
+    try:
+        if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DB):
+            await admin.execute(f'CREATE DATABASE "{DB}"')
+    finally:
+        await admin.close()
+    head, sep, query = admin_dsn.partition("?")
+    dsn = f"{head.rsplit('/', 1)[0]}/{DB}{sep}{query}"
+    conn = await asyncpg.connect(dsn, command_timeout=None)
+    try:
+        await migrate(conn)
+        have = await conn.fetchval("SELECT count(*) FROM papers")
+        if have < papers:
+            started = time.perf_counter()
+
+            def show(stage: str, done: int, total: int) -> None:
+                if done == total or done % max(1, total // 10) < 2000:
+                    print(f"demo: {stage} {done}/{total} ({time.perf_counter() - started:.0f}s)", flush=True)
+
+            await conn.execute("DROP INDEX IF EXISTS paper_embeddings_hnsw_idx")
+            await demo.load_demo(conn, papers=papers, seed=42, progress=show)
+            print(f"demo loaded in {time.perf_counter() - started:.0f}s", flush=True)
+        await conn.execute("DROP INDEX IF EXISTS paper_embeddings_hnsw_idx")
+        embedded = await conn.fetchval("SELECT count(*) FROM paper_embeddings WHERE model <> 'synthetic'")
+        if embedded < real:
+            started = time.perf_counter()
+            done = await embeddings.embed_missing(conn, real - embedded, batch_size=64)
+            seconds = time.perf_counter() - started
+            print(f"real embeddings: {done} papers in {seconds:.1f}s = {done / seconds:.1f} papers/s", flush=True)
+        await conn.execute("DROP TABLE IF EXISTS centres")
+        await conn.execute(
+            """CREATE UNLOGGED TABLE centres AS
+               SELECT (row_number() OVER (ORDER BY paper_id) - 1)::int AS k, embedding::real[] AS v
+               FROM paper_embeddings WHERE model <> 'synthetic'"""
+        )
+        k = await conn.fetchval("SELECT count(*) FROM centres")
+        max_id = await conn.fetchval("SELECT max(id) FROM papers")
+        started = time.perf_counter()
+        step = 50_000
+        for low in range(1, max_id + 1, step):
+            await conn.execute(SYNTHETIC, k, low, low + step - 1)
+        print(f"synthetic embeddings up to id {max_id} in {time.perf_counter() - started:.0f}s", flush=True)
+        started = time.perf_counter()
+        await conn.execute("SET maintenance_work_mem = '3GB'")
+        await conn.execute("SET max_parallel_maintenance_workers = 1")
+        await conn.execute(
+            "CREATE INDEX paper_embeddings_hnsw_idx ON paper_embeddings USING hnsw (embedding vector_cosine_ops)"
+        )
+        print(f"HNSW index built in {time.perf_counter() - started:.0f}s", flush=True)
+        await conn.execute("VACUUM ANALYZE")
+        counts = await conn.fetchrow(
+            "SELECT (SELECT count(*) FROM papers) p, (SELECT count(*) FROM paper_embeddings) e"
+        )
+        print(f"ready: {counts['p']} papers, {counts['e']} embeddings: {dsn}", flush=True)
+        return dsn
+    finally:
+        await conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--papers", type=int, default=1_000_000)
+    parser.add_argument("--real", type=int, default=2000)
+    parser.add_argument("--admin-url", help="a PostgreSQL with pgvector; default: the embedded one")
+    args = parser.parse_args()
+    admin = args.admin_url or localservices.start_postgres(ROOT / ".wovepaper" / "bench-search")
+    asyncio.run(prepare(admin, args.papers, args.real))
+
+
+if __name__ == "__main__":
+    main()
