@@ -113,9 +113,11 @@ def operations_dir(tmp_path, monkeypatch) -> None:
 class Statements:
     def __init__(self) -> None:
         self.n = 0
+        self.texts: list[str] = []
 
     def __call__(self, record: object) -> None:
         self.n += 1
+        self.texts.append(record.query)  # type: ignore[attr-defined]
 
 
 @contextlib.asynccontextmanager
@@ -206,6 +208,19 @@ async def test_researcher_page_figures_through_the_api(api, resp_db) -> None:
     assert (oa["hIndex"], oa["i10Index"], oa["citationCount"], oa["worksCount"]) == (6, 5, 120, 11)
     assert oa["listed"] == {"hIndex": 3, "worksCount": 3, "citationCount": 36}
     assert page["papers"]["totalCount"] == 6
+
+
+async def test_page_fields_share_one_statistics_statement(resp_db, redis_url, cache_namespace, operations_dir) -> None:
+    """Six fields read the researcher's statistics: one statement computes them, with or without Redis."""
+    from db.queries.aggregates import SELECT_RESEARCHER_STATS
+
+    adhoc = RESEARCHER_PAGE.replace("ResearcherPage", "Adhoc")  # not a contract operation: always executed
+    for redis in (None, redis_url):
+        async with serving(resp_db[0], redis, f"{cache_namespace}-s{next(_ns)}") as (client, store, statements):
+            body = (await post(client, adhoc, {"id": str(resp_db[1]["A"])})).json()
+            assert "errors" not in body
+            assert statements.texts.count(SELECT_RESEARCHER_STATS) == 1, redis
+            assert store.metrics.misses + store.metrics.fallbacks >= 1
 
 
 async def test_institution_aggregates_through_the_api(api, resp_db) -> None:
