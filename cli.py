@@ -118,6 +118,7 @@ def up(
     host: str = typer.Option("127.0.0.1", help="Interface to bind."),
     port: int = typer.Option(8000, help="Port to listen on."),
     demo: bool = typer.Option(True, "--demo/--no-demo", help="Load the demo data when the database has no papers."),
+    demo_papers: int | None = typer.Option(None, min=100, help="Papers the demo data set gets (default: demo's)."),
 ) -> None:
     """Run for development (`make run`): local servers when DATABASE_URL / REDIS_URL are unset, migrate, demo, serve.
 
@@ -155,8 +156,9 @@ def up(
                 os.environ["REDIS_URL"] = env.redis_url
             get_settings.cache_clear()
             typer.echo(f"migrate: {_migrate_or_exit(env.database_url)}")
-            if demo and _has_command("demo"):
-                subprocess.run([sys.executable, "-m", "cli", "demo", "--if-empty"], check=True)
+            if demo and _has_command("demo") and not _has_papers(env.database_url):
+                size = ["--papers", str(demo_papers)] if demo_papers else []
+                subprocess.run([sys.executable, "-m", "cli", "demo", "--if-empty", *size], check=True)
             typer.echo(f"serving GraphiQL at http://{host}:{port}/graphql (Ctrl-C stops)")
             uvicorn.run("app:app", host=host, port=port, log_level="info", timeout_keep_alive=5)
     except localservices.LocalServiceError as exc:
@@ -172,6 +174,20 @@ def up(
 
 def _has_command(name: str) -> bool:
     return any((c.name or (c.callback.__name__ if c.callback else "")) == name for c in app.registered_commands)
+
+
+def _has_papers(dsn: str) -> bool:
+    # Checked here first: starting `wovepaper demo --if-empty` only to learn that would cost a second per run.
+    from db.queries.writes import count_papers
+
+    async def run() -> int:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return await count_papers(conn)
+        finally:
+            await conn.close()
+
+    return asyncio.run(run()) > 0
 
 
 def _migrate_or_exit(dsn: str) -> str:

@@ -55,10 +55,10 @@ def _env(**extra: str) -> dict[str, str]:
     return env | extra
 
 
-def _start_up(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def _start_up(port: int, env: dict[str, str], log: Path, *options: str) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "cli", "up", "--port", str(port), "--no-demo"],
+            [sys.executable, "-m", "cli", "up", "--port", str(port), *(options or ["--no-demo"])],
             cwd=ROOT,
             env=env,
             stdout=out,
@@ -80,6 +80,10 @@ def _wait_ready(proc: subprocess.Popen[bytes], port: int, log: Path, timeout: fl
         time.sleep(0.1)
     proc.kill()
     pytest.fail(f"`wovepaper up` was not ready within {timeout} s:\n{log.read_text()}")
+
+
+def _post_graphql(port: int, body: dict[str, str]) -> httpx.Response:
+    return httpx.post(f"http://127.0.0.1:{port}/graphql", json=body, timeout=10)
 
 
 def _stop(proc: subprocess.Popen[bytes], sig: signal.Signals) -> int:
@@ -168,3 +172,25 @@ def test_up_without_urls_runs_local_servers_survives_a_kill_and_stops_them(tmp_p
     assert code == 0, output
     assert "migrate: applied 0 migration(s)" in output
     assert _processes_mentioning(str(local)) == []
+
+
+async def test_up_loads_the_demo_data_into_an_empty_database_only(
+    make_database, redis_url: str, tmp_path: Path
+) -> None:
+    dsn = await make_database("up_demo")
+    env = _env(DATABASE_URL=dsn, REDIS_URL=redis_url)
+    query = {"query": "{ papers(first: 1) { totalCount } }"}
+    counts = []
+    for run, size in enumerate(["200", "300"]):
+        port = localservices.free_port()
+        log = tmp_path / f"up{run}.log"
+        proc = _start_up(port, env, log, "--demo-papers", size)
+        try:
+            _wait_ready(proc, port, log)
+            response = _post_graphql(port, query)
+        finally:
+            assert _stop(proc, signal.SIGINT) == 0, log.read_text()
+        assert response.status_code == 200, response.text
+        counts.append(response.json()["data"]["papers"]["totalCount"])
+    # The second run found papers and left them alone.
+    assert counts == [200, 200]
