@@ -35,11 +35,14 @@ class Clause:
     args: tuple[object, ...]
 
 
-# Researcher and institution filters are written as `p.id IN (subquery)` so the planner starts from
-# the (small) set of that entity's papers instead of walking the date index of every paper.
+# Researcher and institution filters are `p.id = ANY (ARRAY(subquery))`: the subquery runs once
+# (an InitPlan) and the planner fetches that entity's papers by primary key, then sorts them. With
+# `p.id IN (subquery)` a generic plan may instead walk the whole date index looking for the entity's
+# papers, which costs the size of the archive rather than the size of the entity (measured on 1M
+# papers: 88 ms for a researcher's first page, against under 2 ms this way).
 _POSITION_SUBQUERY = (
-    "p.id IN (SELECT a.paper_id FROM authorships a JOIN papers q ON q.id = a.paper_id"
-    " WHERE a.researcher_id = $1::bigint AND {cond})"
+    "p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a JOIN papers q ON q.id = a.paper_id"
+    " WHERE a.researcher_id = $1::bigint AND {cond}))"
 )
 
 PAPER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
@@ -48,9 +51,13 @@ PAPER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
         "primary_category": Fragment("p.primary_category = $1::text", 1),
         "published_from": Fragment("p.published >= $1::timestamptz", 1),
         "published_before": Fragment("p.published < $1::timestamptz", 1),
-        "researcher": Fragment("p.id IN (SELECT a.paper_id FROM authorships a WHERE a.researcher_id = $1::bigint)", 1),
+        "researcher": Fragment(
+            "p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a WHERE a.researcher_id = $1::bigint))", 1
+        ),
         "institution": Fragment(
-            "p.id IN (SELECT ai.paper_id FROM authorship_institutions ai WHERE ai.institution_id = $1::bigint)", 1
+            "p.id = ANY (ARRAY(SELECT DISTINCT ai.paper_id FROM authorship_institutions ai"
+            " WHERE ai.institution_id = $1::bigint))",
+            1,
         ),
         "position_first": Fragment(_POSITION_SUBQUERY.format(cond="a.position = 1 AND q.author_count > 1"), 1),
         "position_last": Fragment(
