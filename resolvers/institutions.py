@@ -60,6 +60,14 @@ async def resolve_institutions(
     page: int | None,
 ) -> Connection[InstitutionRow]:
     ctx = info.context
+    if query is not None and query.strip() and sort == "PAPER_COUNT":
+        # A name query ranks by name similarity (diacritics and a typo ignored), then by paper count.
+        from resolvers.search import resolve_institutions_by_name
+
+        if country is not None and not _COUNTRY.match(country.strip()):
+            raise BadUserInput("`country` must be an ISO 3166-1 alpha-2 code such as CA.")
+        code = country.strip().upper() if country is not None else None
+        return await resolve_institutions_by_name(info, query=query, country=code, first=first, after=after, page=page)
     sort_spec = INSTITUTION_SORTS[sort]
     request = page_request(sort_spec, first=first, after=after, page=page)
     clauses: list[Clause] = []

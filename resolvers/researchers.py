@@ -89,6 +89,11 @@ async def resolve_researchers(
     figure_ranges: Mapping[str, int | None] | None = None,
 ) -> Connection[ResearcherRow]:
     ctx = info.context
+    if query is not None and query.strip() and sort == "PAPER_COUNT" and institution_id is None and not figure_ranges:
+        # A name query ranks by name similarity (diacritics and a typo ignored), then by paper count.
+        from resolvers.search import resolve_researchers_by_name
+
+        return await resolve_researchers_by_name(info, query=query, first=first, after=after, page=page)
     sort_spec = RESEARCHER_SORTS[sort]
     request = page_request(sort_spec, first=first, after=after, page=page)
     clauses = name_query_clause(query)

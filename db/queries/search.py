@@ -451,7 +451,8 @@ class NameMatches(Generic[RowT]):
 
 
 def _like_safe(query: str) -> str:
-    return query.replace("\\", "").replace("%", "").replace("_", " ")
+    # Wildcards the user typed are literal characters.
+    return query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _short(query: str) -> bool:

@@ -176,3 +176,36 @@ async def test_autocomplete(api: Api, corpus: Corpus) -> None:
     assert (await api.data(AUTOCOMPLETE, q="Muller", types=[]))["autocomplete"] == []
     for bad in ({"q": ""}, {"q": "Muller", "first": 0}, {"q": "Muller", "first": 51}, {"q": "x" * 201}):
         assert await api.error_code(AUTOCOMPLETE, **bad) == "BAD_USER_INPUT"
+
+
+RESEARCHERS_Q = """query($q: String, $first: Int, $after: String, $page: Int) {
+  researchers(query: $q, first: $first, after: $after, page: $page) {
+    totalCount totalPages nodes { name } pageInfo { hasNextPage endCursor }
+  }
+}"""
+INSTITUTIONS_Q = """query($q: String, $country: String) {
+  institutions(query: $q, country: $country) { totalCount nodes { name country } }
+}"""
+
+
+async def test_researchers_by_name_rank_by_similarity_then_papers(api: Api) -> None:
+    for q in ("Muller", "müller", "Nuller", "mueller"):
+        data = (await api.data(RESEARCHERS_Q, q=q))["researchers"]
+        assert [n["name"] for n in data["nodes"][:2]] == ["Hans Müller", "Anna Müller"], q
+    exact = (await api.data(RESEARCHERS_Q, q="Anna Muller"))["researchers"]
+    assert exact["nodes"][0]["name"] == "Anna Müller"
+    first = (await api.data(RESEARCHERS_Q, q="Muller", first=1))["researchers"]
+    assert first["totalCount"] >= 2 and first["pageInfo"]["hasNextPage"]
+    second = await api.data(RESEARCHERS_Q, q="Muller", first=1, after=first["pageInfo"]["endCursor"])
+    assert [n["name"] for n in second["researchers"]["nodes"]] == ["Anna Müller"]
+    paged = (await api.data(RESEARCHERS_Q, q="Muller", first=1, page=2))["researchers"]
+    assert [n["name"] for n in paged["nodes"]] == ["Anna Müller"]
+    assert await api.error_code(RESEARCHERS_Q, q="Muller", after="garbage") == "BAD_USER_INPUT"
+
+
+async def test_institutions_by_name(api: Api) -> None:
+    data = (await api.data(INSTITUTIONS_Q, q="Universite de Montreal"))["institutions"]
+    assert data["nodes"][0] == {"name": "Université de Montréal", "country": "CA"}
+    swiss = (await api.data(INSTITUTIONS_Q, q="eth zurich", country="ch"))["institutions"]
+    assert [n["name"] for n in swiss["nodes"]] == ["ETH Zürich"]
+    assert await api.error_code(INSTITUTIONS_Q, q="eth", country="Switzerland") == "BAD_USER_INPUT"
