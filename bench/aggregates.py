@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -82,6 +83,8 @@ async def aggregates_part(database_url: str, redis_url: str, n: int) -> dict[str
         await conn.close()
     rid = r["id"]
     result["database"] = {"papers": papers}
+    # The box is shared: the load average says how much else ran during these timings.
+    result["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
     result["researcher"] = {
         "id": rid,
         "papers": r["paper_count"],
@@ -135,6 +138,7 @@ async def aggregates_part(database_url: str, redis_url: str, n: int) -> dict[str
         key = keys.researcher_stats("bench", rid)
         result["redis_get_alone"] = ms(await timed(lambda: redis.get(key), n * 50))
         result["cache_counters"] = {"hits": store.metrics.hits, "misses": store.metrics.misses}
+        result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         await store.aclose()
         await pool.close()

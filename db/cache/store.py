@@ -55,6 +55,21 @@ class Unavailable:
 UNAVAILABLE: Final = Unavailable()
 
 
+class _NotRead:
+    __slots__ = ()
+
+
+_NOT_READ: Final = _NotRead()
+
+
+@dataclass(slots=True)
+class _Flight:
+    """A computation in flight, and the entity generation it read (bytes, None when never bumped)."""
+
+    future: asyncio.Future[Any]
+    generation: bytes | None | _NotRead | Unavailable = _NOT_READ
+
+
 @dataclass(frozen=True, slots=True)
 class EntityRef:
     kind: str  # one of keys.ENTITY_KINDS
@@ -91,7 +106,7 @@ class CacheStore:
         self.timeout_s = timeout_s
         self.breaker = breaker or CircuitBreaker()
         self.metrics = metrics or CacheMetrics()
-        self._inflight: dict[str, asyncio.Future[Any]] = {}
+        self._inflight: dict[str, _Flight] = {}
         # What an invalidation could not deliver; sent again with the next one.
         self.pending_invalidation = Touched()
         self._store_script = redis.register_script(_STORE_GUARDED) if redis is not None else None
@@ -131,51 +146,70 @@ class CacheStore:
         `owner` is the entity whose invalidation drops this key; `tags` names further entities whose
         invalidation must drop it too (for example every researcher in a co-author network).
         """
+        gen_key = keys.entity_generation(self.namespace, owner.kind, owner.id)
         while True:
-            pending = self._inflight.get(key)
-            if pending is None:
+            flight = self._inflight.get(key)
+            if flight is None or not await self._may_join(flight, gen_key):
                 break
             self.metrics.singleflight_joins += 1
             try:
-                value: T = await asyncio.shield(pending)
+                value: T = await asyncio.shield(flight.future)
                 return value
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
                     raise
                 # The computing request was cancelled, not this one: compute it here instead.
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
+        flight = _Flight(asyncio.get_running_loop().create_future())
+        self._inflight[key] = flight
         try:
-            value = await self._get_or_compute(key, compute, load, owner, tags, ttl_s or self.ttl_s)
+            value = await self._get_or_compute(key, gen_key, flight, compute, load, owner, tags, ttl_s or self.ttl_s)
         except asyncio.CancelledError:
-            future.cancel()
+            flight.future.cancel()
             raise
         except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved here, so an unawaited failure is not logged twice
+            flight.future.set_exception(exc)
+            flight.future.exception()  # retrieved here, so an unawaited failure is not logged twice
             raise
         else:
-            future.set_result(value)
+            flight.future.set_result(value)
             return value
         finally:
-            del self._inflight[key]
+            if self._inflight.get(key) is flight:
+                del self._inflight[key]
+
+    async def _may_join(self, flight: _Flight, gen_key: str) -> bool:
+        """Whether a computation in flight is fresh enough for a request arriving now.
+
+        It is when it has not read Redis yet (it will see at least what this request would), or
+        when no invalidation of the entity happened since it did; otherwise joining it could serve
+        figures from before a write that committed before this request arrived.
+        """
+        if flight.generation is _NOT_READ or isinstance(flight.generation, Unavailable):
+            return True
+        current = await self.call(lambda r: r.get(gen_key))
+        if isinstance(current, Unavailable):
+            return True
+        return _as_bytes(current) == flight.generation
 
     async def _get_or_compute(
         self,
         key: str,
+        gen_key: str,
+        flight: _Flight,
         compute: Callable[[], Awaitable[T]],
         load: Callable[[Any], T],
         owner: EntityRef,
         tags: Callable[[T], Iterable[EntityRef]] | None,
         ttl_s: int,
     ) -> T:
-        gen_key = keys.entity_generation(self.namespace, owner.kind, owner.id)
         got = await self.call(lambda r: r.mget([key, gen_key]))
         if isinstance(got, Unavailable):
+            flight.generation = got
             self.metrics.fallbacks += 1
             return await compute()
         raw, generation = _as_bytes(got[0]), _as_bytes(got[1])
+        flight.generation = generation
         if raw is not None:
             try:
                 cached = load(orjson.loads(raw))

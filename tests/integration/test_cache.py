@@ -233,3 +233,44 @@ async def test_no_redis_configured_still_single_flight(logged_pool, cache_db) ->
     assert log.count(SELECT_RESEARCHER_STATS) - before == 1
     assert results[0] is not None and all(r == results[0] for r in results)
     await invalidate(store, Touched(researchers={1}))  # a no-op without Redis, never an error
+
+
+async def test_request_after_an_invalidation_never_joins_an_older_computation(logged_pool, cache_db, store) -> None:
+    """A computation in flight that read the database before a write committed is not shared with
+    requests that arrive after that write's invalidation: they compute the new figures themselves."""
+    from db.queries.aggregates import ResearcherStatsRow
+
+    pool, _ = logged_pool
+    ids = cache_db[1]
+    a = ids["A"]
+    key = keys.researcher_stats(store.namespace, a)
+    read_done, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_compute():
+        async with pool.acquire() as conn:
+            row = await fetch_researcher_stats(conn, researcher_id=a)
+        read_done.set()
+        await release.wait()
+        return row
+
+    leader = asyncio.create_task(
+        store.get_or_compute(key, slow_compute, load=ResearcherStatsRow.from_json, owner=EntityRef("researcher", a))
+    )
+    await read_done.wait()
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE papers SET cited_by_count = 70 WHERE id = $1", ids["P4"])
+    try:
+        await invalidate(store, Touched(papers={ids["P4"]}, researchers={a}))
+        follower = await asyncio.wait_for(load_researcher_stats(pool, store, a), 5)
+        assert follower is not None and follower.most_cited_paper_id == ids["P4"]
+        release.set()
+        old = await leader
+        assert old is not None and old.most_cited_paper_id == ids["P5"]  # what the leader's own caller asked for
+        later = await load_researcher_stats(pool, store, a)
+        assert later is not None and later.most_cited_paper_id == ids["P4"]  # the stale result was not stored
+        assert store.metrics.stale_stores_skipped == 1
+    finally:
+        release.set()
+        async with pool.acquire() as conn:
+            await conn.execute("UPDATE papers SET cited_by_count = 3 WHERE id = $1", ids["P4"])
+        await invalidate(store, Touched(researchers={a}))
