@@ -9,11 +9,12 @@ with the seed and the stream's name, and the end date is fixed, so a seed always
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 import time
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar, cast
@@ -216,8 +217,16 @@ class _IdMinter:
         self.plan = plan
         self.last: dict[tuple[str, str], int] = {}
         self.steps: dict[tuple[str, str], int] = {}
+        self.counts: dict[tuple[str, str], int] = {}
+        self.expected: dict[tuple[int, int], float] = {}
 
     def _expected(self, when: datetime) -> float:
+        key = (when.year, when.month)
+        if key not in self.expected:
+            self.expected[key] = self._month_volume(when)
+        return self.expected[key]
+
+    def _month_volume(self, when: datetime) -> float:
         month_start = when.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         month_end = (month_start + timedelta(days=32)).replace(day=1)
         span = (END - START).total_seconds()
@@ -230,22 +239,23 @@ class _IdMinter:
 
     def _next(self, key: tuple[str, str], cap: int, expected: float, rng: random.Random) -> int:
         if key not in self.steps:
-            self.steps[key] = max(1, int(cap * 0.8 / max(1.0, expected)))
-        prev = self.last.get(key, 0)
-        seq = prev + 1 + rng.randrange(self.steps[key])
-        if seq > cap:
-            seq = prev + 1
+            self.steps[key] = max(1, int(cap * 0.6 / max(1.0, expected)))
+        prev, count = self.last.get(key, 0), self.counts.get(key, 0)
+        # Gaps shrink as the range fills, so a busier month than expected still fits.
+        still_expected = max(expected - count, expected / 4, 1.0)
+        step = max(1, min(self.steps[key], int((cap - prev) / (2 * still_expected))))
+        seq = prev + 1 + rng.randrange(step)
         if seq > cap:
             raise ValueError(f"too many papers in {key} for its arXiv id range")
-        self.last[key] = seq
+        self.last[key], self.counts[key] = seq, count + 1
         return seq
 
     def mint(self, when: datetime, category: str, rng: random.Random) -> str:
         yymm = when.strftime("%y%m")
         if when.date() < NEW_STYLE_FROM:
             archive = category.split(".")[0]
-            # Each archive numbered its own papers; a tenth of the month's volume is a fair guess per archive.
-            seq = self._next((archive, yymm), 999, self._expected(when) / 10, rng)
+            # Each archive numbered its own papers.
+            seq = self._next((archive, yymm), 999, self._expected(when) * W.archive_share(archive, when.year), rng)
             return f"{archive}/{yymm}{seq:03d}"
         width, cap = (5, 99_999) if when.date() >= FIVE_DIGITS_FROM else (4, 9_999)
         seq = self._next(("", yymm), cap, self._expected(when), rng)
@@ -254,7 +264,7 @@ class _IdMinter:
 
 def _categories(rng: random.Random, when: datetime) -> list[str]:
     while True:
-        primary = W.weighted(rng, W.CATEGORIES)
+        primary = W.category(rng)
         if W.CATEGORY_SINCE.get(primary, 1995) <= when.year:
             break
     if primary.startswith("astro-ph.") and when.year < 2009:
@@ -408,6 +418,10 @@ def generate_works(
     rng = _rng(plan, "works")
     heavy_rng = _rng(plan, "heavy")
     heavy_papers = [heavy_rng.sample(range(plan.papers), h.papers) for h in plan.heavy]
+    # External works' titles come from a fixed pool: they are seen only in lists, and inventing
+    # millions of titles would dominate the generation time.
+    title_rng = _rng(plan, "work-titles")
+    titles = [W.short_title(title_rng) for _ in range(5_000)]
     for j in range(plan.researchers):
         own: list[int] = []
         if j < len(plan.heavy):
@@ -417,25 +431,27 @@ def generate_works(
             n = people.paper_count[j] + min(600, int((rng.paretovariate(1.5) - 1) * 3))
             own = [k for k in (people.own_paper[j], people.own_paper2[j]) if k >= 0 and rng.random() < 0.7]
         first_year = rng.randint(1975, 2024)
+        span = 2027 - first_year
         works: list[WorkRecord] = []
+        draw = rng.random  # the hot loop of the generator: plain floats are the cheapest draws
         for w in range(max(n, len(own))):
             arxiv_id = arxiv_ids[own[w]] if w < len(own) else None
-            year = rng.randint(first_year, 2026)
+            year = first_year + int(draw() * span)
             cites = _citations(rng, 2026.9 - year)
-            doi = f"10.{rng.randint(1000, 9999)}/{W.doi_suffix(rng)}" if rng.random() < 0.5 else None
-            title = W.short_title(rng)
-            in_s2, in_oa = rng.random() < 0.85, rng.random() < 0.75
+            doi = f"10.{1000 + int(draw() * 9000)}/{W.doi_suffix(rng)}" if draw() < 0.5 else None
+            title = titles[int(draw() * len(titles))]
+            in_s2, in_oa = draw() < 0.85, draw() < 0.75
             if not (in_s2 or in_oa):
                 in_s2 = True
             if in_s2:
-                c = None if rng.random() < 0.04 else cites
+                c = None if draw() < 0.04 else cites
                 works.append(WorkRecord("s2", _hex40(rng), title, year, c, arxiv_id, doi))
             if in_oa:
                 # Sources disagree a little on counts, and OpenAlex often lacks the arXiv id.
-                c = None if rng.random() < 0.04 else max(0, int(cites * rng.uniform(0.85, 1.15)))
-                oa_arxiv = arxiv_id if rng.random() < 0.5 else None
+                c = None if draw() < 0.04 else int(cites * (0.85 + 0.3 * draw()))
+                oa_arxiv = arxiv_id if draw() < 0.5 else None
                 works.append(
-                    WorkRecord("openalex", f"W{rng.randint(10**9, 10**10 - 1)}", title, year, c, oa_arxiv, doi)
+                    WorkRecord("openalex", f"W{2_000_000_000 + int(draw() * 8e9)}", title, year, c, oa_arxiv, doi)
                 )
         s2 = [w.citation_count or 0 for w in works if w.source == "s2"]
         oa = [w.citation_count or 0 for w in works if w.source == "openalex"]
@@ -475,6 +491,22 @@ def _batches(items: Iterator[_T], size: int) -> Iterator[list[_T]]:
             yield batch
             batch = []
     if batch:
+        yield batch
+
+
+async def _prefetched(items: Iterator[_T], size: int) -> AsyncIterator[list[_T]]:
+    """Batches of `items`, the next one generated in a thread while the database writes this one.
+
+    The generator holds the GIL only while it computes; PostgreSQL works meanwhile, so on a
+    machine with two cores generation and writing overlap instead of taking turns.
+    """
+    batches = _batches(items, size)
+    upcoming = asyncio.create_task(asyncio.to_thread(next, batches, None))
+    while True:
+        batch = await upcoming
+        if batch is None:
+            return
+        upcoming = asyncio.create_task(asyncio.to_thread(next, batches, None))
         yield batch
 
 
@@ -527,7 +559,7 @@ async def _load(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, progr
     arxiv_ids: list[str] = []
     done = 0
     report("papers", 0, plan.papers)
-    for papers in _batches(generate_papers(plan, people, institutions, arxiv_ids), batch_size):
+    async for papers in _prefetched(generate_papers(plan, people, institutions, arxiv_ids), batch_size):
         keys = {m.researcher_key for _, ms, _, _ in papers for m in ms}
         key_ids = {k: rids[_S2_INVERSE(int(k) - 1_000_000)] for k in keys}
         async with conn.transaction():
@@ -540,7 +572,7 @@ async def _load(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, progr
 
     works_total = 0
     report("works", 0, plan.researchers)
-    for careers in _batches(generate_works(plan, people, arxiv_ids), 2_000):
+    async for careers in _prefetched(generate_works(plan, people, arxiv_ids), 2_000):
         async with conn.transaction():
             await upsert_researchers(conn, [totals for _, _, totals in careers])
             await replace_researcher_works(conn, {rids[j]: works for j, works, _ in careers})

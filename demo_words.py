@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import random
 from collections.abc import Sequence
 
@@ -163,14 +165,14 @@ _CULTURES: list[tuple[float, Sequence[str], Sequence[str], str]] = [
     ),
     (0.01, ["Chukwuemeka", "Adaeze", "Oluwaseun", "Ngozi"], ["Okafor", "Adeyemi", "Nwosu", "Balogun"], "western"),
 ]
-_CULTURE_WEIGHTS = [c[0] for c in _CULTURES]
+_CULTURE_CUMULATIVE = list(itertools.accumulate(c[0] for c in _CULTURES))
 _SUFFIXES = ["Jr.", "III", "II", "Sr."]
 _MIDDLE = "ABCDEFGHJKLMNPRSTW"
 
 
 def person_name(rng: random.Random) -> str:
     """A real-looking name: diacritics, romanized and native scripts, the odd middle initial or suffix."""
-    _, given, family, order = rng.choices(_CULTURES, _CULTURE_WEIGHTS)[0]
+    _, given, family, order = rng.choices(_CULTURES, cum_weights=_CULTURE_CUMULATIVE)[0]
     g, f = rng.choice(given), rng.choice(family)
     if order == "eastern":
         return f + g
@@ -504,8 +506,20 @@ def field_of(category: str) -> str:
     return {"math": "math", "astro-ph": "astro", "cond-mat": "condmat", "q-bio": "bio"}.get(head, "ml")
 
 
-def weighted(rng: random.Random, table: Sequence[tuple[str, float]]) -> str:
-    return rng.choices([k for k, _ in table], [w for _, w in table])[0]
+@functools.cache
+def archive_share(archive: str, year: int) -> float:
+    """The share of a year's papers whose primary category is in `archive` (`cs`, `hep-th`, ...)."""
+    live = [(c, w) for c, w in CATEGORIES if CATEGORY_SINCE.get(c, 1995) <= year]
+    return sum(w for c, w in live if c.split(".")[0] == archive) / sum(w for _, w in live)
+
+
+_CATEGORY_KEYS = [k for k, _ in CATEGORIES]
+_CATEGORY_CUMULATIVE = list(itertools.accumulate(w for _, w in CATEGORIES))
+
+
+def category(rng: random.Random) -> str:
+    """A primary category, drawn by its share of arXiv."""
+    return rng.choices(_CATEGORY_KEYS, cum_weights=_CATEGORY_CUMULATIVE)[0]
 
 
 # --------------------------------------------------------------------------------------------- text
@@ -801,15 +815,20 @@ _SENTENCES = [
 ]
 
 
+def _pick(rng: random.Random, items: Sequence[str]) -> str:
+    # Cheaper than rng.choice, and the generator draws millions of these.
+    return items[int(rng.random() * len(items))]
+
+
 def _fill(rng: random.Random, template: str, field: str) -> str:
     bank = _BANK[field]
-    obj, adj = rng.choice(bank["object"]), rng.choice(_ADJ)
+    obj, adj = _pick(rng, bank["object"]), _pick(rng, _ADJ)
     return template.format(
         object=obj,
         Object=obj[0].upper() + obj[1:],
-        method=rng.choice(bank["method"]),
-        task=rng.choice(bank["task"]),
-        tex=rng.choice(bank["tex"]),
+        method=_pick(rng, bank["method"]),
+        task=_pick(rng, bank["task"]),
+        tex=_pick(rng, bank["tex"]),
         adj=adj.lower(),
         Adj=adj,
     )
@@ -873,5 +892,9 @@ def journal_ref(rng: random.Random, field: str, year: int) -> str:
     return f"{rng.choice(_JOURNALS[field])} {rng.randint(1, 120)} ({year + rng.randint(0, 1)}) {rng.randint(1, 9999)}"
 
 
+_DOI_PREFIXES = ["j", "s", "PhysRevD", "jhep", "mnras", "acs"]
+
+
 def doi_suffix(rng: random.Random) -> str:
-    return f"{rng.choice(['j', 's', 'PhysRevD', 'jhep', 'mnras', 'acs'])}.{rng.randint(10**5, 10**7)}"
+    r = rng.random()
+    return f"{_DOI_PREFIXES[int(r * 6)]}.{100_000 + int(r * 1e12) % 9_900_000}"
