@@ -139,7 +139,29 @@ describe("frontend contract", { skip: API ? false : "WOVEPAPER_API_URL is not se
     const { databaseId, slug } = seen.researcher;
     const data = await request("ResearcherPage", { id: String(databaseId) });
     const r = data.researcher;
-    assertShape(r, { ...researcherLink, externalIds: { semanticScholar: nullOr(isString), openAlex: nullOr(isString), orcid: nullOr(isString) } }, "researcher");
+    assertShape(
+      r,
+      {
+        ...researcherLink,
+        paperCount: isInt,
+        hIndex: isInt,
+        citationCount: isInt,
+        worksCount: isInt,
+        externalIds: { semanticScholar: nullOr(isString), openAlex: nullOr(isString), orcid: nullOr(isString) },
+        authorPositions: { first: isInt, middle: isInt, last: isInt, solo: isInt, matchedPapers: isInt, totalPapers: isInt },
+        fields: listOf((f) => isString(f.category) && isInt(f.count)),
+        citationSummary: { total: isInt, papersWithCounts: isInt },
+      },
+      "researcher",
+    );
+    const pos = r.authorPositions;
+    assert.equal(pos.first + pos.middle + pos.last + pos.solo, pos.matchedPapers, "positions cover the matched papers");
+    assert.ok(pos.matchedPapers <= pos.totalPapers);
+    assert.equal(r.fields.reduce((n, f) => n + f.count, 0), r.paperCount, "fields count every paper once");
+    if (r.mostCitedPaper !== null) {
+      assertShape(r.mostCitedPaper, { id: isString, arxivId: isString, slug: isString, title: isString, citedByCount: isInt }, "mostCitedPaper");
+      assert.ok(r.papers.nodes.every((p) => (p.citedByCount ?? -1) <= r.mostCitedPaper.citedByCount), "nothing on the page is cited more");
+    }
     assert.equal(r.slug, slug);
     r.institutions.forEach((inst, i) => assertShape(inst, institutionLink, `researcher.institutions[${i}]`));
     assertPaging(r.papers, 24, "researcher.papers");

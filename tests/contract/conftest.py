@@ -106,8 +106,11 @@ async def demo_ids(demo_database_url: str) -> dict[str, Any]:
             "SELECT id, paper_count FROM researchers ORDER BY paper_count DESC, id LIMIT 1"
         )
         one_paper = await conn.fetchval("SELECT id FROM researchers WHERE paper_count = 1 ORDER BY id LIMIT 1")
+        category = await conn.fetchval(
+            "SELECT primary_category FROM papers GROUP BY primary_category ORDER BY count(*) DESC, 1 LIMIT 1"
+        )
         paper = await conn.fetchrow(
-            """SELECT p.arxiv_id, p.slug, p.primary_category FROM papers p
+            """SELECT p.arxiv_id, p.slug FROM papers p
                WHERE EXISTS (SELECT 1 FROM authorship_institutions ai WHERE ai.paper_id = p.id)
                ORDER BY p.author_count DESC, p.id LIMIT 1"""
         )
@@ -121,7 +124,7 @@ async def demo_ids(demo_database_url: str) -> dict[str, Any]:
         "one_paper_researcher": str(one_paper),
         "paper": paper["arxiv_id"],
         "paper_slug": paper["slug"],
-        "category": paper["primary_category"],
+        "category": category,
         "institution": institution["ror_id"],
     }
 

@@ -77,16 +77,17 @@ async def test_operation_runs_on_demo_data_within_its_budget(api: Api, demo_ids:
     assert len(statements) <= budgets()[name], "\n".join(statements)
 
 
-@pytest.mark.parametrize("first", [1, 2, 24, 100])
-async def test_researcher_page_statements_do_not_grow_with_the_page(
-    api: Api, demo_ids: dict[str, Any], first: int
-) -> None:
-    variables = {"id": demo_ids["researcher"], "first": first}
-    await api.run("ResearcherPage", variables)
-    body, statements = await api.run("ResearcherPage", variables)
-    assert "errors" not in body, body["errors"]
-    assert len(body["data"]["researcher"]["papers"]["nodes"]) == min(first, demo_ids["researcher_papers"])
-    assert len(statements) == budgets()["ResearcherPage"], "\n".join(statements)
+async def test_researcher_page_statements_do_not_grow_with_the_page(api: Api, demo_ids: dict[str, Any]) -> None:
+    counts = {}
+    for first in (1, 2, 24, 100):
+        variables = {"id": demo_ids["researcher"], "first": first}
+        await api.run("ResearcherPage", variables)
+        body, statements = await api.run("ResearcherPage", variables)
+        assert "errors" not in body, body["errors"]
+        assert len(body["data"]["researcher"]["papers"]["nodes"]) == min(first, demo_ids["researcher_papers"])
+        counts[first] = len(statements)
+    # A larger page may only save a statement (the most cited paper can already be on it), never add one.
+    assert counts[100] <= counts[24] <= counts[2] <= counts[1] <= budgets()["ResearcherPage"], counts
 
 
 @pytest.mark.parametrize("first", [1, 24, 100])
