@@ -1,0 +1,88 @@
+"""Pure parts of search: prefix queries, facet cuts, match estimates, embedding text and errors."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+import embeddings
+from db.queries import search
+from db.queries.embeddings import vector_literal
+from db.queries.search import Facets, FacetValue, _facets_from_json, _matches, prefix_tsquery
+from resolvers.errors import BadUserInput
+from resolvers.search import SearchConnection, resolve_facets
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        ("graph neu", "'graph' & 'neu':*"),
+        ("deep learni", "'deep' & 'lear':*"),
+        ("qu", "'qu'"),
+        ("  ", None),
+        ("it's a (test)", "'its' & 'a' & 'tes':*"),
+        ("o'brien", "'obri':*"),
+    ],
+)
+def test_prefix_tsquery(typed: str, expected: str | None) -> None:
+    assert prefix_tsquery(typed) == expected
+
+
+def test_prefix_tsquery_never_passes_tsquery_syntax() -> None:
+    q = prefix_tsquery("a&b | !c <-> d:* 'e'")
+    assert q is not None
+    body = q.replace(" & ", "").replace("':*", "").replace("'", "")
+    assert body.isalnum()
+
+
+def test_facets_sorted_by_count_then_value() -> None:
+    facets = _facets_from_json(
+        '[["category","cs.LG",3],["category","astro-ph",3],["category","hep-th",5],["year","2020",1]]'
+    )
+    assert [(f.value, f.count) for f in facets.categories] == [("hep-th", 5), ("astro-ph", 3), ("cs.LG", 3)]
+    assert [f.value for f in facets.years] == ["2020"] and facets.primary_categories == []
+    assert _facets_from_json(None) == Facets([], [], [])
+
+
+def test_facet_limit_and_other_count() -> None:
+    conn = SearchConnection.__new__(SearchConnection)
+    conn.facets_all = Facets([FacetValue(v, c) for v, c in [("a", 5), ("b", 4), ("c", 2), ("d", 1)]], [], [])
+    cut = resolve_facets(conn, 2)
+    assert [v.value for v in cut.categories.values] == ["a", "b"]
+    assert cut.categories.other_count == 3 and cut.categories.other_values == 2
+    whole = resolve_facets(conn, 100)
+    assert whole.categories.other_count == 0 and len(whole.categories.values) == 4
+    for bad in (0, 101):
+        with pytest.raises(BadUserInput):
+            resolve_facets(conn, bad)
+
+
+def test_match_estimate_only_past_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "KEYWORD_CAP", 100)
+    assert _matches(40, 40, 10.0, 1000) == (40, False)
+    # 101 matches found in the first quarter of the table: about 404 in all.
+    assert _matches(100, 101, 249.0, 1000) == (404, True)
+    # Never below what was found, even when the scan read the whole table.
+    assert _matches(100, 101, 999.0, 1000) == (101, True)
+    assert _matches(100, 101, None, 1000) == (100, False)
+
+
+def test_embedding_text_and_its_hash() -> None:
+    assert embeddings.paper_text("T", "A") == "T\nA"
+    assert len(embeddings.paper_text("T", "x" * 10_000)) == embeddings.MAX_TEXT_CHARS
+    # The same md5 SQL computes as md5(title || E'\n' || abstract): the whole text, not the clipped one.
+    assert embeddings.source_md5("T", "x" * 10_000) == hashlib.md5(("T\n" + "x" * 10_000).encode()).hexdigest()
+
+
+def test_vector_literal_round_trips_floats() -> None:
+    text = vector_literal([0.1, -2.5e-07, 1.0])
+    assert text == "[0.1,-2.5e-07,1.0]"
+    assert [float(x) for x in text.strip("[]").split(",")] == [0.1, -2.5e-07, 1.0]
+
+
+def test_missing_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embeddings, "missing_modules", lambda: ["torch"])
+    assert not embeddings.is_available()
+    with pytest.raises(embeddings.EmbeddingsUnavailable, match=r"semantic.*torch"):
+        embeddings.MiniLMEmbedder()
