@@ -164,3 +164,24 @@ async def test_sitemap_walks_every_entity_once(g: Graph) -> None:
     assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
     body = await g.query(SITEMAP_Q, {"kind": "PAPER", "after": "garbage"})
     assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+
+
+async def test_directive_limit(g: Graph) -> None:
+    ok = await g.query("{ " + " ".join(f"a{i}: __typename @include(if: true)" for i in range(10)) + " }")
+    assert "errors" not in ok
+    # Without aliases: the same field selected again under each directive use.
+    many = " ".join("__typename @include(if: true)" for _ in range(51))
+    body = await g.query(f"{{ {many} }}")
+    assert [e["message"] for e in body["errors"]] == ["More than 50 directives in the document."]
+
+
+async def test_validation_is_cached_across_requests() -> None:
+    """The limit rules are the same classes on every request, so the validation cache can hit."""
+    from schema.extensions import default_extensions
+
+    extensions = default_extensions(Settings())
+    first = [e() for e in extensions]
+    second = [e() for e in extensions]
+    rules = [getattr(e, "validation_rules", None) for e in first]
+    assert [getattr(e, "validation_rules", None) for e in second] == rules
+    assert any(rules)
