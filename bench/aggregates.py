@@ -198,6 +198,52 @@ def page_part(database_url: str, redis_url: str, rounds: int, duration: int, ids
     }
 
 
+def markdown(out: dict[str, Any]) -> str:
+    """The summary table for bench/RESULTS.md."""
+    a = out["aggregates"]
+    r = a["researcher"]
+    lines = [
+        f"Database: {a['database']['papers']:,} papers; researcher {r['id']}: {a['stats_figures']['paper_count']:,} "
+        f"archive papers, {r['external_works']:,} external works ({a['stats_figures']['works_count']:,} distinct "
+        f"career works, h-index {a['stats_figures']['h_index']}). Load average during the run: "
+        f"{a['load_average_at_start'][0]} -> {a['load_average_at_end'][0]} (2 cores).",
+        "",
+        "| measurement | median ms | p95 ms | min ms | n |",
+        "|---|---:|---:|---:|---:|",
+        f"| stats statement, first call on a fresh connection | {a['stats_first_call_fresh_connection_ms']} | | | 1 |",
+    ]
+    for key, label in (
+        ("stats_sql", "stats statement (the page's aggregates), Redis not involved"),
+        ("cache_miss_via_store", "cache miss through the store (invalidate, MGET, statement, guarded SET)"),
+        ("cached_read_via_store", "cached read through the store (MGET, JSON decode, rows)"),
+        ("redis_get_alone", "Redis GET alone (round trip floor)"),
+        ("coauthors_sql", "coauthors statement"),
+        ("network_depth1_sql", "network depth 1 statement"),
+        ("network_depth2_sql", "network depth 2 statement"),
+    ):
+        m = a[key]
+        lines.append(f"| {label} | {m['median_ms']} | {m['p95_ms']} | {m['min_ms']} | {m['n']} |")
+    page = out.get("researcher_page")
+    if page and "rows" in page:
+        lines += [
+            "",
+            f"ResearcherPage, warm response cache ({page['ids']} researcher ids, every body requested once first): "
+            f"wovepaper {page['wovepaper_rps_median']} req/s, floor {page['floor_rps_median']} req/s, "
+            f"ratio {page['ratio_median']} (median of rounds).",
+            "",
+            "| round | server | req/s | p50 ms | p99 ms | server CPU ms/req |",
+            "|---:|---|---:|---:|---:|---:|",
+        ]
+        for row in page["rows"]:
+            lines.append(
+                f"| {row['round']} | {row['server']} | {row['rps']:.0f} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} "
+                f"| {row['server_cpu_ms_per_req']:.3f} |"
+            )
+    elif page:
+        lines += ["", f"ResearcherPage: {page.get('skipped')}"]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database-url", required=True)
@@ -223,6 +269,7 @@ def main() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(out, indent=1))
         print(f"wrote {path}", file=sys.stderr)
+        print(markdown(out))
     finally:
         if local is not None:
             local.stop()
