@@ -170,30 +170,32 @@ class People:
     own_paper2: array[int]
 
 
-def make_researchers(plan: DemoPlan) -> tuple[list[ResearcherRecord], People]:
+def researcher_records(plan: DemoPlan, people: People) -> Iterator[ResearcherRecord]:
+    """The researchers in index order, filling in `people` as they come (records are not kept)."""
     rng = _rng(plan, "researchers")
-    n = plan.researchers
-    names: list[str] = []
-    recs: list[ResearcherRecord] = []
-    home = array("l", [0]) * n
-    second = array("l", [-1]) * n
-    for j in range(n):
+    for j in range(plan.researchers):
         name = W.person_name(rng)
-        names.append(name)
+        people.names.append(name)
         # Institutions are Zipf-like too: a few large ones host many researchers.
-        home[j] = min(plan.institutions - 1, int(plan.institutions * rng.random() ** 1.8))
+        people.home[j] = min(plan.institutions - 1, int(plan.institutions * rng.random() ** 1.8))
         if rng.random() < 0.2:
-            second[j] = rng.randrange(plan.institutions)
-        recs.append(
-            ResearcherRecord(
-                name=name,
-                s2_author_id=s2_author_id(j),
-                openalex_id=openalex_author_id(j) if rng.random() < 0.9 else None,
-                orcid=_orcid(rng) if rng.random() < 0.4 else None,
-            )
+            people.second[j] = rng.randrange(plan.institutions)
+        yield ResearcherRecord(
+            name=name,
+            s2_author_id=s2_author_id(j),
+            openalex_id=openalex_author_id(j) if rng.random() < 0.9 else None,
+            orcid=_orcid(rng) if rng.random() < 0.4 else None,
         )
-    people = People(names, home, second, array("l", [0]) * n, array("l", [-1]) * n, array("l", [-1]) * n)
-    return recs, people
+
+
+def new_people(plan: DemoPlan) -> People:
+    n = plan.researchers
+    return People([], array("l", [0]) * n, array("l", [-1]) * n, *(array("l", [v]) * n for v in (0, -1, -1)))
+
+
+def make_researchers(plan: DemoPlan) -> tuple[list[ResearcherRecord], People]:
+    people = new_people(plan)
+    return list(researcher_records(plan, people)), people
 
 
 # ------------------------------------------------------------------------------------------------ papers
@@ -543,18 +545,18 @@ async def _load(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, progr
     await conn.execute("SET statement_timeout = 0")
 
     institutions = make_institutions(plan)
-    researchers, people = make_researchers(plan)
+    people = new_people(plan)
     report("researchers", 0, plan.researchers)
     async with conn.transaction():
         inst_ids = await upsert_institutions(conn, institutions)
         rids = array("q", [0]) * plan.researchers
-        for start in range(0, plan.researchers, 50_000):
-            chunk = researchers[start : start + 50_000]
+        done = 0
+        for chunk in _batches(researcher_records(plan, people), 50_000):
             ids = await upsert_researchers(conn, chunk)
-            for k, rec in enumerate(chunk, start):
+            for k, rec in enumerate(chunk, done):
                 rids[k] = ids[rec.s2_author_id or ""]
-            report("researchers", min(start + 50_000, plan.researchers), plan.researchers)
-    del researchers
+            done += len(chunk)
+            report("researchers", done, plan.researchers)
 
     arxiv_ids: list[str] = []
     done = 0
