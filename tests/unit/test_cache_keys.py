@@ -90,3 +90,34 @@ def test_metrics_render_prometheus_text() -> None:
     assert "wovepaper_cache_breaker_state 1" in lines
     assert "# TYPE wovepaper_cache_misses_total counter" in lines
     assert text.endswith("\n")
+
+
+def test_contract_operations_cacheability() -> None:
+    from db.cache.response_cache import canonical_variables, document_hash, entity_refs
+    from db.cache.store import EntityRef
+    from db.paging import encode_global_id
+    from resolvers.cacheable_operations import cacheable_operation
+
+    page = "query ResearcherPage($id: String!) { researcher(id: $id) { id name } }"
+    ops = cacheable_operation(page)
+    assert {op.name for op in ops} == {"ResearcherPage"} and not any(op.is_list for op in ops)
+    assert document_hash(page) in {op.document_hash for op in ops}
+    # Lists and paths may change with any write.
+    assert all(op.is_list for op in cacheable_operation("query L { researchers(first: 5) { nodes { id } } }"))
+    # Never cached: viewer-specific fields, mutations, anonymous or multi-operation documents.
+    assert cacheable_operation("query F($id: String!) { researcher(id: $id) { id isFollowed } }") == []
+    assert cacheable_operation("query V { viewer { id } }") == []
+    assert cacheable_operation("mutation M { follow(id: 1) { id } }") == []
+    assert cacheable_operation("{ researcher(id: 1) { id } }") == []
+    assert cacheable_operation("query A { paper(id: 1) { id } } query B { paper(id: 2) { id } }") == []
+    # Canonical variables: key order and spacing do not matter.
+    assert canonical_variables({"b": 1, "a": {"y": 2, "x": 1}}) == canonical_variables({"a": {"x": 1, "y": 2}, "b": 1})
+    assert canonical_variables(None) == canonical_variables({})
+    data = {
+        "researcher": {
+            "id": encode_global_id("Researcher", 7),
+            "papers": {"nodes": [{"id": encode_global_id("Paper", 3), "authors": [{"researcher": None}]}]},
+            "institutions": [{"id": encode_global_id("Institution", 2)}, {"id": "not-a-global-id"}],
+        }
+    }
+    assert entity_refs(data) == {EntityRef("researcher", 7), EntityRef("paper", 3), EntityRef("institution", 2)}
