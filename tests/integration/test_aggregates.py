@@ -186,3 +186,53 @@ async def test_heavy_researcher_one_statement(pool) -> None:
     # Matched: even g (1000 papers); even g sits at position 1 of 2 -> first.
     assert (s.matched_papers, s.first, s.last, s.middle, s.solo) == (1000, 1000, 0, 0, 0)
     assert [(f.category, f.count) for f in s.fields] == [("cs.AI", 1500), ("cs.CL", 500)]
+
+
+async def test_demo_researchers_stats_agree_with_stored_figures_and_raw_rows(demo_database_url) -> None:
+    """On the demo data (heavy researcher included): the page's figures equal the stored ones, and the
+    author positions equal a count straight from the authorships (not the papers' stored counts)."""
+    pool = await create_pool(demo_database_url, min_size=1, max_size=2)
+    try:
+        async with pool.acquire() as conn:
+            ids = [
+                r["id"]
+                for r in await conn.fetch(
+                    "(SELECT id FROM researchers ORDER BY paper_count DESC, id LIMIT 1)"
+                    " UNION (SELECT id FROM researchers ORDER BY id LIMIT 40)"
+                )
+            ]
+            for rid in ids:
+                s = await fetch_researcher_stats(conn, researcher_id=rid)
+                assert s is not None
+                stored = await conn.fetchrow(
+                    "SELECT paper_count, h_index, i10_index, citation_count, works_count FROM researchers"
+                    " WHERE id = $1",
+                    rid,
+                )
+                assert tuple(stored) == (s.paper_count, s.h_index, s.i10_index, s.citation_count, s.works_count)
+                raw = await conn.fetchrow(
+                    """WITH p AS (
+                           SELECT a.paper_id, min(a.position) AS pos,
+                                  (SELECT count(*) FROM authorships x WHERE x.paper_id = a.paper_id) AS n,
+                                  (SELECT count(*) FROM authorships x WHERE x.paper_id = a.paper_id
+                                      AND x.researcher_id IS NOT NULL) AS matched
+                             FROM authorships a WHERE a.researcher_id = $1 GROUP BY a.paper_id)
+                       SELECT count(*) FILTER (WHERE n = matched) AS k,
+                              count(*) FILTER (WHERE n = matched AND n = 1) AS solo,
+                              count(*) FILTER (WHERE n = matched AND n > 1 AND pos = 1) AS first,
+                              count(*) FILTER (WHERE n = matched AND n > 1 AND pos = n) AS last
+                         FROM p""",
+                    rid,
+                )
+                assert (s.matched_papers, s.solo, s.first, s.last) == tuple(raw)
+                assert s.first + s.middle + s.last + s.solo == s.matched_papers <= s.paper_count
+                assert sum(f.count for f in s.fields) == s.paper_count
+            heavy = await fetch_researcher_stats(conn, researcher_id=ids[0])
+            assert heavy is not None and heavy.works_count > 5000 and heavy.paper_count >= 100
+            coauthors = await fetch_researcher_coauthors(conn, researcher_id=ids[0])
+            names = await conn.fetch(
+                "SELECT name FROM researchers WHERE id = any($1::bigint[])", [c.researcher_id for c in coauthors]
+            )
+            assert coauthors and not any("collaboration" in r["name"].lower() for r in names)
+    finally:
+        await pool.close()
