@@ -393,7 +393,8 @@ async def test_researchers_sorted_and_filtered_by_stored_figures(api, resp_db) -
             await post(client, f"{{ researchers({args}) {{ nodes {{ databaseId hIndex citationCount }} }} }}")
         ).json()
         assert "errors" not in body, body
-        return [n["databaseId"] for n in body["data"]["researchers"]["nodes"]]
+        # Only the hand-made researchers: other tests of this module add their own.
+        return [n["databaseId"] for n in body["data"]["researchers"]["nodes"] if n["databaseId"] in order]
 
     # h-index 5, 2, 1, 1, 0 (ties by id); citations 100, 18, 6, 2, 0.
     assert await names("sort: H_INDEX, first: 10") == order
@@ -410,10 +411,65 @@ async def test_researchers_sorted_and_filtered_by_stored_figures(api, resp_db) -
             await post(client, f"{{ {page} {{ pageInfo {{ endCursor hasNextPage }} nodes {{ databaseId }} }} }}")
         ).json()
         conn = body["data"]["researchers"]
-        seen += [n["databaseId"] for n in conn["nodes"]]
+        seen += [n["databaseId"] for n in conn["nodes"] if n["databaseId"] in order]
         if not conn["pageInfo"]["hasNextPage"]:
             break
         after = conn["pageInfo"]["endCursor"]
     assert seen == order
     bad = (await post(client, "{ researchers(filter: {minHIndex: -1}) { nodes { id } } }")).json()
     assert bad["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+
+
+async def test_ingest_write_path_then_api_shows_new_figures_at_once(api, resp_db) -> None:
+    """The ingest's write functions in one transaction, invalidation after the commit: the very next
+    request (a cached page before) shows the new paper and figures."""
+    from datetime import UTC, datetime
+
+    from db.queries.figures import refresh_figures
+    from db.queries.writes import apply_authorship_matches, update_citations, upsert_papers, upsert_researchers
+    from db.records import AuthorRecord, AuthorshipMatch, CitationRecord, PaperRecord, ResearcherRecord
+
+    client, store, _ = api
+    when = datetime(2025, 2, 1, tzinfo=UTC)
+
+    async def ingest(arxiv_id: str, cited: int) -> dict[str, int]:
+        touched = Touched()
+        conn = await asyncpg.connect(resp_db[0])
+        try:
+            async with conn.transaction():
+                rids = await upsert_researchers(
+                    conn, [ResearcherRecord("Ingested Author", s2_author_id="ing-1")], touched=touched
+                )
+                paper = PaperRecord(
+                    arxiv_id=arxiv_id,
+                    version=1,
+                    title=f"Paper {arxiv_id}",
+                    abstract="",
+                    categories=["astro-ph.GA"],
+                    published=when,
+                    updated=when,
+                    authors=[AuthorRecord(1, "Ingested Author")],
+                )
+                await upsert_papers(conn, [paper], touched=touched)
+                await apply_authorship_matches(conn, [AuthorshipMatch(arxiv_id, 1, "ing-1")], rids, {}, touched=touched)
+                await update_citations(conn, [CitationRecord(arxiv_id, cited, "s2")], touched=touched)
+                await refresh_figures(conn, touched)
+        finally:
+            await conn.close()
+        await invalidate(store, touched)  # after the commit, as the ingest does
+        return rids
+
+    rids = await ingest("2502.00001", 3)
+    variables = {"id": str(rids["ing-1"])}
+    first = (await post(client, RESEARCHER_PAGE, variables)).json()["data"]["researcher"]
+    assert (first["paperCount"], first["hIndex"], first["citationCount"]) == (1, 1, 3)
+    assert (await post(client, RESEARCHER_PAGE, variables)).headers["x-cache"] == "hit"
+
+    await ingest("2502.00002", 7)
+    response = await post(client, RESEARCHER_PAGE, variables)
+    assert response.headers["x-cache"] == "miss"
+    now = response.json()["data"]["researcher"]
+    assert (now["paperCount"], now["hIndex"], now["citationCount"]) == (2, 2, 10)
+    assert now["authorPositions"]["solo"] == 2 and now["fields"] == [{"category": "astro-ph.GA", "count": 2}]
+    assert now["citationSummary"] == {"total": 10, "papersWithCounts": 2}
+    assert now["mostCitedPaper"]["arxivId"] == "2502.00002"
