@@ -400,9 +400,8 @@ async def fetch_similar_papers_by_keys(conn: Conn, keys: list[tuple[int, int]]) 
 # pg_trgm's default 0.6 drops a typo in the first letters of a short name (`nuller`: 0.57); 0.5 keeps it.
 NAME_SESSION = "SET LOCAL pg_trgm.word_similarity_threshold = 0.5"
 _NAME_MATCH = "wp_fold($1::text) <% wp_fold({col})"
-_NAME_SCORE = (
-    "(word_similarity(wp_fold($1::text), wp_fold({col})) + similarity(wp_fold($1::text), wp_fold({col})) / 10)"
-)
+# Over an already folded name.
+_NAME_SCORE = "(word_similarity(wp_fold($1::text), {col}) + similarity(wp_fold($1::text), {col}) / 10)"
 
 # Ordered by score, then paper count, then id; `after` ($4..$6, all null for none) continues from a row.
 _NAME_PAGE = """
@@ -413,32 +412,54 @@ ORDER BY s.score DESC, s.paper_count DESC, s.id
 LIMIT $2::int OFFSET $3::int
 """
 
-SEARCH_RESEARCHERS_BY_NAME = _NAME_PAGE.format(
-    inner=f"""SELECT {RESEARCHER_COLUMNS}, {_NAME_SCORE.format(col="r.name")}::float8 AS score,
-        count(*) OVER () AS total
-    FROM researchers r
-    WHERE {_NAME_MATCH.format(col="r.name")}"""
-)
+# A common name (Zhang, Wang) matches tens of thousands of researchers; ranking them all costs hundreds of
+# milliseconds. So the candidates are at most NAME_CANDIDATES matches as the index yields them, plus the matches
+# among the PROLIFIC researchers with most papers (so well-known people always come up); both are exact for
+# names with fewer matches than that, and the ranking (similarity, then paper count) runs over the union.
+NAME_CANDIDATES = 500
+PROLIFIC = 500
 
-SEARCH_INSTITUTIONS_BY_NAME = _NAME_PAGE.format(
-    inner=f"""SELECT {INSTITUTION_COLUMNS}, {_NAME_SCORE.format(col="i.name")}::float8 AS score,
-        count(*) OVER () AS total
-    FROM institutions i
-    WHERE {_NAME_MATCH.format(col="i.name")} AND ($7::text IS NULL OR i.country = $7::text)"""
-)
 
+def _name_candidates(table: str, match: str, country: str = "") -> str:
+    columns = "x.id, x.name, x.country" if country else "x.id, x.name"
+    return f"""(SELECT c.id FROM {table} c WHERE {match.format(col="c.name")}{country.format(a="c")}
+         LIMIT {NAME_CANDIDATES})
+        UNION
+        (SELECT t.id FROM (SELECT {columns} FROM {table} x
+                           ORDER BY x.paper_count DESC, x.id LIMIT {PROLIFIC}) t
+         WHERE {match.format(col="t.name")}{country.format(a="t")})"""
+
+
+_PREFIX_MATCH = "wp_fold({col}) LIKE wp_fold($1::text) || '%'"
+_COUNTRY_FILTER = " AND ($7::text IS NULL OR {a}.country = $7::text)"
+
+
+def _researchers_page(match: str, score: str) -> str:
+    candidates = _name_candidates("researchers", match)
+    # The folded name is computed once per row (RESEARCHER_COLUMNS' fold_name) and scored from there.
+    return _NAME_PAGE.format(
+        inner=f"""SELECT f.*, {score.format(col="f.fold_name")}::float8 AS score FROM (
+        SELECT {RESEARCHER_COLUMNS}, count(*) OVER () AS total
+        FROM researchers r
+        WHERE r.id IN ({candidates})) f"""
+    )
+
+
+def _institutions_page(match: str, score: str) -> str:
+    candidates = _name_candidates("institutions", match, _COUNTRY_FILTER)
+    return _NAME_PAGE.format(
+        inner=f"""SELECT f.*, {score.format(col="f.fold_name")}::float8 AS score FROM (
+        SELECT {INSTITUTION_COLUMNS}, count(*) OVER () AS total
+        FROM institutions i
+        WHERE i.id IN ({candidates})) f"""
+    )
+
+
+SEARCH_RESEARCHERS_BY_NAME = _researchers_page(_NAME_MATCH, _NAME_SCORE)
+SEARCH_INSTITUTIONS_BY_NAME = _institutions_page(_NAME_MATCH, _NAME_SCORE)
 # One and two letters have no trigram to look up: a prefix of the folded name instead.
-SEARCH_RESEARCHERS_BY_PREFIX = _NAME_PAGE.format(
-    inner=f"""SELECT {RESEARCHER_COLUMNS}, 1.0::float8 AS score, count(*) OVER () AS total
-    FROM researchers r
-    WHERE wp_fold(r.name) LIKE wp_fold($1::text) || '%'"""
-)
-
-SEARCH_INSTITUTIONS_BY_PREFIX = _NAME_PAGE.format(
-    inner=f"""SELECT {INSTITUTION_COLUMNS}, 1.0::float8 AS score, count(*) OVER () AS total
-    FROM institutions i
-    WHERE wp_fold(i.name) LIKE wp_fold($1::text) || '%' AND ($7::text IS NULL OR i.country = $7::text)"""
-)
+SEARCH_RESEARCHERS_BY_PREFIX = _researchers_page(_PREFIX_MATCH, "1.0")
+SEARCH_INSTITUTIONS_BY_PREFIX = _institutions_page(_PREFIX_MATCH, "1.0")
 
 NameAfter = tuple[float, int, int]
 RowT = TypeVar("RowT")
