@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import asyncpg
 from graphql.error import GraphQLError
 from strawberry.extensions import MaskErrors
 
@@ -31,18 +32,24 @@ class MaskUnexpectedErrors(MaskErrors):
         context = self.execution_context.context
         request_id = getattr(context, "request_id", None)
         original = error.original_error
-        logger.error(
-            "unexpected error request_id=%s path=%s",
-            request_id,
-            error.path,
-            exc_info=(type(original), original, original.__traceback__) if original else None,
-        )
+        if isinstance(original, asyncpg.QueryCanceledError):
+            # statement_timeout: a known limit, not a bug; the caller can narrow the query.
+            logger.warning("statement timeout request_id=%s path=%s", request_id, error.path)
+            message, code = "A database statement took too long; narrow the query and retry.", "TIMEOUT"
+        else:
+            logger.error(
+                "unexpected error request_id=%s path=%s",
+                request_id,
+                error.path,
+                exc_info=(type(original), original, original.__traceback__) if original else None,
+            )
+            message, code = self.error_message, "INTERNAL_SERVER_ERROR"
         return GraphQLError(
-            message=self.error_message,
+            message=message,
             nodes=error.nodes,
             source=error.source,
             positions=error.positions,
             path=error.path,
             original_error=None,
-            extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
+            extensions={"code": code, "requestId": request_id},
         )

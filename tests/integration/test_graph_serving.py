@@ -26,13 +26,19 @@ class Faulty:
         await asyncio.sleep(5)
         return 1
 
+    @strawberry.field
+    async def slow_sql(self, info: strawberry.Info) -> int | None:
+        async with info.context.pool.acquire() as conn:
+            await conn.execute("SELECT pg_sleep(1)")
+        return 1
+
 
 @pytest.fixture
 async def g(make_database) -> AsyncIterator[Graph]:
     seeded = await seeded_database(make_database)
-    settings = Settings(DATABASE_URL=seeded.dsn, operation_timeout_s=0.3)
+    settings = Settings(DATABASE_URL=seeded.dsn, operation_timeout_s=0.6, statement_timeout_ms=200)
     schema = build_schema(settings, extra_query_types=[Faulty])
-    async with graph(seeded, schema=schema, operation_timeout_s=0.3) as g:
+    async with graph(seeded, schema=schema, operation_timeout_s=0.6, statement_timeout_ms=200) as g:
         yield g
 
 
@@ -57,6 +63,14 @@ async def test_validation_and_domain_errors_stay_readable(g: Graph) -> None:
     assert "nosuchfield" in str(body["errors"]) or "String" in str(body["errors"])
     body = await g.query('{ paper(id: "???") { title } }')
     assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+
+
+async def test_statement_timeout_is_a_timeout_error(g: Graph) -> None:
+    body = await g.query('{ slowSql paper(id: "2401.00001") { arxivId } }')
+    [error] = body["errors"]
+    assert error["extensions"]["code"] == "TIMEOUT"
+    assert error["extensions"]["requestId"]
+    assert body["data"] == {"slowSql": None, "paper": {"arxivId": "2401.00001"}}
 
 
 async def test_whole_operation_timeout_is_504(g: Graph) -> None:
