@@ -544,13 +544,18 @@ WHERE ri.researcher_id = any($1::bigint[])
 ORDER BY ri.researcher_id, ri.last_year DESC NULLS LAST, i.paper_count DESC, i.id
 """
 
-# Papers by title words, the last word as a prefix (what the user is still typing); most cited first.
-SUGGEST_PAPERS = """
-SELECT p.id, p.title, p.slug, p.arxiv_id,
-       word_similarity(wp_fold($1::text), wp_fold(p.title))::float8 AS score
-FROM papers p
-WHERE p.search_vector @@ to_tsquery('english', $2::text)
-ORDER BY p.cited_by_count DESC NULLS LAST, p.id DESC
+# Papers by title words, the last word as a prefix (what the user is still typing): the most cited of at most
+# PAPER_CANDIDATES matches (a two-letter prefix matches half the archive).
+PAPER_CANDIDATES = 500
+SUGGEST_PAPERS = f"""
+SELECT c.id, c.title, c.slug, c.arxiv_id, word_similarity(wp_fold($1::text), wp_fold(c.title))::float8 AS score
+FROM (
+    SELECT p.id, p.title, p.slug, p.arxiv_id, p.cited_by_count
+    FROM papers p
+    WHERE p.search_vector @@ to_tsquery('english', $2::text)
+    LIMIT {PAPER_CANDIDATES}
+) c
+ORDER BY c.cited_by_count DESC NULLS LAST, c.id DESC
 LIMIT $3::int
 """
 
