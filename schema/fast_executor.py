@@ -140,6 +140,38 @@ def _getter_for(definition: Any, name: str) -> Callable[[Any], Any]:
     return get
 
 
+_STATIC: dict[int, tuple[GraphQLField, tuple[int, Callable[[Any], Any] | None, Spec | None]]] = {}
+
+
+def _static_plan(field_def: GraphQLField) -> tuple[int, Callable[[Any], Any] | None, Spec | None]:
+    """How a schema field can be read, worked out once per field definition (they live as long as the schema)."""
+    cached = _STATIC.get(id(field_def))
+    if cached is not None and cached[0] is field_def:
+        return cached[1]
+    static: tuple[int, Callable[[Any], Any] | None, Spec | None] = (_GENERIC, None, None)
+    definition = (field_def.extensions or {}).get(DEFINITION_KEY)
+    resolve = field_def.resolve
+    if definition is None:
+        pass
+    elif (
+        resolve is not None and getattr(resolve, "__name__", None) == "_get_basic_result" and definition.is_basic_field
+    ):
+        static = (_BASIC, _getter_for(definition, definition.python_name), _spec(field_def.type))
+    else:
+        metadata = getattr(definition, "metadata", None)
+        attr = metadata.get("prefetched") if isinstance(metadata, Mapping) else None
+        if (
+            isinstance(attr, str)
+            and not field_def.args
+            and not definition.extensions
+            and not getattr(definition, "permission_classes", None)
+        ):
+            static = (_PREFETCHED, attrgetter(attr), _spec(field_def.type))
+    # Keep the definition alive with its entry so its id cannot be reused by another one.
+    _STATIC[id(field_def)] = (field_def, static)
+    return static
+
+
 def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
     """Return a subclass of ``base_cls`` (an Executor class) with the fast path installed."""
 
@@ -179,27 +211,10 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             field_def = self.schema.get_field(parent_type, field_name)
             if field_def is None:
                 return generic
-            definition = (field_def.extensions or {}).get(DEFINITION_KEY)
-            if definition is None:
+            kind, getter, spec = _static_plan(field_def)
+            if kind == _GENERIC:
                 return generic
-            resolve = field_def.resolve
-            if (
-                resolve is not None
-                and getattr(resolve, "__name__", None) == "_get_basic_result"
-                and definition.is_basic_field
-            ):
-                getter = _getter_for(definition, definition.python_name)
-                return (name, fdl, field_def, _BASIC, getter, _spec(field_def.type))
-            metadata = getattr(definition, "metadata", None)
-            attr = metadata.get("prefetched") if isinstance(metadata, Mapping) else None
-            if (
-                isinstance(attr, str)
-                and not field_def.args
-                and not definition.extensions
-                and not getattr(definition, "permission_classes", None)
-            ):
-                return (name, fdl, field_def, _PREFETCHED, attrgetter(attr), _spec(field_def.type))
-            return generic
+            return (name, fdl, field_def, kind, getter, spec)
 
         # --- execution ------------------------------------------------------------------
 
