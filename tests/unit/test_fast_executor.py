@@ -18,6 +18,7 @@ import pytest
 import strawberry
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
+from schema import fast_executor
 from schema.fast_executor import make_fast, reads_info
 
 FastExecutor = make_fast(StrawberryGraphQLCoreExecutionContext)
@@ -372,3 +373,119 @@ def test_reads_info_is_false_only_when_info_is_provably_unused() -> None:
     assert reads_info(Row.captures) is True
     assert reads_info(variadic) is True
     assert reads_info(Venue.is_type_of) is True
+
+
+# -- the real schema, on the demo data ----------------------------------------------------------------
+
+REAL_OPERATIONS = ("ResearcherPage", "PaperList", "PaperPage", "InstitutionPage", "ResearchersList", "SitemapPage")
+
+
+def _corrupt(papers: list[Any], how: str) -> None:
+    """Break the second paper of a page after its authors are attached, as a buggy row could be."""
+    if len(papers) < 2:
+        return
+    p = papers[1]
+    authors = p.prefetched_authors
+    if how == "none title":
+        p.title = None
+    elif how == "string for int":
+        p.cited_by_count = "12"
+    elif how == "float for int":
+        p.cited_by_count = 1.5
+    elif how == "none in leaf list":
+        p.categories = [*p.categories, None]
+    elif how == "string for datetime":
+        p.published = "yesterday"
+    elif how == "nan for float":
+        p.significance_score = math.nan
+    elif how == "exception value":
+        p.abstract = ValueError("abstract withheld")
+    elif how == "none author name" and authors:
+        authors[0].name = None
+    elif how == "none in object list" and authors is not None:
+        authors.append(None)
+    elif how == "wrong row type" and authors:
+        authors[0].prefetched_researcher = papers[0]
+
+
+REAL_CASES = (
+    "clean",
+    "none title",
+    "string for int",
+    "float for int",
+    "none in leaf list",
+    "string for datetime",
+    "nan for float",
+    "exception value",
+    "none author name",
+    "none in object list",
+    "wrong row type",
+)
+
+
+@pytest.fixture(scope="module")
+async def real(demo_database_url: str) -> Any:
+    from db.pool import create_pool
+    from resolvers.context import Context
+    from schema import build_schema
+    from settings import Settings
+    from tests.contract.conftest import operation_text
+
+    settings = Settings(DATABASE_URL=demo_database_url)
+    # No masking extension: compare graphql-core's own messages.
+    generic = build_schema(settings, extensions=[], execution_context_class=StrawberryGraphQLCoreExecutionContext)
+    fast = build_schema(settings, extensions=[])
+    assert fast.execution_context_class is fast_executor.FastExecutor, "the schema installs the FastExecutor"
+    pool = await create_pool(demo_database_url)
+    conn = await pool.acquire()
+    try:
+        heavy = await conn.fetchval("SELECT id FROM researchers ORDER BY paper_count DESC, id LIMIT 1")
+        paper = await conn.fetchval("SELECT arxiv_id FROM papers ORDER BY author_count DESC, id LIMIT 1")
+        institution = await conn.fetchval("SELECT ror_id FROM institutions ORDER BY paper_count DESC, id LIMIT 1")
+    finally:
+        await pool.release(conn)
+    variables = {
+        "ResearcherPage": {"id": str(heavy)},
+        "PaperList": {"first": 24},
+        "PaperPage": {"id": paper},
+        "InstitutionPage": {"id": institution},
+        "ResearchersList": {},
+        "SitemapPage": {"kind": "RESEARCHER", "first": 50},
+    }
+
+    async def run(schema: Any, name: str) -> Any:
+        context = Context.create(pool, settings)
+        result = await schema.execute(operation_text(name), variable_values=variables[name], context_value=context)
+        return result.data, [(e.message, e.path) for e in result.errors or []]
+
+    yield {"generic": generic, "fast": fast, "run": run}
+    await pool.close()
+
+
+@pytest.mark.parametrize("name", REAL_OPERATIONS)
+async def test_real_schema_same_results_on_demo_data(real: Any, name: str) -> None:
+    generic = await real["run"](real["generic"], name)
+    fast = await real["run"](real["fast"], name)
+    assert generic == fast
+    assert fast[1] == [] and fast[0] is not None
+
+
+@pytest.mark.parametrize("operation", ["ResearcherPage", "PaperList"])
+@pytest.mark.parametrize("how", REAL_CASES)
+async def test_real_schema_same_errors_on_bad_rows(
+    real: Any, monkeypatch: pytest.MonkeyPatch, operation: str, how: str
+) -> None:
+    import resolvers.papers
+
+    original = resolvers.papers.attach_authors
+
+    def attach_then_corrupt(ctx: Any, papers: Any, *args: Any, **kwargs: Any) -> None:
+        original(ctx, papers, *args, **kwargs)
+        _corrupt(list(papers), how)
+
+    monkeypatch.setattr(resolvers.papers, "attach_authors", attach_then_corrupt)
+    generic = await real["run"](real["generic"], operation)
+    fast = await real["run"](real["fast"], operation)
+    assert generic == fast
+    if how not in ("clean", "string for int"):  # graphql-core's Int takes "12" as 12
+        assert fast[1], "the corruption must surface as an error"
