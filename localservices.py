@@ -191,6 +191,8 @@ class LocalRedis:
     url: str
     pid: int
     process: subprocess.Popen[bytes]
+    # A short socket directory made for this server (see _socket_path), removed when it stops.
+    socket_dir: Path | None = None
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -202,6 +204,10 @@ class LocalRedis:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.process.stderr is not None and not self.process.stderr.closed:
+            self.process.stderr.close()
+        if self.socket_dir is not None:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
 
 
 def redis_server_binary() -> str:
@@ -258,40 +264,52 @@ def _socket_path(directory: Path) -> Path:
 
 def start_redis(directory: Path, *, port: int | None = None) -> LocalRedis:
     """Start a throwaway redis-server: on a Unix socket in `directory`, or on 127.0.0.1:`port`."""
+    directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
-    args = [redis_server_binary(), "--save", "", "--appendonly", "no", "--dir", str(directory.resolve())]
+    log = directory / "redis.log"
+    args = [redis_server_binary(), "--save", "", "--appendonly", "no", "--dir", str(directory), "--logfile", str(log)]
+    socket_dir: Path | None = None
     if port is None:
         sock = _socket_path(directory)
+        if sock.parent != directory:
+            socket_dir = sock.parent
         args += ["--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700"]
         url = f"unix://{sock}"
     else:
         args += ["--port", str(port), "--bind", "127.0.0.1"]
         url = f"redis://127.0.0.1:{port}/0"
     try:
+        # stderr only carries start-up errors (config); the server logs to `log`.
         proc = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_parent_hook()
         )
     except OSError as exc:
         raise LocalServiceError(f"redis-server could not be run ({exc}); install Redis and set REDIS_URL") from exc
+    local = LocalRedis(url=url, pid=proc.pid, process=proc, socket_dir=socket_dir)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
+            err = ""
+            if proc.stderr is not None:
+                err = proc.stderr.read().decode(errors="replace").strip()
+                proc.stderr.close()
+            if not err and log.exists():
+                err = log.read_text(errors="replace").strip()
+            local.stop()
+            # Redis log lines start with "pid:role date time level "; the message is what helps.
+            last = re.sub(r"^\d+:\w [\w :.]+? [#*.-] ", "", err.splitlines()[-1]) if err else ""
             raise LocalServiceError(
                 f"redis-server exited with code {proc.returncode}"
-                + (f": {err.splitlines()[-1]}" if err else "")
+                + (f": {last}" if last else "")
                 + "; install Redis and set REDIS_URL"
             )
         if _redis_answers(url):
             if proc.stderr is not None:
-                # Nothing reads it from here on: a full pipe would block the server.
                 proc.stderr.close()
-            local = LocalRedis(url=url, pid=proc.pid, process=proc)
             atexit.register(local.stop)
             return local
         time.sleep(0.05)
-    proc.kill()
-    proc.wait()
+    local.stop()
     raise LocalServiceError("redis-server did not answer within 10 s; install Redis and set REDIS_URL")
 
 
