@@ -212,6 +212,10 @@ def main() -> None:
         sys.exit("--database-url or DATABASE_URL is required")
     all_servers = servers(args.database_url, args.redis_url)
     names = args.servers.split(",")
+    if "postgraphile" in names:
+        from bench.postgraphile_queries import apply_functions
+
+        asyncio.run(apply_functions(args.database_url))
     results: list[dict[str, object]] = []
     stamp = time.strftime("%Y%m%dT%H%M%S")
     for operation in args.operations.split(","):

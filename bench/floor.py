@@ -1,0 +1,187 @@
+"""The floor: a hand-written Starlette + asyncpg + orjson endpoint answering the ResearcherPage
+operation with the same JSON as the API, and the same SQL statements, with no GraphQL at all.
+
+    DATABASE_URL=... .venv/bin/python -m uvicorn bench.floor:app --port 8001
+
+It reads `variables` of a POSTed GraphQL body (`id` a numeric researcher id, `page`, `first`) and
+ignores the query text. bench/check_same_json.py checks its JSON equals the API's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from db.paging import encode_global_id
+from db.queries.aggregates import SELECT_RESEARCHER_STATS
+
+RESEARCHER = """SELECT id, name, name_slug, s2_author_id, openalex_id, orcid, paper_count, h_index, citation_count,
+       works_count FROM researchers WHERE id = $1"""
+INSTITUTIONS = """SELECT i.id, i.name, i.name_slug, i.country FROM researcher_institutions ri
+  JOIN institutions i ON i.id = ri.institution_id WHERE ri.researcher_id = $1
+ ORDER BY ri.last_year DESC NULLS LAST, i.name, i.id"""
+PAPERS = """SELECT p.id, p.arxiv_id, p.slug, p.title, p.abstract, p.authors_text, p.categories, p.primary_category,
+       p.published, p.cited_by_count, p.summary, p.topics, p.paper_type, p.research_field, p.novelty,
+       p.significance_score, p.analysed
+  FROM papers p WHERE p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a WHERE a.researcher_id = $1))
+ ORDER BY p.published DESC, p.id DESC LIMIT $2 OFFSET $3"""
+COUNT = """SELECT count(*) FROM papers p
+ WHERE p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a WHERE a.researcher_id = $1))"""
+AUTHORS = """SELECT a.paper_id, a.position, a.name, r.id, r.name, r.name_slug FROM authorships a
+  LEFT JOIN researchers r ON r.id = a.researcher_id WHERE a.paper_id = any($1::bigint[])
+ ORDER BY a.paper_id, a.position"""
+AUTHOR_INSTITUTIONS = """SELECT ai.paper_id, ai.position, i.id, i.name, i.name_slug FROM authorship_institutions ai
+  JOIN institutions i ON i.id = ai.institution_id WHERE ai.paper_id = any($1::bigint[])
+ ORDER BY ai.paper_id, ai.position, i.name, i.id"""
+MOST_CITED = "SELECT id, arxiv_id, slug, title, cited_by_count FROM papers WHERE id = $1"
+
+
+def _slug(entity_id: int, name_slug: str) -> str:
+    return f"{entity_id}-{name_slug}" if name_slug else str(entity_id)
+
+
+def _institution(i_id: int, name: str, name_slug: str) -> dict[str, Any]:
+    return {
+        "id": encode_global_id("Institution", i_id),
+        "databaseId": i_id,
+        "slug": _slug(i_id, name_slug),
+        "name": name,
+    }
+
+
+async def researcher_page(conn: asyncpg.Connection, researcher_id: int, page: int, first: int) -> dict[str, Any] | None:
+    r = await conn.fetchrow(RESEARCHER, researcher_id)
+    if r is None:
+        return None
+    rid = r["id"]
+    institutions = [
+        {**_institution(i["id"], i["name"], i["name_slug"]), "country": i["country"]}
+        for i in await conn.fetch(INSTITUTIONS, rid)
+    ]
+    rows = await conn.fetch(PAPERS, rid, first + 1, (page - 1) * first)
+    has_next = len(rows) > first
+    rows = rows[:first]
+    total = await conn.fetchval(COUNT, rid)
+    ids = [p["id"] for p in rows]
+    authors: dict[int, list[dict[str, Any]]] = {}
+    affiliations: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    if ids:
+        for ai in await conn.fetch(AUTHOR_INSTITUTIONS, ids):
+            affiliations.setdefault((ai[0], ai[1]), []).append(_institution(ai[2], ai[3], ai[4]))
+        for a in await conn.fetch(AUTHORS, ids):
+            person = None
+            if a[3] is not None:
+                person = {
+                    "id": encode_global_id("Researcher", a[3]),
+                    "databaseId": a[3],
+                    "slug": _slug(a[3], a[5]),
+                    "name": a[4],
+                }
+            authors.setdefault(a[0], []).append(
+                {
+                    "position": a[1],
+                    "name": a[2],
+                    "researcher": person,
+                    "institutions": affiliations.get((a[0], a[1]), []),
+                }
+            )
+    stats = await conn.fetchrow(SELECT_RESEARCHER_STATS, rid)
+    most_cited = None
+    if stats["most_cited_paper_id"] is not None:
+        on_page = next((p for p in rows if p["id"] == stats["most_cited_paper_id"]), None)
+        m = on_page or await conn.fetchrow(MOST_CITED, stats["most_cited_paper_id"])
+        most_cited = {
+            "id": encode_global_id("Paper", m["id"]),
+            "databaseId": m["id"],
+            "arxivId": m["arxiv_id"],
+            "slug": m["slug"],
+            "title": m["title"],
+            "citedByCount": m["cited_by_count"],
+        }
+    fields = orjson.loads(stats["fields"]) if isinstance(stats["fields"], str) else stats["fields"]
+    return {
+        "id": encode_global_id("Researcher", rid),
+        "databaseId": rid,
+        "slug": _slug(rid, r["name_slug"]),
+        "name": r["name"],
+        "paperCount": r["paper_count"],
+        "hIndex": r["h_index"],
+        "citationCount": r["citation_count"],
+        "worksCount": r["works_count"],
+        "externalIds": {"semanticScholar": r["s2_author_id"], "openAlex": r["openalex_id"], "orcid": r["orcid"]},
+        "authorPositions": {
+            "first": stats["first"],
+            "middle": stats["middle"],
+            "last": stats["last"],
+            "solo": stats["solo"],
+            "matchedPapers": stats["matched_papers"],
+            "totalPapers": stats["paper_count"],
+        },
+        "fields": [{"category": c, "count": n} for c, n in fields],
+        "mostCitedPaper": most_cited,
+        "citationSummary": {"total": int(stats["citation_total"]), "papersWithCounts": stats["papers_with_counts"]},
+        "institutions": institutions,
+        "papers": {
+            "totalCount": total,
+            "totalPages": -(-total // first),
+            "pageInfo": {"page": page, "hasNextPage": has_next},
+            "nodes": [
+                {
+                    "id": encode_global_id("Paper", p["id"]),
+                    "databaseId": p["id"],
+                    "arxivId": p["arxiv_id"],
+                    "slug": p["slug"],
+                    "title": p["title"],
+                    "abstract": p["abstract"],
+                    "authorsText": p["authors_text"],
+                    "authors": authors.get(p["id"], []),
+                    "categories": p["categories"],
+                    "primaryCategory": p["primary_category"],
+                    "published": p["published"].isoformat(),
+                    "absUrl": f"https://arxiv.org/abs/{p['arxiv_id']}",
+                    "pdfUrl": f"https://arxiv.org/pdf/{p['arxiv_id']}",
+                    "citedByCount": p["cited_by_count"],
+                    "summary": p["summary"],
+                    "topics": p["topics"],
+                    "paperType": p["paper_type"],
+                    "researchField": p["research_field"],
+                    "novelty": p["novelty"],
+                    "significanceScore": p["significance_score"],
+                    "analysed": p["analysed"],
+                }
+                for p in rows
+            ],
+        },
+    }
+
+
+async def graphql(request: Request) -> Response:
+    body = orjson.loads(await request.body())
+    variables = body.get("variables") or {}
+    page = int(variables.get("page") or 1)
+    first = int(variables.get("first") or 24)
+    async with request.state.pool.acquire() as conn:
+        researcher = await researcher_page(conn, int(variables["id"]), page, first)
+    return Response(orjson.dumps({"data": {"researcher": researcher}}), media_type="application/json")
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+    # Same pool settings as the API's (db/pool.py): no reset round trip on release.
+    pool = await asyncpg.create_pool(os.environ["DATABASE_URL"], min_size=2, max_size=10, reset=None)
+    try:
+        yield {"pool": pool}
+    finally:
+        await pool.close()
+
+
+app = Starlette(routes=[Route("/graphql", graphql, methods=["POST"])], lifespan=lifespan)
