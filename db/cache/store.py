@@ -38,9 +38,13 @@ _STORE_GUARDED = """
 local g = redis.call('GET', KEYS[2]) or '0'
 if g ~= ARGV[2] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
+local tag_ttl = tonumber(ARGV[4])
 for i = 3, #KEYS do
   redis.call('SADD', KEYS[i], KEYS[1])
-  redis.call('EXPIRE', KEYS[i], ARGV[4])
+  -- Only ever lengthen: the set must outlive every entry in it, whatever their TTLs.
+  if redis.call('TTL', KEYS[i]) < tag_ttl then
+    redis.call('EXPIRE', KEYS[i], tag_ttl)
+  end
 end
 return 1
 """

@@ -274,3 +274,16 @@ async def test_request_after_an_invalidation_never_joins_an_older_computation(lo
         async with pool.acquire() as conn:
             await conn.execute("UPDATE papers SET cited_by_count = 3 WHERE id = $1", ids["P4"])
         await invalidate(store, Touched(researchers={a}))
+
+
+async def test_tag_sets_outlive_every_entry_they_list(store) -> None:
+    """A short-lived entry added to a tag set never shortens the set below a longer-lived entry's TTL."""
+    assert store.redis is not None
+    tag = keys.entity_tag(store.namespace, "researcher", 424242)
+    gen = keys.entity_generation(store.namespace, "researcher", 424242)
+    long_key, short_key = f"{store.namespace}:long", f"{store.namespace}:short"
+    assert await store.store_guarded(long_key, b"1", guard_key=gen, guard_value=None, tag_keys=[tag], ttl_s=3000)
+    assert await store.store_guarded(short_key, b"1", guard_key=gen, guard_value=None, tag_keys=[tag], ttl_s=60)
+    assert await store.redis.ttl(tag) > 3000
+    await invalidate(store, Touched(researchers={424242}))
+    assert await store.redis.exists(long_key, short_key, tag) == 0
