@@ -35,10 +35,14 @@ FacetKind = Literal["category", "primary", "year"]
 SEMANTIC_CANDIDATES = 200
 HYBRID_CANDIDATES = 200
 # Keyword matches ranked, paged and counted in facets; past it, the number of matches is estimated.
-KEYWORD_CAP = 10_000
+KEYWORD_CAP = 5_000
 RRF_K = 60
 # pgvector: search at least this wide, and keep scanning the graph when filters reject neighbours.
 SEMANTIC_SESSION = "SET LOCAL hnsw.ef_search = 200; SET LOCAL hnsw.iterative_scan = relaxed_order"
+# The planner prices evaluating `@@` on each row far too low: with a LIMIT it picks a sequential scan that reads
+# tens of thousands of tsvectors. The text index is always the way in; and enough memory that the bitmap of a
+# common term stays exact (a lossy bitmap rechecks every row of its pages).
+KEYWORD_SESSION = "SET LOCAL enable_seqscan = off; SET LOCAL work_mem = '32MB'"
 
 _TSQUERY = "websearch_to_tsquery('english', $5::text)"
 _RELEVANCE = f"ts_rank_cd(p.search_vector, {_TSQUERY}) * (1 + ln(1 + coalesce(p.cited_by_count, 0)))"
@@ -298,11 +302,13 @@ async def search_papers(
         *after_args,
     ]
     if mode == "KEYWORD":
-        records = await conn.fetch(sql, *args)
+        async with conn.transaction(readonly=True):
+            await conn.execute(KEYWORD_SESSION)
+            records = await conn.fetch(sql, *args)
     else:
         try:
             async with conn.transaction(readonly=True):
-                await conn.execute(SEMANTIC_SESSION)
+                await conn.execute(f"{KEYWORD_SESSION}; {SEMANTIC_SESSION}")
                 records = await conn.fetch(sql, *args)
         except (asyncpg.UndefinedTableError, asyncpg.UndefinedObjectError) as exc:
             raise SemanticSearchUnavailable(str(exc)) from exc
