@@ -664,10 +664,11 @@ WITH want AS (
     JOIN authorships a ON a.paper_id = s.paper_id AND a.position = s.position AND NOT a.is_collaboration
     CROSS JOIN unnest(s.institution_ids) AS i(institution_id)
 ), del AS (
+    -- Not an anti-join against `want`: a CTE has no index, and re-running a large batch would
+    -- compare every stored link with every wanted one.
     DELETE FROM authorship_institutions ai USING stg_matches s
     WHERE ai.paper_id = s.paper_id AND ai.position = s.position AND cardinality(s.institution_ids) > 0
-      AND NOT EXISTS (SELECT 1 FROM want w WHERE w.paper_id = ai.paper_id AND w.position = ai.position
-                                              AND w.institution_id = ai.institution_id)
+      AND ai.institution_id <> ALL (s.institution_ids)
     RETURNING ai.paper_id, ai.institution_id
 ), ins AS (
     INSERT INTO authorship_institutions (paper_id, position, institution_id)

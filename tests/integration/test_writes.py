@@ -340,3 +340,22 @@ async def test_malformed_ror_is_refused(conn: asyncpg.Connection) -> None:
     with pytest.raises(ValueError, match="ROR"):
         async with conn.transaction():
             await upsert_institutions(conn, [InstitutionRecord("05gq02988", "Bad checksum")])
+
+
+async def test_a_match_naming_institutions_replaces_that_authorships_set(conn: asyncpg.Connection) -> None:
+    out = await write_everything(conn, "2108")
+    pid = out["papers"].ids["2108.00001"]
+    a, b = out["iids"][ROR_A], out["iids"][ROR_B]
+    async with conn.transaction():
+        res = await apply_authorship_matches(
+            conn,
+            [AuthorshipMatch("2108.00001", 2, "21082", [ROR_B]), AuthorshipMatch("2108.00001", 1, "21081", [])],
+            out["rids"],
+            out["iids"],
+        )
+    links = await conn.fetch(
+        "SELECT position, institution_id FROM authorship_institutions WHERE paper_id = $1 ORDER BY 1, 2", pid
+    )
+    # Position 2 loses A and keeps B; position 1's match names none, so it keeps A.
+    assert [tuple(r) for r in links] == [(1, a), (2, b)]
+    assert res.applied == 0 and res.touched.papers == {pid} and a in res.touched.institutions
