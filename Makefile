@@ -52,7 +52,7 @@ pytest: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-$(TEST_EXTRAS)
-	$(BIN)/lint-imports --no-cache
+	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/ruff check .
 
 typecheck: $(VENV)/.installed-$(TEST_EXTRAS)
