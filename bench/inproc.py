@@ -78,11 +78,14 @@ def main() -> None:
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--profile")
+    parser.add_argument("--variants", default="graphql-core,fast")
     args = parser.parse_args()
     ids = asyncio.run(ids_with_full_pages(args.database_url, 50))
     from schema.fast_executor import FastExecutor
 
-    for name, executor in (("graphql-core", StrawberryGraphQLCoreExecutionContext), ("fast", FastExecutor)):
+    variants = {"graphql-core": StrawberryGraphQLCoreExecutionContext, "fast": FastExecutor}
+    for name in args.variants.split(","):
+        executor = variants[name]
         wall, cpu = asyncio.run(drive(args.database_url, executor, ids, args.requests, None))
         print(f"{name:12s} wall {wall:6.2f} ms/req   cpu {cpu:6.2f} ms/req")
     if args.profile:
