@@ -25,6 +25,7 @@ import dis
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping
+from math import isfinite
 from operator import attrgetter
 from typing import Any, Final
 
@@ -81,7 +82,11 @@ _SLOW: Final = _Slow()
 # (nullable, code, detail): detail is the leaf/object GraphQL type, or the item spec for lists.
 Spec = tuple[bool, int, Any]
 # (response name, field details, field definition, kind, getter, spec)
-PlanEntry = tuple[str, FieldDetailsList, GraphQLField | None, int, Callable[[Any], Any] | None, Spec | None]
+# (response name, field details, field definition, kind, getter, spec, and the spec's three parts again,
+# flattened so the hot loop unpacks once)
+PlanEntry = tuple[
+    str, FieldDetailsList, GraphQLField | None, int, Callable[[Any], Any] | None, Spec | None, bool, int, Any
+]
 
 _ALLOWED_DIRECTIVES: Final = frozenset({"include", "skip"})
 
@@ -198,7 +203,7 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             return plan
 
         def _plan_field(self, parent_type: GraphQLObjectType, name: str, fdl: FieldDetailsList) -> PlanEntry:
-            generic: PlanEntry = (name, fdl, None, _GENERIC, None, None)
+            generic: PlanEntry = (name, fdl, None, _GENERIC, None, None, True, _OTHER, None)
             for details in fdl:
                 if details.defer_usage is not None or details.fragment_variable_values is not None:
                     return generic
@@ -207,14 +212,14 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                         return generic
             field_name = fdl[0].node.name.value
             if field_name == "__typename":
-                return (name, fdl, None, _TYPENAME, None, None)
+                return (name, fdl, None, _TYPENAME, None, None, True, _OTHER, None)
             field_def = self.schema.get_field(parent_type, field_name)
             if field_def is None:
                 return generic
             kind, getter, spec = _static_plan(field_def)
-            if kind == _GENERIC:
+            if kind == _GENERIC or spec is None:
                 return generic
-            return (name, fdl, field_def, kind, getter, spec)
+            return (name, fdl, field_def, kind, getter, spec, *spec)
 
         # --- execution ------------------------------------------------------------------
 
@@ -234,15 +239,8 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             awaitable_fields: list[str] = []
             type_name = parent_type.name
             try:
-                for name, fdl, field_def, kind, getter, spec in plan:
-                    if kind == _GENERIC:
-                        result = self.execute_field(parent_type, source_value, fdl, Path(path, name, type_name), None)
-                        if result is Undefined:
-                            continue
-                    elif kind == _TYPENAME:
-                        results[name] = type_name
-                        continue
-                    else:
+                for name, fdl, field_def, kind, getter, spec, nullable, code, detail in plan:
+                    if kind >= _BASIC:
                         assert getter is not None and spec is not None and field_def is not None
                         try:
                             value = getter(source_value)
@@ -250,31 +248,94 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                             self.handle_field_error(raw_error, field_def.type, fdl, Path(path, name, type_name))
                             results[name] = None
                             continue
-                        if kind == _PREFETCHED and value is None:
-                            result = self.execute_field(
-                                parent_type, source_value, fdl, Path(path, name, type_name), None
-                            )
-                        else:
-                            nullable, code, detail = spec
-                            # Inline checks for the common leaves; everything else below.
-                            if code == _STR:
-                                if type(value) is str:
-                                    results[name] = value
+                        # Inline completion of the common cases; anything else goes to _fast_field.
+                        if code == _STR:
+                            if type(value) is str:
+                                results[name] = value
+                                continue
+                        elif code == _INT:
+                            if type(value) is int and _INT_MIN <= value <= _INT_MAX:
+                                results[name] = value
+                                continue
+                        elif code == _BOOL:
+                            if type(value) is bool:
+                                results[name] = value
+                                continue
+                        elif code == _FLOAT:
+                            if type(value) is float and isfinite(value):
+                                results[name] = value
+                                continue
+                        elif code == _SCALAR:
+                            if value is not None and not isinstance(value, Exception) and not is_awaitable(value):
+                                try:
+                                    coerced = detail.coerce_output_value(value)
+                                except Exception:
+                                    coerced = None  # graphql-core's completion raises it again, located
+                                if coerced is not None and coerced is not Undefined:
+                                    results[name] = coerced
                                     continue
-                            elif code == _INT:
-                                if type(value) is int and _INT_MIN <= value <= _INT_MAX:
-                                    results[name] = value
+                        elif code == _OBJ:
+                            object_type, is_type_of, needs_info = detail
+                            if (
+                                value is not None
+                                and not needs_info
+                                and not isinstance(value, Exception)
+                                and not is_awaitable(value)
+                                and (is_type_of is None or is_type_of(value, None) is True)
+                            ):
+                                grouped, new_defer_usages, forbidden = self.collect_subfields(object_type, fdl)
+                                if not new_defer_usages and not forbidden:
+                                    field_path = Path(path, name, type_name)
+                                    try:
+                                        result = self.execute_fields(object_type, value, field_path, grouped, None)
+                                    except Exception as raw_error:
+                                        self.handle_field_error(raw_error, field_def.type, fdl, field_path)
+                                        results[name] = None
+                                        continue
+                                    if type(result) is dict:
+                                        results[name] = result
+                                        continue
+                                    results[name] = self._await_completed(result, field_def.type, fdl, field_path)
+                                    awaitable_fields.append(name)
                                     continue
-                            elif code == _BOOL:
-                                if type(value) is bool:
-                                    results[name] = value
-                                    continue
-                            if value is None and nullable:
+                        elif code == _LIST and (type(value) is list or type(value) is tuple):
+                            field_path = Path(path, name, type_name)
+                            try:
+                                result = self._complete_list(detail, parent_type, field_def, fdl, field_path, value)
+                            except Exception as raw_error:
+                                self.handle_field_error(raw_error, field_def.type, fdl, field_path)
                                 results[name] = None
                                 continue
+                            if type(result) is list:
+                                results[name] = result
+                                continue
+                            results[name] = self._await_completed(result, field_def.type, fdl, field_path)
+                            awaitable_fields.append(name)
+                            continue
+                        if value is None:
+                            if kind == _PREFETCHED:
+                                # Not prefetched: the field's resolver (a DataLoader) answers.
+                                result = self.execute_field(
+                                    parent_type, source_value, fdl, Path(path, name, type_name), None
+                                )
+                            elif nullable:
+                                results[name] = None
+                                continue
+                            else:
+                                result = self._fast_field(
+                                    parent_type, field_def, fdl, Path(path, name, type_name), value, spec
+                                )
+                        else:
                             result = self._fast_field(
                                 parent_type, field_def, fdl, Path(path, name, type_name), value, spec
                             )
+                    elif kind == _TYPENAME:
+                        results[name] = type_name
+                        continue
+                    else:
+                        result = self.execute_field(parent_type, source_value, fdl, Path(path, name, type_name), None)
+                        if result is Undefined:
+                            continue
                     results[name] = result
                     if is_awaitable(result):
                         awaitable_fields.append(name)
@@ -394,11 +455,40 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                 if code == _OBJ and detail[2] and items
                 else None
             )
+            # Lists of objects (a page's papers, their authors) are the other common case.
+            object_type: GraphQLObjectType | None = None
+            grouped: GroupedFieldSet = {}
+            is_type_of = None
+            if code == _OBJ:
+                object_type, is_type_of, _ = detail
+                grouped, new_defer_usages, forbidden = self.collect_subfields(object_type, fdl)
+                if new_defer_usages or forbidden:
+                    object_type = None
             try:
                 for index, item in enumerate(items):
                     # Leaf lists (categories, topics) are the common case: no Path needed.
                     if code == _STR and type(item) is str:
                         append(item)
+                        continue
+                    if (
+                        object_type is not None
+                        and item is not None
+                        and not isinstance(item, Exception)
+                        and not is_awaitable(item)
+                        and (is_type_of is None or is_type_of(item, info) is True)
+                    ):
+                        item_path = Path(path, index, None)
+                        try:
+                            result = self.execute_fields(object_type, item, item_path, grouped, None)
+                        except Exception as raw_error:
+                            self.handle_field_error(raw_error, item_type, fdl, item_path)
+                            append(None)
+                            continue
+                        if type(result) is dict:
+                            append(result)
+                        else:
+                            append(self._await_completed(result, item_type, fdl, item_path))
+                            awaitable_indices.append(index)
                         continue
                     if item is None and nullable:
                         append(None)
