@@ -19,7 +19,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from bench.run import body_for, running, servers
+from bench.run import body_for, running, sample_variables, servers
 
 
 async def researcher_ids(database_url: str, n: int, seed: float) -> list[str]:
@@ -56,8 +56,8 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
     return None if a == b else f"{path}: {a!r} != {b!r}"
 
 
-def fetch(url: str, path: str, server: str, variables: dict[str, Any]) -> Any:
-    body = body_for(server, "ResearcherPage", variables)
+def fetch(url: str, path: str, server: str, variables: dict[str, Any], operation: str = "ResearcherPage") -> Any:
+    body = body_for(server, operation, variables)
     response = httpx.post(url + path, content=body, headers={"content-type": "application/json"}, timeout=30)
     response.raise_for_status()
     data = response.json()
@@ -74,33 +74,44 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
     parser.add_argument("--servers", default="floor,wovepaper,postgraphile")
+    parser.add_argument("--operations", default="ResearcherPage,PaperPage,PaperList")
     parser.add_argument("--n", type=int, default=20)
     args = parser.parse_args()
-    ids = asyncio.run(researcher_ids(args.database_url, args.n, 0.17))
+    operations = args.operations.split(",")
+    cases: dict[str, list[dict[str, Any]]] = {}
+    for operation in operations:
+        if operation == "ResearcherPage":
+            ids = asyncio.run(researcher_ids(args.database_url, args.n, 0.17))
+            cases[operation] = [{"id": i} for i in ids]
+        else:
+            cases[operation] = asyncio.run(sample_variables(args.database_url, operation, args.n, 0.17))
     if "postgraphile" in args.servers:
         from bench.postgraphile_queries import apply_functions
 
         asyncio.run(apply_functions(args.database_url))
     configured = servers(args.database_url, None)
-    answers: dict[str, list[Any]] = {}
+    answers: dict[tuple[str, str], list[Any]] = {}
     for name in args.servers.split(","):
         server = configured[name]
         with running(server) as (_pid, url):
-            answers[name] = [fetch(url, server.path, name, {"id": i}) for i in ids]
+            for operation in operations:
+                # PostGraphile answers the researcher page only.
+                if name == "postgraphile" and operation != "ResearcherPage":
+                    continue
+                answers[(name, operation)] = [fetch(url, server.path, name, v, operation) for v in cases[operation]]
     failed = False
-    for name, got in answers.items():
+    for (name, operation), got in answers.items():
         if name == "floor":
             continue
-        for rid, mine, floor in zip(ids, got, answers["floor"], strict=True):
+        for variables, mine, floor in zip(cases[operation], got, answers[("floor", operation)], strict=True):
             diff = first_difference(mine, floor)
             if diff:
-                print(f"{name} differs from the floor for researcher {rid}: {diff}")
+                print(f"{name} {operation} differs from the floor for {variables}: {diff}")
                 failed = True
                 break
         else:
-            print(f"{name}: same JSON as the floor for {len(ids)} researchers")
-    papers = sum(len(a["data"]["researcher"]["papers"]["nodes"]) for a in answers["floor"] if a["data"]["researcher"])
-    print(f"checked {len(ids)} researchers, {papers} papers, {len(json.dumps(answers['floor']))} bytes of floor JSON")
+            size = len(json.dumps(answers[("floor", operation)]))
+            print(f"{name} {operation}: same JSON as the floor for {len(got)} requests ({size} bytes)")
     sys.exit(1 if failed else 0)
 
 

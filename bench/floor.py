@@ -1,10 +1,12 @@
-"""The floor: a hand-written Starlette + asyncpg + orjson endpoint answering the ResearcherPage
-operation with the same JSON as the API, and the same SQL statements, with no GraphQL at all.
+"""The floor: a hand-written Starlette + asyncpg + orjson endpoint answering the ResearcherPage,
+PaperPage and PaperList operations with the same JSON as the API and the same SQL work, with no
+GraphQL at all (the body's `operationName` picks the page; PaperList: a category filter, newest first).
 
     DATABASE_URL=... .venv/bin/python -m uvicorn bench.floor:app --port 8001
 
-It reads `variables` of a POSTed GraphQL body (`id` a numeric researcher id, `page`, `first`) and
-ignores the query text. bench/check_same_json.py checks its JSON equals the API's.
+It reads `operationName` and `variables` of a POSTed GraphQL body (ResearcherPage: `id` a numeric
+researcher id; PaperPage: `id` a bare arXiv id; `page`, `first`) and ignores the query text.
+bench/check_same_json.py checks its JSON equals the API's.
 """
 
 from __future__ import annotations
@@ -42,7 +44,17 @@ AUTHORS = """SELECT a.paper_id, a.position, a.name, r.id, r.name, r.name_slug FR
 AUTHOR_INSTITUTIONS = """SELECT ai.paper_id, ai.position, i.id, i.name, i.name_slug FROM authorship_institutions ai
   JOIN institutions i ON i.id = ai.institution_id WHERE ai.paper_id = any($1::bigint[])
  ORDER BY ai.paper_id, ai.position, i.name, i.id"""
+AUTHOR_INSTITUTIONS_FULL = """SELECT ai.paper_id, ai.position, i.id, i.name, i.name_slug, i.ror_id, i.country
+  FROM authorship_institutions ai JOIN institutions i ON i.id = ai.institution_id
+ WHERE ai.paper_id = any($1::bigint[]) ORDER BY ai.paper_id, ai.position, i.name, i.id"""
 MOST_CITED = "SELECT id, arxiv_id, slug, title, cited_by_count FROM papers WHERE id = $1"
+PAPER_COLUMNS = """p.id, p.arxiv_id, p.version, p.slug, p.title, p.abstract, p.authors_text, p.categories,
+       p.primary_category, p.published, p.updated, p.doi, p.journal_ref, p.comments, p.cited_by_count, p.summary,
+       p.topics, p.paper_type, p.research_field, p.novelty, p.significance_score, p.analysed"""
+PAPER = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.arxiv_id = $1"
+CATEGORY_PAGE = f"""SELECT {PAPER_COLUMNS} FROM papers p WHERE p.categories @> ARRAY[$1::text]
+ ORDER BY p.published DESC, p.id DESC LIMIT $2 OFFSET $3"""
+CATEGORY_COUNT = "SELECT count(*) FROM papers p WHERE p.categories @> ARRAY[$1::text]"
 
 
 def _slug(entity_id: int, name_slug: str) -> str:
@@ -58,6 +70,64 @@ def _institution(i_id: int, name: str, name_slug: str) -> dict[str, Any]:
     }
 
 
+def paper_item(p: asyncpg.Record, authors: list[dict[str, Any]]) -> dict[str, Any]:
+    """A paper as the site's lists show it (ResearcherPage, PaperList)."""
+    return {
+        "id": encode_global_id("Paper", p["id"]),
+        "databaseId": p["id"],
+        "arxivId": p["arxiv_id"],
+        "slug": p["slug"],
+        "title": p["title"],
+        "abstract": p["abstract"],
+        "authorsText": p["authors_text"],
+        "authors": authors,
+        "categories": p["categories"],
+        "primaryCategory": p["primary_category"],
+        "published": p["published"].isoformat(),
+        "absUrl": f"https://arxiv.org/abs/{p['arxiv_id']}",
+        "pdfUrl": f"https://arxiv.org/pdf/{p['arxiv_id']}",
+        "citedByCount": p["cited_by_count"],
+        "summary": p["summary"],
+        "topics": p["topics"],
+        "paperType": p["paper_type"],
+        "researchField": p["research_field"],
+        "novelty": p["novelty"],
+        "significanceScore": p["significance_score"],
+        "analysed": p["analysed"],
+    }
+
+
+async def authors_of(
+    conn: asyncpg.Connection, ids: list[int], *, institutions: bool, institution_fields: bool = False
+) -> dict[int, list[dict[str, Any]]]:
+    """Each paper's authors in order, with their researcher link and (optionally) affiliations."""
+    authors: dict[int, list[dict[str, Any]]] = {}
+    if not ids:
+        return authors
+    affiliations: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    if institutions:
+        sql = AUTHOR_INSTITUTIONS_FULL if institution_fields else AUTHOR_INSTITUTIONS
+        for ai in await conn.fetch(sql, ids):
+            inst = _institution(ai[2], ai[3], ai[4])
+            if institution_fields:
+                inst = {**inst, "rorId": ai[5], "country": ai[6]}
+            affiliations.setdefault((ai[0], ai[1]), []).append(inst)
+    for a in await conn.fetch(AUTHORS, ids):
+        person = None
+        if a[3] is not None:
+            person = {
+                "id": encode_global_id("Researcher", a[3]),
+                "databaseId": a[3],
+                "slug": _slug(a[3], a[5]),
+                "name": a[4],
+            }
+        author: dict[str, Any] = {"position": a[1], "name": a[2], "researcher": person}
+        if institutions:
+            author["institutions"] = affiliations.get((a[0], a[1]), [])
+        authors.setdefault(a[0], []).append(author)
+    return authors
+
+
 async def researcher_page(conn: asyncpg.Connection, researcher_id: int, page: int, first: int) -> dict[str, Any] | None:
     r = await conn.fetchrow(RESEARCHER, researcher_id)
     if r is None:
@@ -71,29 +141,7 @@ async def researcher_page(conn: asyncpg.Connection, researcher_id: int, page: in
     has_next = len(rows) > first
     rows = rows[:first]
     total = await conn.fetchval(COUNT, rid)
-    ids = [p["id"] for p in rows]
-    authors: dict[int, list[dict[str, Any]]] = {}
-    affiliations: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    if ids:
-        for ai in await conn.fetch(AUTHOR_INSTITUTIONS, ids):
-            affiliations.setdefault((ai[0], ai[1]), []).append(_institution(ai[2], ai[3], ai[4]))
-        for a in await conn.fetch(AUTHORS, ids):
-            person = None
-            if a[3] is not None:
-                person = {
-                    "id": encode_global_id("Researcher", a[3]),
-                    "databaseId": a[3],
-                    "slug": _slug(a[3], a[5]),
-                    "name": a[4],
-                }
-            authors.setdefault(a[0], []).append(
-                {
-                    "position": a[1],
-                    "name": a[2],
-                    "researcher": person,
-                    "institutions": affiliations.get((a[0], a[1]), []),
-                }
-            )
+    authors = await authors_of(conn, [p["id"] for p in rows], institutions=True)
     stats = await conn.fetchrow(SELECT_RESEARCHER_STATS, rid)
     most_cited = None
     if stats["most_cited_paper_id"] is not None:
@@ -134,33 +182,37 @@ async def researcher_page(conn: asyncpg.Connection, researcher_id: int, page: in
             "totalCount": total,
             "totalPages": -(-total // first),
             "pageInfo": {"page": page, "hasNextPage": has_next},
-            "nodes": [
-                {
-                    "id": encode_global_id("Paper", p["id"]),
-                    "databaseId": p["id"],
-                    "arxivId": p["arxiv_id"],
-                    "slug": p["slug"],
-                    "title": p["title"],
-                    "abstract": p["abstract"],
-                    "authorsText": p["authors_text"],
-                    "authors": authors.get(p["id"], []),
-                    "categories": p["categories"],
-                    "primaryCategory": p["primary_category"],
-                    "published": p["published"].isoformat(),
-                    "absUrl": f"https://arxiv.org/abs/{p['arxiv_id']}",
-                    "pdfUrl": f"https://arxiv.org/pdf/{p['arxiv_id']}",
-                    "citedByCount": p["cited_by_count"],
-                    "summary": p["summary"],
-                    "topics": p["topics"],
-                    "paperType": p["paper_type"],
-                    "researchField": p["research_field"],
-                    "novelty": p["novelty"],
-                    "significanceScore": p["significance_score"],
-                    "analysed": p["analysed"],
-                }
-                for p in rows
-            ],
+            "nodes": [paper_item(p, authors.get(p["id"], [])) for p in rows],
         },
+    }
+
+
+async def paper_page(conn: asyncpg.Connection, arxiv_id: str) -> dict[str, Any] | None:
+    p = await conn.fetchrow(PAPER, arxiv_id)
+    if p is None:
+        return None
+    authors = await authors_of(conn, [p["id"]], institutions=True, institution_fields=True)
+    return {
+        **paper_item(p, authors.get(p["id"], [])),
+        "version": p["version"],
+        "updated": p["updated"].isoformat(),
+        "doi": p["doi"],
+        "journalRef": p["journal_ref"],
+        "comments": p["comments"],
+    }
+
+
+async def paper_list(conn: asyncpg.Connection, category: str, page: int, first: int) -> dict[str, Any]:
+    rows = await conn.fetch(CATEGORY_PAGE, category, first + 1, (page - 1) * first)
+    has_next = len(rows) > first
+    rows = rows[:first]
+    total = await conn.fetchval(CATEGORY_COUNT, category)
+    authors = await authors_of(conn, [p["id"] for p in rows], institutions=False)
+    return {
+        "totalCount": total,
+        "totalPages": -(-total // first),
+        "pageInfo": {"page": page, "hasNextPage": has_next},
+        "nodes": [paper_item(p, authors.get(p["id"], [])) for p in rows],
     }
 
 
@@ -169,9 +221,15 @@ async def graphql(request: Request) -> Response:
     variables = body.get("variables") or {}
     page = int(variables.get("page") or 1)
     first = int(variables.get("first") or 24)
+    operation = body.get("operationName") or "ResearcherPage"
     async with request.state.pool.acquire() as conn:
-        researcher = await researcher_page(conn, int(variables["id"]), page, first)
-    return Response(orjson.dumps({"data": {"researcher": researcher}}), media_type="application/json")
+        if operation == "PaperPage":
+            data: dict[str, Any] = {"paper": await paper_page(conn, variables["id"])}
+        elif operation == "PaperList":
+            data = {"papers": await paper_list(conn, variables["filter"]["category"], page, first)}
+        else:
+            data = {"researcher": await researcher_page(conn, int(variables["id"]), page, first)}
+    return Response(orjson.dumps({"data": data}), media_type="application/json")
 
 
 @contextlib.asynccontextmanager

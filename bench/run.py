@@ -218,17 +218,17 @@ def main() -> None:
         asyncio.run(apply_functions(args.database_url))
     results: list[dict[str, object]] = []
     stamp = time.strftime("%Y%m%dT%H%M%S")
+    if not args.skip_check and "floor" in names:
+        subprocess.run(
+            [sys.executable, "-m", "bench.check_same_json", "--database-url", args.database_url,
+             "--servers", ",".join(names), "--operations", args.operations],
+            cwd=ROOT, check=True,
+        )  # fmt: skip
     for operation in args.operations.split(","):
         variables = asyncio.run(sample_variables(args.database_url, operation, args.ids, 0.42))
-        # The floor and PostGraphile answer the researcher page only.
-        op_servers = [n for n in names if operation == "ResearcherPage" or n == "wovepaper"]
+        # PostGraphile answers the researcher page only.
+        op_servers = [n for n in names if operation == "ResearcherPage" or n != "postgraphile"]
         bodies = {n: write_bodies(n, operation, variables) for n in op_servers}
-        if not args.skip_check and operation == "ResearcherPage" and "floor" in op_servers:
-            subprocess.run(
-                [sys.executable, "-m", "bench.check_same_json", "--database-url", args.database_url,
-                 "--servers", ",".join(op_servers)],
-                cwd=ROOT, check=True,
-            )  # fmt: skip
         for round_no in range(args.rounds):
             others = [n for n in op_servers if n != "floor"]
             shift = round_no % max(len(others), 1)
