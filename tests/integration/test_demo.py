@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
+from pathlib import Path
+
 import asyncpg
 
 from db.ids import normalize_ror, parse_arxiv_id
 from db.migrate import migrate
 from demo import load_demo
 
+ROOT = Path(__file__).resolve().parents[2]
 TABLES = (
     "papers",
     "paper_versions",
@@ -150,5 +156,36 @@ async def test_demo_fixture_keeps_its_documented_guarantees(demo_database_url: s
         assert 0.78 < cited < 0.92
         assert await conn.fetchval("SELECT count(*) FROM papers WHERE version > 1") > 100
         assert await conn.fetchval("SELECT count(*) FROM papers WHERE cardinality(categories) > 1") > 50
+    finally:
+        await conn.close()
+
+
+async def _wovepaper(dsn: str, *args: str) -> tuple[int, str]:
+    env = {**os.environ, "DATABASE_URL": dsn}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cli",
+        *args,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    return proc.returncode or 0, out.decode()
+
+
+async def test_demo_command_migrates_loads_and_respects_if_empty(make_database) -> None:
+    dsn = await make_database("demo_cli")  # not migrated: the command migrates first
+    code, out = await _wovepaper(dsn, "demo", "--papers", "150", "--seed", "5", "--if-empty")
+    assert code == 0, out
+    assert "demo: 150 papers" in out
+    assert "\x1b[" not in out  # not a terminal: plain lines, no progress bar
+    code, out = await _wovepaper(dsn, "demo", "--papers", "300", "--if-empty")
+    assert code == 0 and "nothing to do" in out, out
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM papers") == 150
     finally:
         await conn.close()
