@@ -113,12 +113,22 @@ def serve(port: int, size: int, total: int) -> None:
     ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """user + system CPU seconds of a process (the PostgreSQL backend is another process)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
 def rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-async def run(admin_dsn: str, port: int, total: int) -> None:
+async def run(admin_dsn: str, port: int, total: int, writers: int = 2) -> None:
     import asyncpg
 
     from db.migrate import migrate
@@ -158,10 +168,18 @@ async def run(admin_dsn: str, port: int, total: int) -> None:
             return await original(**kw)  # type: ignore[arg-type]
 
         client.list_records = sampled  # type: ignore[method-assign]
+        writer = await asyncpg.connect(dsn) if writers == 2 else None
+        backend = await conn.fetchval("SELECT pg_backend_pid()")
+        backend2 = await writer.fetchval("SELECT pg_backend_pid()") if writer is not None else None
         start_rss = rss_mb()
+        cpu0, pg0 = time.process_time(), cpu_s(backend) + (cpu_s(backend2) if backend2 else 0)
         t0 = time.perf_counter()
-        summary = await harvest_arxiv(conn, client, stream=Sampler())  # type: ignore[arg-type]
+        summary = await harvest_arxiv(conn, client, stream=Sampler(), writer=writer)  # type: ignore[arg-type]
         elapsed = time.perf_counter() - t0
+        cpu, pg_cpu = time.process_time() - cpu0, cpu_s(backend) + (cpu_s(backend2) if backend2 else 0) - pg0
+        if writer is not None:
+            await writer.close()
+        load = os.getloadavg()[0]
         await client.aclose()
         rows = await conn.fetchval("SELECT count(*) FROM papers")
         authors = await conn.fetchval("SELECT count(*) FROM authorships")
@@ -178,6 +196,14 @@ async def run(admin_dsn: str, port: int, total: int) -> None:
         trace = ", ".join(f"p{n}: {mb:.0f}" for n, mb in samples[::step])
         print(f"RSS MB before the run {start_rss:.0f}; at page start {trace}; peak (ru_maxrss) {peak:.0f}")
         print(f"full corpus (2.5M records) at this rate: {2_500_000 / (summary.seen / elapsed) / 60:.1f} min")
+        # The harvester and the backends run in parallel (the next page parses while two are written):
+        # records per CPU-second says what the work costs, whatever else the machine is running.
+        print(
+            f"writers: {writers}; CPU: harvester {cpu:.1f} s ({summary.seen / cpu:,.0f} records/s),"
+            f" PostgreSQL backends {pg_cpu:.1f} s ({summary.seen / pg_cpu:,.0f} records/s),"
+            f" together {summary.seen / (cpu + pg_cpu):,.0f} records per CPU-second;"
+            f" 1-min load average at the end {load:.1f} on {os.cpu_count()} cores"
+        )
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
@@ -188,6 +214,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--page-size", type=int, default=2500)
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--writers", type=int, choices=(1, 2), default=2, help="connections writing pages")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -220,7 +247,7 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.05)
-        asyncio.run(run(dsn, port, args.records))
+        asyncio.run(run(dsn, port, args.records, args.writers))
     finally:
         server.terminate()
         server.wait()

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
+from functools import partial
 from typing import TextIO
 
 import asyncpg
@@ -28,6 +29,7 @@ from db.queries.ingest_state import (
     tombstone_papers,
 )
 from db.queries.writes import (
+    PaperWriteResult,
     apply_authorship_matches,
     mark_enriched,
     replace_researcher_works,
@@ -55,6 +57,17 @@ ENRICH_BATCH = 500  # S2's /paper/batch maximum
 MAX_FAILED_BATCHES = 3  # in a row: the upstream is down, stop instead of walking the whole queue
 
 
+def _settle(commit: asyncio.Future[None], task: asyncio.Task[tuple[PaperWriteResult, set[int]]]) -> None:
+    if commit.done():
+        return
+    if task.cancelled():
+        commit.cancel()
+    elif (exc := task.exception()) is not None:
+        commit.set_exception(exc)
+    else:
+        commit.set_result(None)
+
+
 async def invalidate_after_commit(cache: CacheStore | None, touched: Touched) -> None:
     """Forget cached aggregates of what a committed batch touched (never call before the commit)."""
     if touched:
@@ -73,8 +86,12 @@ async def harvest_arxiv(
     set_spec: str | None = None,
     cache: CacheStore | None = None,
     stream: TextIO | None = None,
+    writer: asyncpg.Connection | None = None,
 ) -> Summary:
     """ListRecords from `from_` (clamped to earliestDatestamp) or from the checkpoint, page by page.
+
+    With a second connection (`writer`) two pages are written at once, each in its own transaction;
+    their checkpoints still commit in page order, so a crash never skips a page.
 
     Summary: seen = records read, inserted/updated = papers written, skipped = records already up
     to date, failed = records that could not be parsed (logged) plus a request that failed for good.
@@ -98,6 +115,37 @@ async def harvest_arxiv(
         state = HarvestState(until=until)
     restarts = 0
     prefetched: asyncio.Task[OAIPage] | None = None
+    writers = [conn, *([writer] if writer is not None else [])]
+    inflight: deque[tuple[asyncio.Task[tuple[PaperWriteResult, set[int]]], OAIPage, int]] = deque()
+    previous: asyncio.Future[None] | None = None
+    dispatched = 0
+
+    async def write(
+        c: asyncpg.Connection, page: OAIPage, after: HarvestState, prev: asyncio.Future[None] | None
+    ) -> tuple[PaperWriteResult, set[int]]:
+        async with c.transaction():
+            result = await upsert_papers(c, page.records)
+            tombstoned = await tombstone_papers(c, page.deleted)
+            if prev is not None:
+                # Checkpoints commit in page order: wait for the page before (its failure rolls this back).
+                await asyncio.shield(prev)
+            await save_harvest_state(c, key, after)
+        return result, tombstoned
+
+    async def finish() -> None:
+        task, page, number = inflight.popleft()
+        result, tombstoned = await task
+        touched = result.touched
+        touched.papers |= tombstoned
+        await invalidate_after_commit(cache, touched)
+        summary.seen += page.seen
+        summary.inserted += result.inserted
+        summary.updated += result.updated + len(tombstoned)
+        summary.skipped += result.unchanged + len(page.deleted) - len(tombstoned)
+        summary.failed += len(page.skipped)
+        summary.requests, summary.retries = client.http.stats.requests, client.http.stats.retries
+        progress.update(summary, f"page {number}")
+
     with RunProgress(f"arxiv {key}", stream=stream) as progress:
         try:
             while True:
@@ -113,11 +161,15 @@ async def harvest_arxiv(
                         raise
                     restarts += 1
                     log.warning("resumption token expired; restarting from %s", state.harvest_from or "the start")
+                    while inflight:
+                        await finish()
                     token = None
                     state = replace(state, token=None, started=None)
                     continue
                 except NoRecordsMatch:
                     log.info("nothing new since %s", state.harvest_from)
+                    while inflight:
+                        await finish()
                     async with conn.transaction():
                         state = state.page_done(None, None)
                         await save_harvest_state(conn, key, state)
@@ -125,36 +177,46 @@ async def harvest_arxiv(
                 token = page.token
                 if token:
                     # Download and parse the next page while this one is written: the parse runs
-                    # here, the write in PostgreSQL, so the two overlap. Pacing still holds.
+                    # here, the writes in PostgreSQL, so they overlap. Pacing still holds.
                     prefetched = asyncio.create_task(client.list_records(token=token))
                 for ident, why in page.skipped:
                     log.error("skipped record %s: %s", ident, why)
-                async with conn.transaction():
-                    result = await upsert_papers(conn, page.records)
-                    tombstoned = await tombstone_papers(conn, page.deleted)
-                    state = state.page_done(page.token, page.response_date)
-                    await save_harvest_state(conn, key, state)
-                touched = result.touched
-                touched.papers |= tombstoned
-                await invalidate_after_commit(cache, touched)
-                summary.seen += page.seen
-                summary.inserted += result.inserted
-                summary.updated += result.updated + len(tombstoned)
-                summary.skipped += result.unchanged + len(page.deleted) - len(tombstoned)
-                summary.failed += len(page.skipped)
-                summary.requests, summary.retries = client.http.stats.requests, client.http.stats.retries
-                progress.update(summary, f"page {state.pages}")
+                state = state.page_done(page.token, page.response_date)
+                if len(inflight) == len(writers):
+                    await finish()  # frees the connection the next page goes to
+                ids = {r.arxiv_id for r in page.records} | set(page.deleted)
+                while inflight and any(ids & {r.arxiv_id for r in p.records} for _, p, _ in inflight):
+                    # The server may repeat a record on the next page: two concurrent upserts of one paper
+                    # can trip the slug's unique index, so the earlier page commits first.
+                    await finish()
+                done = write(writers[dispatched % len(writers)], page, state, previous)
+                task = asyncio.create_task(done)
+                # This page's commit, as a future the next page's transaction waits on.
+                previous = asyncio.get_running_loop().create_future()
+                task.add_done_callback(partial(_settle, previous))
+                inflight.append((task, page, state.pages))
+                dispatched += 1
                 if not token:
                     break
+            while inflight:
+                await finish()
         except UpstreamError as exc:
             log.error("harvest stopped: %s; committed pages are kept and the next run resumes", exc)
             summary.failed += 1
             summary.stopped = str(exc)
+            while inflight:
+                await finish()
         finally:
             if prefetched is not None:
                 prefetched.cancel()
                 with contextlib.suppress(BaseException):
                     await prefetched
+            # Whatever stopped the run, pages already being written still commit (in order).
+            for t, _, _ in inflight:
+                with contextlib.suppress(BaseException):
+                    await t
+            if previous is not None and previous.done() and not previous.cancelled():
+                previous.exception()  # retrieved: a failure was already raised through its task
     summary.requests, summary.retries = client.http.stats.requests, client.http.stats.retries
     return summary
 

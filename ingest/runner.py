@@ -43,7 +43,17 @@ async def run_arxiv(settings: Settings, *, from_: date | None, until: date | Non
     client = ArxivOAIClient(settings.arxiv_oai_url, delay_s=settings.arxiv_delay_s)
     try:
         async with _resources(settings) as (conn, cache):
-            return await harvest_arxiv(conn, client, from_=from_, until=until, set_spec=set_spec, cache=cache)
+            assert settings.database_url
+            # A second connection writes one page while the first writes the previous one.
+            writer = await asyncpg.connect(
+                settings.database_url, server_settings={"application_name": "wovepaper-ingest"}
+            )
+            try:
+                return await harvest_arxiv(
+                    conn, client, from_=from_, until=until, set_spec=set_spec, cache=cache, writer=writer
+                )
+            finally:
+                await writer.close()
     finally:
         await client.aclose()
 

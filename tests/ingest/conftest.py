@@ -174,3 +174,16 @@ async def conn(ingest_dsn: str) -> AsyncIterator[asyncpg.Connection]:
         yield c
     finally:
         await c.close()
+
+
+@pytest.fixture(params=["one-writer", "two-writers"])
+async def writer(request: pytest.FixtureRequest, ingest_dsn: str) -> AsyncIterator[asyncpg.Connection | None]:
+    """None (pages written one after another) or a second connection (two pages written at once)."""
+    if request.param == "one-writer":
+        yield None
+        return
+    c = await asyncpg.connect(ingest_dsn)
+    try:
+        yield c
+    finally:
+        await c.close()

@@ -40,9 +40,11 @@ async def paper_rows(conn: asyncpg.Connection) -> list[tuple[object, ...]]:
     return [tuple(r) for r in rows]
 
 
-async def test_walks_resumption_tokens_to_the_empty_final_token(conn: asyncpg.Connection, clock: FakeClock) -> None:
+async def test_walks_resumption_tokens_to_the_empty_final_token(
+    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None
+) -> None:
     oai = three_page_archive()
-    summary = await harvest_arxiv(conn, oai.client(clock))
+    summary = await harvest_arxiv(conn, oai.client(clock), writer=writer)
     assert [set(r) & {"resumptionToken", "metadataPrefix"} for r in oai.requests] == [
         {"metadataPrefix"},
         {"resumptionToken"},
@@ -62,11 +64,13 @@ async def test_walks_resumption_tokens_to_the_empty_final_token(conn: asyncpg.Co
     assert state is not None and state.token is None and state.next_from == date(2026, 11, 30)
 
 
-async def test_idempotent_second_run_changes_nothing(conn: asyncpg.Connection, clock: FakeClock) -> None:
-    await harvest_arxiv(conn, three_page_archive().client(clock), from_=date(2009, 9, 17))
+async def test_idempotent_second_run_changes_nothing(
+    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None
+) -> None:
+    await harvest_arxiv(conn, three_page_archive().client(clock), from_=date(2009, 9, 17), writer=writer)
     before = await paper_rows(conn)
     modified = await conn.fetchval("SELECT max(modified_at) FROM papers")
-    again = await harvest_arxiv(conn, three_page_archive().client(clock), from_=date(2009, 9, 17))
+    again = await harvest_arxiv(conn, three_page_archive().client(clock), from_=date(2009, 9, 17), writer=writer)
     assert await paper_rows(conn) == before
     assert await conn.fetchval("SELECT max(modified_at) FROM papers") == modified
     assert again.inserted == 0 and again.updated == 0 and again.skipped == 8
@@ -100,7 +104,7 @@ async def test_from_before_earliest_datestamp_is_clamped(conn: asyncpg.Connectio
 
 
 async def test_crash_mid_harvest_then_resume_loses_and_duplicates_nothing(
-    conn: asyncpg.Connection, clock: FakeClock
+    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None
 ) -> None:
     oai = three_page_archive()
 
@@ -109,13 +113,13 @@ async def test_crash_mid_harvest_then_resume_loses_and_duplicates_nothing(
 
     oai.script[1] = boom  # dies fetching page 2, after page 1 committed
     with pytest.raises(RuntimeError):
-        await harvest_arxiv(conn, oai.client(clock))
+        await harvest_arxiv(conn, oai.client(clock), writer=writer)
     assert {r[0] for r in await paper_rows(conn)} == {"cs/0001024", "0704.0248", "chao-dyn/9510015"}
     state = await load_harvest_state(conn, "arxiv:all")
     assert state is not None and state.token and state.pages == 1
 
     resumed = three_page_archive()
-    summary = await harvest_arxiv(conn, resumed.client(clock))
+    summary = await harvest_arxiv(conn, resumed.client(clock), writer=writer)
     # Resumes with the saved token: page 1 is not fetched again.
     assert "resumptionToken" in resumed.requests[0] and len(resumed.requests) == 2
     assert summary.seen == 5 and summary.inserted == 5
@@ -126,29 +130,32 @@ async def test_crash_mid_harvest_then_resume_loses_and_duplicates_nothing(
 
 
 async def test_crash_inside_the_page_transaction_rolls_back_page_and_checkpoint(
-    conn: asyncpg.Connection, clock: FakeClock
+    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None
 ) -> None:
     oai = three_page_archive()
     # A paper row that makes page 2's write fail (slug collides): nothing of page 2 may stay.
     await conn.execute(
-        "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        "CREATE OR REPLACE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
         " IF NEW.arxiv_id = '1008.3222' THEN RAISE EXCEPTION 'disk full'; END IF; RETURN NEW; END $$"
     )
-    await conn.execute("CREATE TRIGGER boom BEFORE INSERT ON papers FOR EACH ROW EXECUTE FUNCTION boom()")
+    await conn.execute("CREATE OR REPLACE TRIGGER boom BEFORE INSERT ON papers FOR EACH ROW EXECUTE FUNCTION boom()")
     with pytest.raises(asyncpg.PostgresError):
-        await harvest_arxiv(conn, oai.client(clock))
+        await harvest_arxiv(conn, oai.client(clock), writer=writer)
     assert {r[0] for r in await paper_rows(conn)} == {"cs/0001024", "0704.0248", "chao-dyn/9510015"}
     state = await load_harvest_state(conn, "arxiv:all")
     assert state is not None and state.pages == 1
     await conn.execute("DROP TRIGGER boom ON papers")
-    await harvest_arxiv(conn, three_page_archive().client(clock))
+    await conn.execute("DROP FUNCTION boom()")
+    await harvest_arxiv(conn, three_page_archive().client(clock), writer=writer)
     assert {r[0] for r in await paper_rows(conn)} == ALL_IDS
 
 
-async def test_expired_token_restarts_from_the_saved_date(conn: asyncpg.Connection, clock: FakeClock) -> None:
+async def test_expired_token_restarts_from_the_saved_date(
+    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None
+) -> None:
     oai = three_page_archive()
     oai.script[2] = lambda r: httpx.Response(500)  # Identify, page 1, then page 2 fails: the token is saved
-    summary = await harvest_arxiv(conn, oai.client(clock, attempts=1), from_=date(2009, 9, 17))
+    summary = await harvest_arxiv(conn, oai.client(clock, attempts=1), from_=date(2009, 9, 17), writer=writer)
     assert summary.stopped and summary.failed == 1 and summary.inserted == 3
     # Overnight the token expired: the server answers badResumptionToken.
     expired = three_page_archive()
@@ -156,18 +163,20 @@ async def test_expired_token_restarts_from_the_saved_date(conn: asyncpg.Connecti
     expired.first = list_records_page(
         fixture_records(OAI_CURRENT / "getrecord_arXivRaw_withdrawn_cond-mat-0703772_source_type-I.xml"), token=""
     )
-    summary = await harvest_arxiv(conn, expired.client(clock))
+    summary = await harvest_arxiv(conn, expired.client(clock), writer=writer)
     assert "resumptionToken" in expired.requests[0]
     assert expired.requests[1] == {"verb": "ListRecords", "metadataPrefix": "arXivRaw", "from": "2009-09-17"}
     assert summary.stopped is None
     assert "cond-mat/0703772" in {r[0] for r in await paper_rows(conn)}
 
 
-async def test_503_and_429_with_retry_after_are_waited_out(conn: asyncpg.Connection, clock: FakeClock) -> None:
+async def test_503_and_429_with_retry_after_are_waited_out(
+    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None
+) -> None:
     oai = three_page_archive()
     oai.script[0] = httpx.Response(503, headers={"Retry-After": "7"}, text="busy")
     oai.script[2] = httpx.Response(429, headers={"Retry-After": "11"})
-    summary = await harvest_arxiv(conn, oai.client(clock))
+    summary = await harvest_arxiv(conn, oai.client(clock), writer=writer)
     assert clock.sleeps == [7.0, 11.0]
     assert summary.retries == 2 and summary.requests == 5 and summary.inserted == 8
 
@@ -213,3 +222,20 @@ async def test_deleted_header_marks_the_paper_withdrawn_and_keeps_it(
     assert summary.updated == 1
     row = await conn.fetchrow("SELECT withdrawn, title FROM papers WHERE arxiv_id = '0704.0248'")
     assert row is not None and row["withdrawn"] and row["title"].startswith("A Rigorous")
+
+
+async def test_two_writers_with_a_record_repeated_on_consecutive_pages(
+    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None
+) -> None:
+    # The server resumes from the last day, so a record can come again on the next page.
+    repeated = fixture_records(OAI_CURRENT / "getrecord_arXivRaw_oldstyle-id_hep-th-0703166_5-versions.xml")
+    withdrawn = fixture_records(OAI_CURRENT / "getrecord_arXivRaw_withdrawn_cond-mat-0703772_source_type-I.xml")
+    oai = FakeOAI(
+        first=list_records_page(repeated, "t1"),
+        by_token={"t1": list_records_page(repeated + withdrawn, "t2"), "t2": list_records_page(repeated, "")},
+    )
+    summary = await harvest_arxiv(conn, oai.client(clock), writer=writer)
+    assert summary.seen == 4 and summary.inserted == 2 and summary.stopped is None
+    assert {r[0] for r in await paper_rows(conn)} == {"hep-th/0703166", "cond-mat/0703772"}
+    state = await load_harvest_state(conn, "arxiv:all")
+    assert state is not None and state.token is None and state.pages == 3
