@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 from collections.abc import AsyncIterator
@@ -29,6 +30,10 @@ from settings import Settings, get_settings
 
 OPERATIONS_DIR = Path(__file__).resolve().parent / "frontend_contract" / "operations"
 RESPONSE_TTL_S = 600
+READY_TIMEOUT_S = 2.0
+# What /readyz reports as "down" rather than a 500. InternalClientError: a pooled connection whose backend was
+# just terminated (a server restart) until asyncpg notices.
+POSTGRES_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, TimeoutError)
 
 
 class State(TypedDict):
@@ -82,11 +87,12 @@ def create_app(
         checks: dict[str, str] = {}
         ok = True
         try:
-            async with request.state.pool.acquire() as conn:
+            # A probe must answer within its own timeout even when a server hangs instead of refusing.
+            async with asyncio.timeout(READY_TIMEOUT_S), request.state.pool.acquire() as conn:
                 pending = await pending_migrations(conn)
             checks["postgres"] = "ok" if not pending else f"pending migrations: {len(pending)}"
             ok = not pending
-        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        except POSTGRES_DOWN as exc:
             checks["postgres"] = f"down: {type(exc).__name__}"
             ok = False
         redis = request.state.redis
@@ -94,9 +100,10 @@ def create_app(
             checks["redis"] = "degraded: not configured"
         else:
             try:
-                await redis.ping()
+                async with asyncio.timeout(READY_TIMEOUT_S):
+                    await redis.ping()
                 checks["redis"] = "ok"
-            except (OSError, aioredis.RedisError) as exc:
+            except (OSError, aioredis.RedisError, TimeoutError) as exc:
                 checks["redis"] = f"degraded: {type(exc).__name__}"
         status = "ok" if ok and checks["redis"] == "ok" else ("degraded" if ok else "down")
         return JSONResponse({"status": status, "checks": checks}, status_code=200 if ok else 503)

@@ -93,3 +93,34 @@ async def test_one_pending_migration_is_not_ready(make_database, redis_url: str)
         ready = await client.get("/readyz")
     assert ready.status_code == 503
     assert ready.json()["checks"]["postgres"] == "pending migrations: 1"
+
+
+async def test_postgres_refusing_connections_is_down_and_healthz_still_answers(
+    make_database, pg_admin_dsn: str, redis_url: str
+) -> None:
+    dsn = await make_database("readyz_down")
+    name = dsn.partition("?")[0].rsplit("/", 1)[1]
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+    finally:
+        await conn.close()
+    settings = Settings(DATABASE_URL=dsn, REDIS_URL=redis_url, pool_min_size=1, redis_timeout_s=0.2)
+    admin = await asyncpg.connect(pg_admin_dsn)
+    try:
+        async with serving(create_app(settings)) as client:
+            assert (await client.get("/readyz")).status_code == 200
+            # The database goes away under the running app: new connections refused, open ones cut.
+            await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name)
+            down = await client.get("/readyz")
+            health = await client.get("/healthz")
+            await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            back = await client.get("/readyz")
+    finally:
+        await admin.close()
+    assert down.status_code == 503
+    assert down.json()["status"] == "down"
+    assert down.json()["checks"]["postgres"].startswith("down: ")
+    assert health.status_code == 200
+    assert back.status_code == 200
