@@ -135,6 +135,8 @@ def up(
     from settings import get_settings
 
     settings = settings_or_exit()
+    # Before any server starts or the demo loads: a taken port should fail in a second, not after minutes.
+    _port_free_or_exit(host, port)
 
     def on_sigterm(signum: int, frame: object) -> None:
         # Python's default for SIGTERM skips `finally`: stop the local servers as Ctrl-C does.
@@ -174,6 +176,22 @@ def up(
 
 def _has_command(name: str) -> bool:
     return any((c.name or (c.callback.__name__ if c.callback else "")) == name for c in app.registered_commands)
+
+
+def _port_free_or_exit(host: str, port: int) -> None:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        typer.echo(
+            f"error: cannot listen on {host}:{port} ({exc.strerror or exc}); stop what runs there or pick another "
+            f"port (make run PORT={port + 1})",
+            err=True,
+        )
+        raise typer.Exit(1) from None
 
 
 def _has_papers(dsn: str) -> bool:

@@ -281,9 +281,14 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
 
 
 def _socket_path(directory: Path) -> Path:
-    sock = directory.resolve() / "redis.sock"
-    if len(str(sock)) <= MAX_SOCKET_PATH:
-        return sock
+    # A second run in the same folder must not take over the first one's socket: redis-server would unlink it,
+    # and the first run's Redis would vanish from under it.
+    for name in ("redis.sock", f"redis-{os.getpid()}.sock"):
+        sock = directory.resolve() / name
+        if len(str(sock)) > MAX_SOCKET_PATH:
+            break
+        if not _redis_answers(f"unix://{sock}"):
+            return sock
     # A deep checkout makes the path too long for a Unix socket: use a short private directory instead.
     short = Path(tempfile.mkdtemp(prefix="wovepaper-redis-"))
     return short / "redis.sock"

@@ -128,17 +128,22 @@ async def test_up_uses_the_given_servers_migrates_serves_and_stops_on_signal(
     assert output.rstrip().endswith("stopped")
 
 
-async def test_up_fails_cleanly_when_the_port_is_taken(make_database, redis_url: str, tmp_path: Path) -> None:
-    dsn = await make_database("up_port_taken")
+def test_up_fails_fast_when_the_port_is_taken(tmp_path: Path) -> None:
+    local = tmp_path / "local"
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         log = tmp_path / "up.log"
-        proc = _start_up(port, _env(DATABASE_URL=dsn, REDIS_URL=redis_url), log)
+        proc = _start_up(port, _env(WOVEPAPER_LOCAL_DIR=str(local)), log)
         code = proc.wait(60)
-    assert code != 0
-    assert "address already in use" in log.read_text().lower()
+    output = log.read_text()
+    assert code == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in output
+    assert "already in use" in output.lower()
+    # Nothing was started for a run that cannot serve.
+    assert "started project-local" not in output
+    assert not local.exists()
 
 
 def test_up_without_urls_runs_local_servers_survives_a_kill_and_stops_them(tmp_path: Path) -> None:

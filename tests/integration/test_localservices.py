@@ -98,3 +98,17 @@ async def test_test_servers_skip_fsync_and_run_servers_keep_it(tmp_path: Path) -
         finally:
             pg.stop()
     assert settings == [("off", "off"), ("on", "on")]
+
+
+def test_a_second_redis_in_the_same_folder_leaves_the_first_one_alone(tmp_path: Path) -> None:
+    first = localservices.start_redis(tmp_path)
+    try:
+        second = localservices.start_redis(tmp_path)
+        try:
+            assert second.url != first.url
+            assert localservices._redis_answers(second.url)
+        finally:
+            second.stop()
+        assert localservices._redis_answers(first.url)
+    finally:
+        first.stop()
