@@ -38,7 +38,10 @@ HYBRID_CANDIDATES = 200
 KEYWORD_CAP = 5_000
 RRF_K = 60
 # pgvector: search at least this wide, and keep scanning the graph when filters reject neighbours.
-SEMANTIC_SESSION = "SET LOCAL hnsw.ef_search = 200; SET LOCAL hnsw.iterative_scan = relaxed_order"
+SEMANTIC_SESSION = (
+    "SET LOCAL hnsw.ef_search = 200; SET LOCAL hnsw.iterative_scan = relaxed_order;"
+    " SET LOCAL hnsw.max_scan_tuples = 10000"
+)
 # The planner prices evaluating `@@` on each row far too low: with a LIMIT it picks a sequential scan that reads
 # tens of thousands of tsvectors. The text index is always the way in; and enough memory that the bitmap of a
 # common term stays exact (a lossy bitmap rechecks every row of its pages).
@@ -69,8 +72,10 @@ _SEMANTIC_NEIGHBOURS = """
     SELECT e.paper_id AS id, e.embedding <=> $6::text::vector AS dist
     FROM paper_embeddings e JOIN papers p ON p.id = e.paper_id
     WHERE {where}
-    ORDER BY e.embedding <=> $6::text::vector
+    ORDER BY (e.embedding <=> $6::text::vector){exact}
     LIMIT $7::int"""
+# `+ 0` hides the distance from the HNSW index: an exact scan of the (few) papers a narrow filter leaves.
+_EXACT = " + 0"
 
 _SEMANTIC_MATCHES = f"""
 capped AS (SELECT NULL::bigint AS block WHERE false),
@@ -139,6 +144,7 @@ facets AS (
 totals AS (
     SELECT (SELECT count(*) FROM m) AS total,
            (SELECT count(*) FROM capped) AS capped,
+           {neighbours} AS neighbours,
            (SELECT max(block) FROM capped) AS last_block,
            pg_relation_size('papers') / current_setting('block_size')::int AS relpages,
            (SELECT json_agg(json_build_array(kind, value, n)) FROM facets)::text AS facets
@@ -153,7 +159,7 @@ page AS (
 SELECT {paper_columns}, pg.score,
        CASE WHEN $4::boolean AND p.id IS NOT NULL THEN {title_headline} END AS title_highlight,
        CASE WHEN $4::boolean AND p.id IS NOT NULL THEN {abstract_headline} END AS abstract_highlight,
-       t.total, t.capped, t.last_block, t.relpages,
+       t.total, t.capped, t.last_block, t.relpages, t.neighbours,
        CASE WHEN row_number() OVER (ORDER BY {page_order}) = 1 THEN t.facets END AS facets
 FROM totals t
 LEFT JOIN (page pg JOIN papers p ON p.id = pg.id) ON true
@@ -250,10 +256,11 @@ def _facets_from_json(text: str | None) -> Facets:
     return Facets(grouped["category"], grouped["primary"], grouped["year"])
 
 
-def build_search_sql(mode: Mode, sort: Sort, where: str, after: str) -> str:
+def build_search_sql(mode: Mode, sort: Sort, where: str, after: str, *, exact: bool = False) -> str:
     page_order = sort.order_by.replace("p.", "pg.")
     return _SEARCH_TEMPLATE.format(
-        matches=_MATCHES[mode].format(where=where),
+        matches=_MATCHES[mode].format(where=where, exact=_EXACT if exact else ""),
+        neighbours="0" if mode == "KEYWORD" else "(SELECT count(*) FROM sem)",
         after=after,
         order=sort.order_by,
         page_order=page_order,
@@ -288,6 +295,7 @@ async def search_papers(
     where, filter_args = compose(clauses, offset=_FIXED_PARAMS)
     after_sql, after_args = compose([after] if after else [], offset=_FIXED_PARAMS + len(filter_args))
     sql = build_search_sql(mode, sort, where, after_sql)
+    exact_sql = build_search_sql(mode, sort, where, after_sql, exact=True) if clauses else None
     candidates = SEMANTIC_CANDIDATES if mode == "SEMANTIC" else HYBRID_CANDIDATES
     args = [
         limit,
@@ -310,6 +318,11 @@ async def search_papers(
             async with conn.transaction(readonly=True):
                 await conn.execute(f"{KEYWORD_SESSION}; {SEMANTIC_SESSION}")
                 records = await conn.fetch(sql, *args)
+                # A narrow filter (a researcher, a small category) leaves too few papers near the query for the
+                # graph walk to find within its budget: then the filtered papers are few, and an exact scan is
+                # both right and quick.
+                if exact_sql is not None and _neighbours_found(mode, records[0]) < candidates:
+                    records = await conn.fetch(exact_sql, *args)
         except (asyncpg.UndefinedTableError, asyncpg.UndefinedObjectError) as exc:
             raise SemanticSearchUnavailable(str(exc)) from exc
     first = records[0]
@@ -323,6 +336,10 @@ async def search_papers(
     facets = _facets_from_json(first["facets"]) if with_facets else None
     matches, estimated = _matches(first["total"], first["capped"], first["last_block"], first["relpages"])
     return SearchResult(total=first["total"], hits=hits, facets=facets, matches=matches, matches_estimated=estimated)
+
+
+def _neighbours_found(mode: Mode, first: asyncpg.Record) -> int:
+    return int(first["neighbours"])
 
 
 def _matches(total: int, capped: int, last_block: float | None, relpages: int | None) -> tuple[int, bool]:
