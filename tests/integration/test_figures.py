@@ -186,3 +186,26 @@ async def test_a_citation_change_moves_the_stored_figures(db) -> None:
     async with conn.transaction():
         await update_citations(conn, [CitationRecord("2101.00004", 0, "s2")])
         await refresh_researcher_figures(conn, None)
+
+
+async def test_stored_and_fetched_figures_agree_on_the_demo_data(demo_database_url: str) -> None:
+    conn = await asyncpg.connect(demo_database_url)
+    try:
+        rows = await conn.fetch(
+            "(SELECT * FROM researchers ORDER BY paper_count DESC, id LIMIT 3)"
+            " UNION ALL (SELECT * FROM researchers ORDER BY works_count, id LIMIT 3)"
+        )
+        for r in rows:
+            f = await fetch_career_figures(conn, r["id"])
+            assert (f.career.h_index, f.career.i10_index, f.career.works_count, f.archive.works_count) == (
+                r["h_index"],
+                r["i10_index"],
+                r["works_count"],
+                r["paper_count"],
+            )
+            assert f.career.citation_count == r["citation_count"]
+            # Each source alone never has more works than the whole career.
+            assert f.s2.works_count <= f.career.works_count and f.openalex.works_count <= f.career.works_count
+        assert rows[0]["works_count"] > 5000
+    finally:
+        await conn.close()
