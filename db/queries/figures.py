@@ -137,6 +137,23 @@ _SOME_INSTITUTIONS = "ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id)"
 _ALL_INSTITUTIONS = "ids AS (SELECT id FROM institutions)"
 
 
+# The write path keeps papers' author and match counts as it goes; this recomputes them from the
+# authorships (None: every paper), e.g. after a repair by hand.
+REFRESH_PAPER_COUNTS = """
+WITH {ids},
+fresh AS (
+    SELECT ids.id, count(a.position)::integer AS author_count, count(a.researcher_id)::integer AS matched_count
+    FROM ids LEFT JOIN authorships a ON a.paper_id = ids.id GROUP BY ids.id
+)
+UPDATE papers p SET author_count = fresh.author_count, matched_count = fresh.matched_count, modified_at = now()
+FROM fresh
+WHERE p.id = fresh.id AND (p.author_count, p.matched_count) IS DISTINCT FROM (fresh.author_count, fresh.matched_count)
+RETURNING p.id
+"""
+_SOME_PAPERS = "ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id)"
+_ALL_PAPERS = "ids AS (SELECT id FROM papers)"
+
+
 @dataclass(frozen=True, slots=True)
 class Figures:
     works_count: int
@@ -175,6 +192,17 @@ async def refresh_institution_figures(conn: asyncpg.Connection, institution_ids:
         return set()
     else:
         rows = await conn.fetch(REFRESH_INSTITUTION_FIGURES.format(ids=_SOME_INSTITUTIONS), list(institution_ids))
+    return {r["id"] for r in rows}
+
+
+async def refresh_paper_counts(conn: asyncpg.Connection, paper_ids: Sequence[int] | None) -> set[int]:
+    """Recompute papers' author_count and matched_count (None: all of them); return the ids that changed."""
+    if paper_ids is None:
+        rows = await conn.fetch(REFRESH_PAPER_COUNTS.format(ids=_ALL_PAPERS))
+    elif not paper_ids:
+        return set()
+    else:
+        rows = await conn.fetch(REFRESH_PAPER_COUNTS.format(ids=_SOME_PAPERS), list(paper_ids))
     return {r["id"] for r in rows}
 
 

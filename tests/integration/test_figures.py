@@ -13,6 +13,7 @@ from db.queries.figures import (
     Figures,
     fetch_career_figures,
     refresh_institution_figures,
+    refresh_paper_counts,
     refresh_researcher_figures,
 )
 from db.queries.writes import (
@@ -209,3 +210,14 @@ async def test_stored_and_fetched_figures_agree_on_the_demo_data(demo_database_u
         assert rows[0]["works_count"] > 5000
     finally:
         await conn.close()
+
+
+async def test_the_write_path_keeps_paper_counts_that_a_recount_confirms(db) -> None:
+    conn, _, _ = db
+    async with conn.transaction():
+        assert await refresh_paper_counts(conn, None) == set()
+        await conn.execute("UPDATE papers SET matched_count = 0, author_count = 9 WHERE arxiv_id = '2101.00002'")
+        fixed = await refresh_paper_counts(conn, None)
+    assert len(fixed) == 1
+    row = await conn.fetchrow("SELECT author_count, matched_count FROM papers WHERE arxiv_id = '2101.00002'")
+    assert tuple(row) == (2, 2)
