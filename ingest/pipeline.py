@@ -53,7 +53,9 @@ from ingest.progress import RunProgress, Summary
 log = logging.getLogger("ingest")
 
 MAX_TOKEN_RESTARTS = 3
-ENRICH_BATCH = 500  # S2's /paper/batch maximum
+# Papers per transaction. S2's /paper/batch takes 500, but each new author's works list is a request
+# of its own (about one a second with a key): 100 papers commit every few minutes, not every half hour.
+ENRICH_BATCH = 100
 MAX_FAILED_BATCHES = 3  # in a row: the upstream is down, stop instead of walking the whole queue
 
 
