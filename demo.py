@@ -539,15 +539,25 @@ async def load_demo(
 
 
 async def _load(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, progress: Progress | None) -> DemoReport:
-    started = time.monotonic()
-    report = progress or (lambda stage, done, total: None)
     # Large batches make long statements; the loader is not a web request. A crash loses at most the
     # last batches, which a re-run writes again, so commits need not wait for the disk; the full-text
-    # index merges its pending entries less often; the figures' sorts stay in memory.
+    # index merges its pending entries less often; the figures' sorts stay in memory. The caller's
+    # connection (maybe a pooled one) gets its own settings back afterwards.
     await conn.execute(
         "SET statement_timeout = 0; SET synchronous_commit = off; SET gin_pending_list_limit = '32MB';"
         " SET work_mem = '64MB'"
     )
+    try:
+        return await _write(conn, plan, batch_size, progress)
+    finally:
+        await conn.execute(
+            "RESET statement_timeout; RESET synchronous_commit; RESET gin_pending_list_limit; RESET work_mem"
+        )
+
+
+async def _write(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, progress: Progress | None) -> DemoReport:
+    started = time.monotonic()
+    report = progress or (lambda stage, done, total: None)
 
     institutions = make_institutions(plan)
     people = new_people(plan)

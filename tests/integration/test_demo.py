@@ -189,3 +189,24 @@ async def test_demo_command_migrates_loads_and_respects_if_empty(make_database) 
         assert await conn.fetchval("SELECT count(*) FROM papers") == 150
     finally:
         await conn.close()
+
+
+async def test_loading_through_a_pool_leaves_its_connection_settings_alone(make_database) -> None:
+    from db.pool import create_pool
+
+    dsn = await make_database("demo_pool")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+    finally:
+        await conn.close()
+    pool = await create_pool(dsn, min_size=1, max_size=1, statement_timeout_ms=5000)
+    try:
+        report = await load_demo(pool, papers=150, seed=9)
+        assert report.papers == 150
+        async with pool.acquire() as pooled:
+            assert await pooled.fetchval("SHOW statement_timeout") == "5s"
+            assert await pooled.fetchval("SHOW synchronous_commit") == "on"
+            assert await pooled.fetchval("SELECT count(*) FROM papers") == 150
+    finally:
+        await pool.close()
