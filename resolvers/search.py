@@ -41,7 +41,9 @@ MAX_NAME_QUERY_LENGTH = 200
 MAX_FACET_LIMIT = 100
 MAX_SUGGESTIONS = 50
 MAX_SIMILAR = 100
-ALL_KINDS: tuple[EntityKind, ...] = ("RESEARCHER", "INSTITUTION", "PAPER")
+# Paper titles are asked for explicitly: a half-typed word expands to many title words, which costs more than
+# looking up every name.
+DEFAULT_KINDS: tuple[EntityKind, ...] = ("RESEARCHER", "INSTITUTION")
 
 
 class SemanticUnavailable(PublicError):
@@ -276,11 +278,10 @@ async def resolve_autocomplete(
         raise BadUserInput(f"`query` is longer than {MAX_NAME_QUERY_LENGTH} characters.")
     if not 1 <= first <= MAX_SUGGESTIONS:
         raise BadUserInput(f"`first` must be between 1 and {MAX_SUGGESTIONS}; got {first}.")
-    wanted = list(dict.fromkeys(kinds)) if kinds is not None else list(ALL_KINDS)
+    wanted = list(dict.fromkeys(kinds)) if kinds is not None else list(DEFAULT_KINDS)
     if not wanted:
         return []
-    async with ctx.pool.acquire() as conn:
-        found: list[Suggestion] = await suggest(conn, text, kinds=wanted, limit=first)
+    found: list[Suggestion] = await suggest(ctx.pool, text, kinds=wanted, limit=first)
     return [
         SuggestionView(s.kind, encode_global_id(_NODE_TYPE[s.kind], s.id), s.id, s.label, s.slug, s.hint) for s in found
     ]

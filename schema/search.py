@@ -156,7 +156,8 @@ class SearchQuery:
 
     @strawberry.field(
         description="Suggestions while typing: researchers and institutions by name (case, diacritics and a "
-        "typo ignored), papers by title words; best matches first. `first` 1 to 50."
+        "typo ignored), papers by title words when `types` includes PAPER (default: RESEARCHER and "
+        "INSTITUTION); best matches first. `first` 1 to 50."
     )
     async def autocomplete(
         self, info: Info, query: str, types: list[EntityType] | None = None, first: int = 8

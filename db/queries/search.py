@@ -11,6 +11,7 @@ One statement answers a page: the matched set is materialised once, and the page
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -600,29 +601,53 @@ def prefix_tsquery(query: str) -> str | None:
     return " & ".join(parts)
 
 
-async def suggest(conn: Conn, query: str, *, kinds: Sequence[EntityKind], limit: int) -> list[Suggestion]:
+async def _suggest_researchers(conn: Conn, query: str, limit: int) -> list[Suggestion]:
+    people = await search_researchers_by_name(conn, query, limit=limit)
+    hints: dict[int, str] = {}
+    if people.rows:
+        hint_rows = await conn.fetch(SELECT_RESEARCHER_HINTS, [r.id for r, _ in people.rows])
+        hints = {h[0]: h[1] for h in hint_rows}
+    return [Suggestion("RESEARCHER", r.id, r.name, r.slug, hints.get(r.id), s) for r, s in people.rows]
+
+
+async def _suggest_institutions(conn: Conn, query: str, limit: int) -> list[Suggestion]:
+    places = await search_institutions_by_name(conn, query, limit=limit)
+    return [Suggestion("INSTITUTION", i.id, i.name, i.slug, i.country, s) for i, s in places.rows]
+
+
+async def _suggest_papers(conn: Conn, query: str, limit: int) -> list[Suggestion]:
+    tsq = prefix_tsquery(query)
+    if tsq is None:
+        return []
+    try:
+        rows = await conn.fetch(SUGGEST_PAPERS, query, tsq, limit)
+    except asyncpg.SyntaxOrAccessError:
+        return []
+    return [Suggestion("PAPER", r["id"], r["title"], r["slug"], r["arxiv_id"], r["score"]) for r in rows]
+
+
+_SUGGESTERS = {"RESEARCHER": _suggest_researchers, "INSTITUTION": _suggest_institutions, "PAPER": _suggest_papers}
+
+
+async def suggest(
+    target: Conn | asyncpg.Pool, query: str, *, kinds: Sequence[EntityKind], limit: int
+) -> list[Suggestion]:
     """Researchers, institutions and papers whose name or title matches what the user is typing.
 
     Up to `limit` of each kind are looked up, then the best `limit` across kinds are kept (name similarity;
-    papers score by how well the title matches)."""
-    out: list[Suggestion] = []
-    if "RESEARCHER" in kinds:
-        people = await search_researchers_by_name(conn, query, limit=limit)
-        hints: dict[int, str] = {}
-        if people.rows:
-            hint_rows = await conn.fetch(SELECT_RESEARCHER_HINTS, [r.id for r, _ in people.rows])
-            hints = {h[0]: h[1] for h in hint_rows}
-        out += [Suggestion("RESEARCHER", r.id, r.name, r.slug, hints.get(r.id), s) for r, s in people.rows]
-    if "INSTITUTION" in kinds:
-        places = await search_institutions_by_name(conn, query, limit=limit)
-        out += [Suggestion("INSTITUTION", i.id, i.name, i.slug, i.country, s) for i, s in places.rows]
-    if "PAPER" in kinds:
-        tsq = prefix_tsquery(query)
-        if tsq is not None:
-            try:
-                rows = await conn.fetch(SUGGEST_PAPERS, query, tsq, limit)
-            except asyncpg.SyntaxOrAccessError:
-                rows = []
-            out += [Suggestion("PAPER", r["id"], r["title"], r["slug"], r["arxiv_id"], r["score"]) for r in rows]
+    papers score by how well the title matches). Given a pool, the kinds are looked up at once, each on a
+    connection of its own, so the answer takes as long as the slowest kind, not their sum."""
+    wanted = [k for k in _SUGGESTERS if k in kinds]
+    if isinstance(target, asyncpg.Pool):
+        pool = target
+
+        async def one(kind: str) -> list[Suggestion]:
+            async with pool.acquire() as conn:
+                return await _SUGGESTERS[kind](conn, query, limit)
+
+        found = await asyncio.gather(*(one(k) for k in wanted))
+    else:
+        found = [await _SUGGESTERS[k](target, query, limit) for k in wanted]
+    out = [s for group in found for s in group]
     out.sort(key=lambda s: -s.score)
     return out[:limit]
