@@ -12,7 +12,7 @@ import contextlib
 import logging
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from typing import TextIO
 
@@ -56,6 +56,7 @@ MAX_TOKEN_RESTARTS = 3
 # Papers per transaction. S2's /paper/batch takes 500, but each new author's works list is a request
 # of its own (about one a second with a key): 100 papers commit every few minutes, not every half hour.
 ENRICH_BATCH = 100
+UNKNOWN_PAPER_PATIENCE = timedelta(days=30)
 MAX_FAILED_BATCHES = 3  # in a row: the upstream is down, stop instead of walking the whole queue
 
 
@@ -229,6 +230,10 @@ async def harvest_arxiv(
 @dataclass(slots=True)
 class EnrichBatch:
     arxiv_ids: list[str]
+    # Papers neither source knows yet stay queued (the sources index new papers days later) until
+    # they are older than this; then they leave the queue unmatched.
+    give_up_before: datetime
+    done: list[str] = field(default_factory=list)
     researchers: dict[str, ResearcherRecord] = field(default_factory=dict)  # by S2 author id
     institutions: dict[str, InstitutionRecord] = field(default_factory=dict)  # by ROR id
     matches: list[AuthorshipMatch] = field(default_factory=list)
@@ -292,6 +297,8 @@ def plan_paper(
         )
     if not s2_align and not oa_align:
         batch.unmatched_papers += 1
+    if s2 is not None or works or paper.published < batch.give_up_before:
+        batch.done.append(paper.arxiv_id)
 
 
 async def gather_batch(
@@ -302,7 +309,7 @@ async def gather_batch(
 ) -> EnrichBatch:
     """All upstream requests for one batch; nothing is written here."""
     ids = [q.arxiv_id for q in queue]
-    batch = EnrichBatch(ids)
+    batch = EnrichBatch(ids, datetime.now(UTC) - UNKNOWN_PAPER_PATIENCE)
     s2papers = await s2c.papers_by_arxiv_id(ids)
     oa_works: dict[str, list[OAWork]] = {}
     if oac is not None:
@@ -373,7 +380,7 @@ async def write_batch(conn: asyncpg.Connection, batch: EnrichBatch) -> Touched:
         conn, {rids[s]: works for s, works in batch.works.items() if s in rids}, touched=touched
     )
     await update_citations(conn, batch.citations, touched=touched)
-    await mark_enriched(conn, batch.arxiv_ids)
+    await mark_enriched(conn, batch.done)
     await refresh_figures(conn, touched)
     return touched
 

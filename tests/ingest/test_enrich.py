@@ -200,3 +200,25 @@ async def test_malformed_upstream_answer_fails_the_batch_not_the_run(
     assert summary.failed == 1 and summary.stopped is None
     left = await conn.fetch("SELECT arxiv_id FROM papers WHERE enriched_at IS NULL")
     assert [r[0] for r in left] == ["2401.00001"]  # stays queued for the next run
+
+
+async def test_papers_the_sources_do_not_know_yet_stay_queued(conn: asyncpg.Connection, clock: FakeClock) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from tests.ingest.conftest import list_records_page
+    from tests.ingest.upstreams import arxiv_raw
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    page = list_records_page(
+        [
+            arxiv_raw("2611.00001", "Brand new", "New Author", now - timedelta(days=1)),
+            arxiv_raw("2101.00001", "Long ignored", "Old Author", now - timedelta(days=700)),
+        ],
+        "",
+    )
+    await harvest_arxiv(conn, FakeOAI(first=page).client(clock))
+    summary = await run_enrich(conn, FakeScholarly(), clock)
+    assert summary.seen == 2 and summary.skipped == 2
+    queued = await conn.fetch("SELECT arxiv_id FROM papers WHERE enriched_at IS NULL")
+    # S2 and OpenAlex index new papers days later: the new one is tried again next run; the old one is given up.
+    assert [r[0] for r in queued] == ["2611.00001"]
