@@ -440,8 +440,8 @@ LIMIT $2::int OFFSET $3::int
 # milliseconds. So the candidates are at most NAME_CANDIDATES matches as the index yields them, plus the matches
 # among the PROLIFIC researchers with most papers (so well-known people always come up); both are exact for
 # names with fewer matches than that, and the ranking (similarity, then paper count) runs over the union.
-NAME_CANDIDATES = 500
-PROLIFIC = 500
+NAME_CANDIDATES = 200
+PROLIFIC = 200
 
 
 def _name_candidates(table: str, match: str, country: str = "") -> str:
