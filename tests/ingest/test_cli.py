@@ -66,9 +66,9 @@ def env(base: str, dsn: str) -> dict[str, str]:
         "WOVEPAPER_ARXIV_OAI_URL": f"{base}/oai",
         "WOVEPAPER_ARXIV_DELAY_S": "0",
         "WOVEPAPER_S2_API_URL": f"{base}/s2",
-        "WOVEPAPER_S2_RPS": "1000",
+        "WOVEPAPER_S2_RPS": "1000000",
         "WOVEPAPER_OPENALEX_API_URL": f"{base}/oa",
-        "WOVEPAPER_OPENALEX_RPS": "1000",
+        "WOVEPAPER_OPENALEX_RPS": "1000000",
     }
 
 
