@@ -143,8 +143,13 @@ async def pick_terms(dsn: str) -> tuple[list[str], list[str], list[str], int]:
         )
         words = [r["word"] for r in rows if r["word"].isalpha()]
         common = words[:6]
-        # The demo's vocabulary is finite: "rare" is the least frequent title words of the sample.
-        rare = words[-60:]
+        # The demo's vocabulary is finite: "rare" words come from abstracts, the least frequent in the sample.
+        abstract_rows = await conn.fetch(
+            """SELECT word FROM ts_stat($$SELECT to_tsvector('english', abstract) FROM papers
+                   WHERE id % 50 = 0 LIMIT 20000$$)
+               WHERE length(word) > 4 AND word ~ '^[a-z]+$' ORDER BY ndoc, word LIMIT 60"""
+        )
+        rare = [r["word"] for r in abstract_rows]
         random.Random(7).shuffle(rare)
         names = await conn.fetch("SELECT name FROM researchers ORDER BY paper_count DESC LIMIT 200")
         prefixes: list[str] = []

@@ -12,6 +12,7 @@ One statement answers a page: the matched set is materialised once, and the page
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,7 +37,7 @@ FacetKind = Literal["category", "primary", "year"]
 SEMANTIC_CANDIDATES = 200
 HYBRID_CANDIDATES = 200
 # Keyword matches ranked, paged and counted in facets; past it, the number of matches is estimated.
-KEYWORD_CAP = 5_000
+KEYWORD_CAP = 3_000
 RRF_K = 60
 # pgvector: search at least this wide, and keep scanning the graph when filters reject neighbours.
 SEMANTIC_SESSION = (
@@ -63,7 +64,7 @@ _MATCHED_COLUMNS = (
 _KEYWORD_MATCHES = f"""
 capped AS MATERIALIZED (
     SELECT {_MATCHED_COLUMNS}, {_RELEVANCE} AS score
-    FROM papers p
+    FROM {{source}} p
     WHERE p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
     LIMIT $8::int + 1
 ),
@@ -90,7 +91,7 @@ m AS MATERIALIZED (
 _HYBRID_MATCHES = f"""
 capped AS MATERIALIZED (
     SELECT p.id, {_RELEVANCE} AS score, (p.ctid::text::point)[0] AS block
-    FROM papers p
+    FROM {{source}} p
     WHERE p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
     LIMIT $8::int
 ),
@@ -114,6 +115,14 @@ m AS MATERIALIZED (
     SELECT {_MATCHED_COLUMNS}, f.score
     FROM fused f JOIN papers p ON p.id = f.id
 )"""
+
+# A phrase (`"graph neural"`, `state-of-the-art`) is checked on every row its words share: for common words
+# that can be most of the archive. So at most PHRASE_SCAN papers having all the words are checked for the phrase.
+PHRASE_SCAN = 20_000
+_LOOSE_TSQUERY = f"regexp_replace({_TSQUERY}::text, '<[0-9-]*>', '&', 'g')::tsquery"
+_PHRASE_SOURCE = f"""(SELECT p.*, (p.ctid::text::point)[0] AS block FROM papers p
+        WHERE p.search_vector @@ {_LOOSE_TSQUERY} AND {{where}} LIMIT {PHRASE_SCAN})"""
+_PHRASE = re.compile(r'"|\w-\w')
 
 _MATCHES: MappingProxyType[str, str] = MappingProxyType(
     {"KEYWORD": _KEYWORD_MATCHES, "SEMANTIC": _SEMANTIC_MATCHES, "HYBRID": _HYBRID_MATCHES}
@@ -257,10 +266,24 @@ def _facets_from_json(text: str | None) -> Facets:
     return Facets(grouped["category"], grouped["primary"], grouped["year"])
 
 
-def build_search_sql(mode: Mode, sort: Sort, where: str, after: str, *, exact: bool = False) -> str:
+def has_phrase(text: str) -> bool:
+    """Whether websearch_to_tsquery will make a phrase of some of this text (quotes, hyphenated words)."""
+    return _PHRASE.search(text) is not None
+
+
+def build_search_sql(
+    mode: Mode, sort: Sort, where: str, after: str, *, exact: bool = False, phrase: bool = False
+) -> str:
     page_order = sort.order_by.replace("p.", "pg.")
+    template = _MATCHES[mode]
+    if phrase:
+        # The block number comes from inside the phrase's source subquery.
+        template = template.replace("(p.ctid::text::point)[0] AS block", "p.block")
+    matches = template.format(
+        where=where, exact=_EXACT if exact else "", source=_PHRASE_SOURCE.format(where=where) if phrase else "papers"
+    )
     return _SEARCH_TEMPLATE.format(
-        matches=_MATCHES[mode].format(where=where, exact=_EXACT if exact else ""),
+        matches=matches,
         neighbours="0" if mode == "KEYWORD" else "(SELECT count(*) FROM sem)",
         after=after,
         order=sort.order_by,
@@ -295,8 +318,9 @@ async def search_papers(
         raise ValueError("semantic and hybrid search need the query vector")
     where, filter_args = compose(clauses, offset=_FIXED_PARAMS)
     after_sql, after_args = compose([after] if after else [], offset=_FIXED_PARAMS + len(filter_args))
-    sql = build_search_sql(mode, sort, where, after_sql)
-    exact_sql = build_search_sql(mode, sort, where, after_sql, exact=True) if clauses else None
+    phrase = mode != "SEMANTIC" and has_phrase(text)
+    sql = build_search_sql(mode, sort, where, after_sql, phrase=phrase)
+    exact_sql = build_search_sql(mode, sort, where, after_sql, exact=True, phrase=phrase) if clauses else None
     candidates = SEMANTIC_CANDIDATES if mode == "SEMANTIC" else HYBRID_CANDIDATES
     args = [
         limit,

@@ -86,3 +86,11 @@ def test_missing_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
     assert not embeddings.is_available()
     with pytest.raises(embeddings.EmbeddingsUnavailable, match=r"semantic.*torch"):
         embeddings.MiniLMEmbedder()
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [('"graph neural"', True), ("state-of-the-art", True), ("graph neural", False), ("graph -neural", False)],
+)
+def test_has_phrase(text: str, phrase: bool) -> None:
+    assert search.has_phrase(text) is phrase
