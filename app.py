@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+import embeddings
 from db.cache.metrics import render as render_metrics
 from db.cache.response_cache import ResponseCache
 from db.cache.store import CacheStore, create_redis
@@ -73,6 +74,9 @@ def create_app(
         cache = CacheStore(
             redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
         )
+        if settings.semantic_search and settings.semantic_preload:
+            # Loading the embedding model takes seconds: not on the first semantic request's time.
+            embeddings.preload_in_background()
         try:
             yield {"settings": settings, "pool": pool, "redis": redis, "cache": cache}
         finally:

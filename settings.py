@@ -31,6 +31,8 @@ class Settings(BaseSettings):
 
     # Semantic and hybrid search (needs the `semantic` extra and pgvector); false answers SEMANTIC_UNAVAILABLE.
     semantic_search: bool = True
+    # Load the embedding model when the server starts (in the background), not on the first semantic request.
+    semantic_preload: bool = True
 
     # Cache.
     cache_namespace: str = Field("wp", pattern=r"^[a-z0-9_-]{1,32}$")

@@ -21,6 +21,8 @@ from db.migrate import migrate
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 SESSION_TAG = uuid.uuid4().hex[:10]
+# Apps built by tests load the embedding model only when a test searches semantically, not at every start.
+os.environ.setdefault("WOVEPAPER_SEMANTIC_PRELOAD", "false")
 
 
 def _with_database(dsn: str, name: str) -> str:
