@@ -143,10 +143,10 @@ async def pick_terms(dsn: str) -> tuple[list[str], list[str], list[str], int]:
         )
         words = [r["word"] for r in rows if r["word"].isalpha()]
         common = words[:6]
-        # The demo's vocabulary is finite: "rare" words come from abstracts, the least frequent in the sample.
+        # The demo's vocabulary is small and has no truly rare word: "rare" is the least frequent words of the
+        # first 25,000 papers.
         abstract_rows = await conn.fetch(
-            """SELECT word FROM ts_stat($$SELECT to_tsvector('english', abstract) FROM papers
-                   WHERE id % 50 = 0 LIMIT 20000$$)
+            """SELECT word FROM ts_stat($$SELECT search_vector FROM papers WHERE id <= 25000$$)
                WHERE length(word) > 4 AND word ~ '^[a-z]+$' ORDER BY ndoc, word LIMIT 60"""
         )
         rare = [r["word"] for r in abstract_rows]

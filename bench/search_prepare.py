@@ -56,7 +56,7 @@ WHERE p.id BETWEEN $2::bigint AND $3::bigint
 """
 
 
-async def prepare(admin_dsn: str, papers: int, real: int) -> str:
+async def prepare(admin_dsn: str, papers: int, real: int, embedded_target: int) -> str:
     admin = await asyncpg.connect(admin_dsn)
     try:
         if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DB):
@@ -104,7 +104,7 @@ async def prepare(admin_dsn: str, papers: int, real: int) -> str:
                FROM paper_embeddings WHERE model <> 'synthetic'"""
         )
         k = await conn.fetchval("SELECT count(*) FROM centres")
-        max_id = await conn.fetchval("SELECT max(id) FROM papers")
+        max_id = min(embedded_target, await conn.fetchval("SELECT max(id) FROM papers"))
         started = time.perf_counter()
         step = 50_000
         for low in range(1, max_id + 1, step):
@@ -132,9 +132,12 @@ def main() -> None:
     parser.add_argument("--papers", type=int, default=1_000_000)
     parser.add_argument("--real", type=int, default=2000)
     parser.add_argument("--admin-url", help="a PostgreSQL with pgvector; default: the embedded one")
+    parser.add_argument(
+        "--embedded", type=int, default=1_000_000, help="papers (by id) that get a vector; the HNSW index holds these"
+    )
     args = parser.parse_args()
     admin = args.admin_url or localservices.start_postgres(ROOT / ".wovepaper" / "bench-search")
-    asyncio.run(prepare(admin, args.papers, args.real))
+    asyncio.run(prepare(admin, args.papers, args.real, args.embedded))
 
 
 if __name__ == "__main__":
