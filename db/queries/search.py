@@ -49,10 +49,15 @@ SEMANTIC_SESSION = (
 # common term stays exact (a lossy bitmap rechecks every row of its pages).
 KEYWORD_SESSION = "SET LOCAL enable_seqscan = off; SET LOCAL work_mem = '32MB'"
 
-_TSQUERY = "websearch_to_tsquery('english', $5::text)"
+_ENGLISH_TSQUERY = "websearch_to_tsquery('english', $5::text)"
+# Author names are indexed unstemmed ('simple'), title and abstract stemmed ('english'): `Thorne` is `thorn` in
+# English and would miss the author, so the query is also read the simple way, either reading matching.
+# ($9 is the text again, or '' when it excludes words: an exclusion must hold under the English reading.)
+_TSQUERY = f"({_ENGLISH_TSQUERY} || websearch_to_tsquery('simple', $9::text))"
 _RELEVANCE = f"ts_rank_cd(p.search_vector, {_TSQUERY}) * (1 + ln(1 + coalesce(p.cited_by_count, 0)))"
-# Negation-only queries (`-foo`) cannot use the text index: refuse them instead of scanning every paper.
-_INDEXABLE = f"numnode({_TSQUERY}) > 0 AND querytree({_TSQUERY}) <> 'T'"
+# Negation-only queries (`-foo`) cannot use the text index, and stop words alone mean nothing: refuse both
+# (judged on the English reading, which drops stop words) instead of scanning every paper.
+_INDEXABLE = f"numnode({_ENGLISH_TSQUERY}) > 0 AND querytree({_ENGLISH_TSQUERY}) <> 'T'"
 # The heap block of each match: when a query matches more than KEYWORD_CAP papers, how far the scan got
 # through the table estimates how many match in all.
 _MATCHED_COLUMNS = (
@@ -123,6 +128,7 @@ _LOOSE_TSQUERY = f"regexp_replace({_TSQUERY}::text, '<[0-9-]*>', '&', 'g')::tsqu
 _PHRASE_SOURCE = f"""(SELECT p.*, (p.ctid::text::point)[0] AS block FROM papers p
         WHERE p.search_vector @@ {_LOOSE_TSQUERY} AND {{where}} LIMIT {PHRASE_SCAN})"""
 _PHRASE = re.compile(r'"|\w-\w')
+_EXCLUSION = re.compile(r"(^|\s)-\S")
 
 _MATCHES: MappingProxyType[str, str] = MappingProxyType(
     {"KEYWORD": _KEYWORD_MATCHES, "SEMANTIC": _SEMANTIC_MATCHES, "HYBRID": _HYBRID_MATCHES}
@@ -141,7 +147,7 @@ _ABSTRACT_HEADLINE = (
 # Parameters: $1 limit, $2 offset, $3 facets wanted, $4 highlights wanted, $5 query text, $6 query vector,
 # $7 candidates; the filter's parameters follow, then the cursor's.
 _SEARCH_TEMPLATE = """
-WITH params AS (SELECT $5::text AS text, $6::text AS vector, $7::int AS candidates, $8::int AS cap),
+WITH params AS (SELECT $5::text AS text, $6::text AS vector, $7::int AS candidates, $8::int AS cap, $9::text AS names),
 {matches},
 facets AS (
     SELECT 'category' AS kind, c AS value, count(*) AS n
@@ -176,7 +182,7 @@ LEFT JOIN (page pg JOIN papers p ON p.id = pg.id) ON true
 ORDER BY {page_order}
 """
 
-_FIXED_PARAMS = 8
+_FIXED_PARAMS = 9
 
 
 # The score travels as repr() text, which round-trips a float exactly: the keyset comparison neither skips
@@ -331,6 +337,7 @@ async def search_papers(
         vector_literal(vector) if vector is not None else None,
         candidates,
         KEYWORD_CAP,
+        "" if _EXCLUSION.search(text) else text,
         *filter_args,
         *after_args,
     ]

@@ -81,8 +81,11 @@ async def test_web_search_syntax(conn, corpus) -> None:
     without = keys(corpus, await kw(conn, "graph -attention"))
     assert "gat" not in without and "gnn_molecules" in without
     assert set(keys(corpus, await kw(conn, "transduction OR gravitational"))) == {"transformer", "grav_waves"}
-    # Author names are searchable (weight C), diacritics as stored.
+    # Author names are searchable (weight C), diacritics as stored, also where English stemming would change
+    # them (`Thorne` stems to `thorn`, `Krizhevsky` to `krizhevski`).
     assert keys(corpus, await kw(conn, "Vaswani")) == ["transformer"]
+    assert keys(corpus, await kw(conn, "Thorne")) == ["grav_waves"]
+    assert keys(corpus, await kw(conn, "Krizhevsky")) == ["cnn"]
 
 
 async def test_empty_and_stop_word_queries_are_refused(conn) -> None:
