@@ -47,13 +47,22 @@ SEMANTIC_SESSION = (
 # The planner prices evaluating `@@` on each row far too low: with a LIMIT it picks a sequential scan that reads
 # tens of thousands of tsvectors. The text index is always the way in; and enough memory that the bitmap of a
 # common term stays exact (a lossy bitmap rechecks every row of its pages).
-KEYWORD_SESSION = "SET LOCAL enable_seqscan = off; SET LOCAL work_mem = '32MB'"
+# And plans made for the actual query text, so that its tsquery is computed once, not per row.
+KEYWORD_SESSION = (
+    "SET LOCAL enable_seqscan = off; SET LOCAL work_mem = '32MB'; SET LOCAL plan_cache_mode = force_custom_plan"
+)
 
 _ENGLISH_TSQUERY = "websearch_to_tsquery('english', $5::text)"
 # Author names are indexed unstemmed ('simple'), title and abstract stemmed ('english'): `Thorne` is `thorn` in
 # English and would miss the author, so the query is also read the simple way, either reading matching.
-# ($9 is the text again, or '' when it excludes words: an exclusion must hold under the English reading.)
-_TSQUERY = f"({_ENGLISH_TSQUERY} || websearch_to_tsquery('simple', $9::text))"
+# ($9 is the text again, or '' when it excludes words, since an exclusion must hold under the English reading,
+# or when it is long, names being short.) Where both readings are the same, the English one alone: an OR of a
+# common word with itself doubles the index work.
+_SIMPLE_TSQUERY = "websearch_to_tsquery('simple', $9::text)"
+_TSQUERY = (
+    f"(CASE WHEN $9::text = '' OR {_SIMPLE_TSQUERY}::text = {_ENGLISH_TSQUERY}::text THEN {_ENGLISH_TSQUERY}"
+    f" ELSE {_ENGLISH_TSQUERY} || {_SIMPLE_TSQUERY} END)"
+)
 _RELEVANCE = f"ts_rank_cd(p.search_vector, {_TSQUERY}) * (1 + ln(1 + coalesce(p.cited_by_count, 0)))"
 # Negation-only queries (`-foo`) cannot use the text index, and stop words alone mean nothing: refuse both
 # (judged on the English reading, which drops stop words) instead of scanning every paper.
@@ -129,6 +138,7 @@ _PHRASE_SOURCE = f"""(SELECT p.*, (p.ctid::text::point)[0] AS block FROM papers 
         WHERE p.search_vector @@ {_LOOSE_TSQUERY} AND {{where}} LIMIT {PHRASE_SCAN})"""
 _PHRASE = re.compile(r'"|\w-\w')
 _EXCLUSION = re.compile(r"(^|\s)-\S")
+MAX_NAME_WORDS = 3
 
 _MATCHES: MappingProxyType[str, str] = MappingProxyType(
     {"KEYWORD": _KEYWORD_MATCHES, "SEMANTIC": _SEMANTIC_MATCHES, "HYBRID": _HYBRID_MATCHES}
@@ -337,7 +347,7 @@ async def search_papers(
         vector_literal(vector) if vector is not None else None,
         candidates,
         KEYWORD_CAP,
-        "" if _EXCLUSION.search(text) else text,
+        "" if _EXCLUSION.search(text) or len(text.split()) > MAX_NAME_WORDS else text,
         *filter_args,
         *after_args,
     ]
