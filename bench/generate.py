@@ -9,11 +9,12 @@ migrated first), printing a line per stage so a long run can be followed in a lo
 
 The load streams papers in batches, so memory is bounded by the researchers (names and a few
 integers each), not by the papers. Measured on the shared 2-core box (PostgreSQL 15 at
-127.0.0.1, load average 7-8 from other benchmarks running at the same time):
+127.0.0.1, with other benchmarks running at the same time):
 
-- 20,000 papers (the default): 73-88 s wall, of which 7 s Python CPU and 22 s PostgreSQL backend
-  CPU (so about 30 s on an idle machine); peak RSS 127 MB; database 297 MB. Running it again
-  (nothing changes): 43-50 s wall, 6 s + 11 s CPU.
+- 20,000 papers (the default), `wovepaper demo` into an empty database: 38 s wall with one other
+  load running (load average 3), 73-88 s at load average 7-8; 7 s Python CPU and 22 s PostgreSQL
+  backend CPU; peak RSS 127 MB; database 297 MB. Running it again (nothing changes): 23 s wall at
+  load average 3, 6 s + 11 s CPU.
 - 1,000,000 papers: stopped after 15 minutes, as planned for a shared machine: 685,958 researchers
   in 2 min 48 s, then 360,000 papers in 12 min 20 s (100k papers per 2-4 minutes, slowing as the
   tables grow); peak RSS 253 MB; database 3.2 GB at that point. Each paper row is written four
