@@ -149,19 +149,23 @@ def _check_major_version(pgdata: Path, bin_dir: Path) -> None:
 
 
 # A throwaway test server need not survive a power cut; without fsync, the checkpoints that every
-# DROP DATABASE forces take milliseconds instead of seconds on a busy disk.
-_NOT_DURABLE = {"fsync": "off", "full_page_writes": "off", "synchronous_commit": "off"}
+# DROP DATABASE forces take milliseconds instead of seconds on a busy disk. Session defaults such as
+# synchronous_commit stay as they are: tests see the server a deployment would have.
+_NOT_DURABLE = {"fsync": "off", "full_page_writes": "off"}
+# Every server-wide setting this module has ever managed, so an older choice is undone too.
+_MANAGED = ("fsync", "full_page_writes", "synchronous_commit")
+_AUTO_CONF_LINE = re.compile(r"^\s*(\w+)\s*=\s*'?([^'\n]*)'?\s*$", re.MULTILINE)
 
 
 def _set_durability(uri: str, bin_dir: Path, pgdata: Path, *, durable: bool) -> None:
     auto_conf = pgdata / "postgresql.auto.conf"
-    is_durable = not (auto_conf.exists() and "fsync" in auto_conf.read_text(errors="replace"))
-    if durable == is_durable:
+    text = auto_conf.read_text(errors="replace") if auto_conf.exists() else ""
+    current = {k: v for k, v in _AUTO_CONF_LINE.findall(text) if k in _MANAGED}
+    wanted = {} if durable else _NOT_DURABLE
+    if current == wanted:
         return
-    if durable:
-        statements = [f"ALTER SYSTEM RESET {name};" for name in _NOT_DURABLE]
-    else:
-        statements = [f"ALTER SYSTEM SET {name} = {value};" for name, value in _NOT_DURABLE.items()]
+    statements = [f"ALTER SYSTEM RESET {name};" for name in current if name not in wanted]
+    statements += [f"ALTER SYSTEM SET {name} = {value};" for name, value in wanted.items()]
     # psql from the wheel: this may run inside an event loop (an async fixture), where asyncio.run cannot.
     args = [str(bin_dir / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", uri]
     for sql in [*statements, "SELECT pg_reload_conf();"]:

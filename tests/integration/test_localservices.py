@@ -92,12 +92,20 @@ async def test_test_servers_skip_fsync_and_run_servers_keep_it(tmp_path: Path) -
         try:
             conn = await asyncpg.connect(pg.uri)
             try:
-                settings.append((await conn.fetchval("SHOW fsync"), await conn.fetchval("SHOW synchronous_commit")))
+                settings.append((await conn.fetchval("SHOW fsync"), await conn.fetchval("SHOW full_page_writes")))
             finally:
                 await conn.close()
         finally:
             pg.stop()
     assert settings == [("off", "off"), ("on", "on")]
+
+
+async def test_test_servers_keep_the_default_session_settings(pg_admin_dsn: str) -> None:
+    conn = await asyncpg.connect(pg_admin_dsn)
+    try:
+        assert await conn.fetchval("SHOW synchronous_commit") == "on"
+    finally:
+        await conn.close()
 
 
 def test_a_second_redis_in_the_same_folder_leaves_the_first_one_alone(tmp_path: Path) -> None:
