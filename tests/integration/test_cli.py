@@ -52,7 +52,8 @@ def _env(**extra: str) -> dict[str, str]:
     env = {
         k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL") and not k.startswith("WOVEPAPER_")
     }
-    return env | extra
+    # As everywhere in the tests: no embedding model loading (seconds of CPU) in every server started here.
+    return env | {"WOVEPAPER_SEMANTIC_PRELOAD": "false"} | extra
 
 
 def _start_up(port: int, env: dict[str, str], log: Path, *options: str) -> subprocess.Popen[bytes]:

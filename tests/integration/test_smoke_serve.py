@@ -29,7 +29,8 @@ def _serve_command() -> list[str]:
 def served(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = localservices.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WOVEPAPER_")}
-    env |= {"DATABASE_URL": database_url, "REDIS_URL": redis_url}
+    # As everywhere in the tests: no embedding model loading (seconds of CPU) in the server.
+    env |= {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "WOVEPAPER_SEMANTIC_PRELOAD": "false"}
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
