@@ -143,6 +143,7 @@ def up(
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    loading_demo = False
     try:
         with localservices.local_environment(
             Path(settings.local_dir), database_url=settings.database_url, redis_url=settings.redis_url
@@ -160,7 +161,9 @@ def up(
             typer.echo(f"migrate: {_migrate_or_exit(env.database_url)}")
             if demo and _has_command("demo") and not _has_papers(env.database_url):
                 size = ["--papers", str(demo_papers)] if demo_papers else []
+                loading_demo = True
                 subprocess.run([sys.executable, "-m", "cli", "demo", "--if-empty", *size], check=True)
+                loading_demo = False
             typer.echo(f"serving GraphiQL at http://{host}:{port}/graphql (Ctrl-C stops)")
             uvicorn.run("app:app", host=host, port=port, log_level="info", timeout_keep_alive=5)
     except localservices.LocalServiceError as exc:
@@ -170,7 +173,13 @@ def up(
         typer.echo(f"error: `wovepaper demo` failed with exit code {exc.returncode}", err=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
-        pass
+        if loading_demo:
+            # The demo commits batch by batch, and the next run sees papers and would not load again.
+            typer.echo(
+                "the demo load was interrupted and the data is partial: run `wovepaper demo` to complete it "
+                "(it is idempotent), or `make clean-local` to start over",
+                err=True,
+            )
     typer.echo("stopped")
 
 

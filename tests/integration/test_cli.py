@@ -200,3 +200,27 @@ async def test_up_loads_the_demo_data_into_an_empty_database_only(
         counts.append(response.json()["data"]["papers"]["totalCount"])
     # The second run found papers and left them alone.
     assert counts == [200, 200]
+
+
+async def test_ctrl_c_during_the_demo_load_says_the_data_is_partial(
+    make_database, redis_url: str, tmp_path: Path
+) -> None:
+    dsn = await make_database("up_demo_interrupted")
+    log = tmp_path / "up.log"
+    proc = _start_up(localservices.free_port(), _env(DATABASE_URL=dsn, REDIS_URL=redis_url), log, "--demo")
+    try:
+        _wait_for_line(proc, log, "demo: ")
+    finally:
+        code = _stop(proc, signal.SIGINT)
+    output = log.read_text()
+    assert code == 0, output
+    assert "the demo load was interrupted and the data is partial" in output
+    assert output.rstrip().endswith("stopped")
+
+
+def _wait_for_line(proc: subprocess.Popen[bytes], log: Path, text: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"never saw {text!r}:\n{log.read_text()}")
+        time.sleep(0.05)
