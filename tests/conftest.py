@@ -19,7 +19,6 @@ import localservices
 from db.migrate import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
 SESSION_TAG = uuid.uuid4().hex[:10]
 # Apps built by tests load the embedding model only when a test searches semantically, not at every start.
 os.environ.setdefault("WOVEPAPER_SEMANTIC_PRELOAD", "false")
@@ -107,11 +106,6 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def cache_namespace() -> str:
     return f"t{SESSION_TAG}"
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    return SHARED
 
 
 DEMO_FIXTURE_PAPERS = 1_500

@@ -17,7 +17,7 @@ from db.migrate import migrate
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.http import RetryPolicy
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "upstream"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
 OAI_CURRENT = FIXTURES / "arxiv_oai" / "generated_current_server"
 OAI_LEGACY = FIXTURES / "arxiv_oai" / "recorded_legacy"
 OAI_NS = "http://www.openarchives.org/OAI/2.0/"
