@@ -152,11 +152,10 @@ def up(
                 typer.echo(f"started project-local {started}")
             if env.started:
                 # Other commands (ingest, demo, psql) can share these servers while this one runs.
-                typer.echo(f"other shells: export DATABASE_URL='{env.database_url}' REDIS_URL='{env.redis_url or ''}'")
+                typer.echo(f"other shells: export DATABASE_URL='{env.database_url}' REDIS_URL='{env.redis_url}'")
             # The app, the demo loader and any worker read their settings from the environment.
             os.environ["DATABASE_URL"] = env.database_url
-            if env.redis_url:
-                os.environ["REDIS_URL"] = env.redis_url
+            os.environ["REDIS_URL"] = env.redis_url
             get_settings.cache_clear()
             typer.echo(f"migrate: {_migrate_or_exit(env.database_url)}")
             if demo and _has_command("demo") and not _has_papers(env.database_url):

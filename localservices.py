@@ -377,7 +377,7 @@ class LocalEnvironment:
     """The URLs to use; `started` names the project-local servers this process brought up."""
 
     database_url: str
-    redis_url: str | None
+    redis_url: str
     started: list[str]
 
 
@@ -386,23 +386,23 @@ def local_environment(
     local_dir: Path, *, database_url: str | None, redis_url: str | None, database: str = "wovepaper"
 ) -> Iterator[LocalEnvironment]:
     """Use the given URLs; for each one that is None, start a project-local server and stop it on exit."""
-    stops: list[tuple[str, Any]] = []
+    stops: list[Callable[[], None]] = []
     started: list[str] = []
     try:
         if database_url is None:
             pg = start_local_postgres(local_dir)
-            stops.append(("PostgreSQL", pg.stop))
+            stops.append(pg.stop)
             _create_database(pg.uri, database)
             database_url = pg.database_uri(database)
             started.append(f"PostgreSQL in {pg.pgdata}")
         if redis_url is None:
             rd = start_redis(local_dir / "redis")
-            stops.append(("Redis", rd.stop))
+            stops.append(rd.stop)
             redis_url = rd.url
             started.append(f"Redis at {rd.url}")
         yield LocalEnvironment(database_url=database_url, redis_url=redis_url, started=started)
     finally:
-        for _name, stop in reversed(stops):
+        for stop in reversed(stops):
             stop()
 
 
