@@ -150,12 +150,18 @@ def page_part(database_url: str, redis_url: str, rounds: int, duration: int, ids
         from bench import floor  # noqa: F401
     except ImportError:
         return {"skipped": "bench/floor.py is not there yet"}
-    from bench.run import running, sample_variables, servers, write_bodies, wrk
+    from bench.run import body_for, running, sample_variables, servers, wrk
 
     operation = "ResearcherPage"
     variables = asyncio.run(sample_variables(database_url, operation, ids, 0.42))
     all_servers = servers(database_url, redis_url)
-    bodies = {name: write_bodies(name, operation, variables) for name in ("floor", "wovepaper")}
+    # Bodies of our own (bench.run's files are shared with its runs, which may rewrite them meanwhile).
+    out_dir = ROOT / "bench" / "results" / "bodies-aggregates"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    bodies = {}
+    for name in ("floor", "wovepaper"):
+        bodies[name] = out_dir / f"{operation}.{name}.jsonl"
+        bodies[name].write_text("\n".join(body_for(name, operation, v) for v in variables) + "\n")
     rows: list[dict[str, Any]] = []
     for round_no in range(rounds):
         for name in ("floor", "wovepaper", "floor"):
