@@ -53,6 +53,7 @@ def server_url(demo_database_url: str) -> Iterator[str]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env["DATABASE_URL"] = demo_database_url
+    env["WOVEPAPER_SEMANTIC_PRELOAD"] = "false"  # no operation here searches semantically
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
         cwd=ROOT,
