@@ -12,10 +12,10 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from starlette.types import Receive, Scope, Send
 
 from app import create_app
 from settings import Settings
+from tests.integration.graph_support import StatementCounter, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = ROOT / "frontend_contract"
@@ -41,26 +41,6 @@ def budgets() -> dict[str, int]:
     return {k: int(v) for k, v in tomllib.loads((CONTRACT / "budgets.toml").read_text()).items()}
 
 
-# asyncpg's own type introspection: once per connection and type, when a fresh pooled connection
-# first meets a type (text[], enums); connection set-up, not work the operation asked for.
-_CONNECTION_SETUP = ("WITH RECURSIVE typeinfo_tree", "set_config('jit'")
-
-
-class StatementCounter:
-    """asyncpg query logger: every statement any pooled connection runs for the operation."""
-
-    def __init__(self) -> None:
-        self.statements: list[str] = []
-
-    def __call__(self, record: Any) -> None:
-        query: str = record.query
-        if not any(marker in query for marker in _CONNECTION_SETUP):
-            self.statements.append(query)
-
-    def reset(self) -> None:
-        self.statements.clear()
-
-
 @dataclass
 class Api:
     client: httpx.AsyncClient
@@ -81,14 +61,8 @@ async def serve(dsn: str) -> AsyncIterator[Api]:
     counter = StatementCounter()
     # No Redis: every figure comes from PostgreSQL, so every statement is counted.
     app = create_app(Settings(DATABASE_URL=dsn), query_logger=counter)
-    async with app.router.lifespan_context(app) as state:
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            await app({**scope, "state": dict(state or {})}, receive, send)
-
-        transport = httpx.ASGITransport(app=with_state)
-        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test") as client:
-            yield Api(client, counter)
+    async with serving(app) as client:
+        yield Api(client, counter)
 
 
 @pytest.fixture(scope="module")

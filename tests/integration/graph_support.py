@@ -235,6 +235,11 @@ async def seed(dsn: str) -> Seeded:
     return seeded
 
 
+# asyncpg's own type introspection: once per connection and type, when a fresh pooled connection first
+# meets a type (text[], enums) - connection set-up, not work the operation asked for.
+CONNECTION_SETUP = ("typeinfo_tree", "set_config('jit'", "pg_catalog.pg_type AS t")
+
+
 class StatementCounter:
     """Counts SQL statements through asyncpg's query logger; `reset()` before the request to measure."""
 
@@ -242,10 +247,9 @@ class StatementCounter:
         self.statements: list[str] = []
 
     def __call__(self, record: Any) -> None:
-        # asyncpg introspects a type once per connection on first use; that is the driver's, not ours.
-        if "typeinfo_tree" in record.query or "set_config('jit'" in record.query:
-            return
-        self.statements.append(record.query)
+        query: str = record.query
+        if not any(marker in query for marker in CONNECTION_SETUP):
+            self.statements.append(query)
 
     def reset(self) -> None:
         self.statements.clear()
