@@ -129,6 +129,8 @@ async def harvest_arxiv(
         async with c.transaction():
             result = await upsert_papers(c, page.records)
             tombstoned = await tombstone_papers(c, page.deleted)
+            # A re-harvest that changed an author list can drop matches: keep stored figures true.
+            await refresh_figures(c, result.touched)
             if prev is not None:
                 # Checkpoints commit in page order: wait for the page before (its failure rolls this back).
                 await asyncio.shield(prev)

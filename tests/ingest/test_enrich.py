@@ -222,3 +222,27 @@ async def test_papers_the_sources_do_not_know_yet_stay_queued(conn: asyncpg.Conn
     queued = await conn.fetch("SELECT arxiv_id FROM papers WHERE enriched_at IS NULL")
     # S2 and OpenAlex index new papers days later: the new one is tried again next run; the old one is given up.
     assert [r[0] for r in queued] == ["2611.00001"]
+
+
+async def test_reharvest_that_drops_an_author_refreshes_their_paper_count(
+    conn: asyncpg.Connection, clock: FakeClock
+) -> None:
+    from datetime import UTC, datetime
+
+    from tests.ingest.conftest import list_records_page
+    from tests.ingest.upstreams import arxiv_raw
+
+    await harvest(conn, clock)
+    await run_enrich(conn, FakeScholarly(), clock)
+    count = "SELECT paper_count FROM researchers WHERE s2_author_id = $1"
+    assert await conn.fetchval(count, SAM_COX) == 2  # PaperQA and ChemCrow
+    # arXiv's new version of ChemCrow lists its authors without Sam Cox.
+    revised = arxiv_raw(
+        "2304.05376",
+        "ChemCrow: Augmenting large-language models with chemistry tools",
+        "Andres M. Bran, Oliver Schilter, Carlo Baldassari, Andrew D. White, Philippe Schwaller",
+        datetime(2023, 4, 11, 12, 0, tzinfo=UTC),
+    )
+    await harvest_arxiv(conn, FakeOAI(first=list_records_page([revised], "")).client(clock))
+    assert await conn.fetchval(count, SAM_COX) == 1
+    assert await conn.fetchval(count, WHITE) == 2  # still on both, at a new position
