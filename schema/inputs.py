@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
 from typing import cast
 
@@ -10,8 +11,8 @@ from resolvers.papers import PaperFilterArgs
 from schema.enums import AuthorPosition
 
 
-@strawberry.input(description="Filters on a list of papers; every given filter must hold.")
-class PaperFilter:
+@strawberry.input(description="Filters every list of papers shares; every given filter must hold.")
+class PaperFilterBase:
     category: str | None = strawberry.field(
         default=None, description="An arXiv category such as cs.DC: any of the paper's categories."
     )
@@ -20,9 +21,6 @@ class PaperFilter:
     )
     published_from: date | None = strawberry.field(default=None, description="First published on or after.")
     published_to: date | None = strawberry.field(default=None, description="First published on or before.")
-    researcher: str | None = strawberry.field(
-        default=None, description="Papers of this researcher: any id form `researcher(id:)` accepts."
-    )
     institution: str | None = strawberry.field(
         default=None, description="Papers with an author at this institution: any id form `institution(id:)` accepts."
     )
@@ -33,34 +31,26 @@ class PaperFilter:
             primary_only=self.primary_only,
             published_from=self.published_from,
             published_to=self.published_to,
-            researcher=self.researcher,
             institution=self.institution,
         )
 
 
+@strawberry.input(description="Filters on a list of papers; every given filter must hold.")
+class PaperFilter(PaperFilterBase):
+    researcher: str | None = strawberry.field(
+        default=None, description="Papers of this researcher: any id form `researcher(id:)` accepts."
+    )
+
+    def to_args(self) -> PaperFilterArgs:
+        return replace(super().to_args(), researcher=self.researcher)
+
+
 @strawberry.input(description="Filters on a researcher's papers; every given filter must hold.")
-class ResearcherPaperFilter:
-    category: str | None = strawberry.field(
-        default=None, description="An arXiv category such as cs.DC: any of the paper's categories."
-    )
-    primary_only: bool = strawberry.field(
-        default=False, description="Match `category` against the primary category only."
-    )
-    published_from: date | None = strawberry.field(default=None, description="First published on or after.")
-    published_to: date | None = strawberry.field(default=None, description="First published on or before.")
-    institution: str | None = strawberry.field(
-        default=None, description="Papers with an author at this institution: any id form `institution(id:)` accepts."
-    )
+class ResearcherPaperFilter(PaperFilterBase):
     author_position: AuthorPosition | None = strawberry.field(
         default=None, description="The researcher's position among the paper's authors."
     )
 
     def to_args(self) -> PaperFilterArgs:
-        return PaperFilterArgs(
-            category=self.category,
-            primary_only=self.primary_only,
-            published_from=self.published_from,
-            published_to=self.published_to,
-            institution=self.institution,
-            author_position=cast(AuthorPositionName, self.author_position.value) if self.author_position else None,
-        )
+        position = cast(AuthorPositionName, self.author_position.value) if self.author_position else None
+        return replace(super().to_args(), author_position=position)

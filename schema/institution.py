@@ -7,14 +7,13 @@ import strawberry
 from db.queries.institutions import InstitutionRow
 from resolvers.institutions import resolve_institution, resolve_institutions
 from resolvers.pagination import Connection
-from resolvers.papers import resolve_papers
 from resolvers.researchers import resolve_researchers
 from schema.aggregates import FieldCount, LazyResearcher, institution_fields, institution_top_researchers
 from schema.enums import InstitutionSort, PaperSort
 from schema.inputs import PaperFilter
 from schema.node import Node
 from schema.pagination import TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
-from schema.paper import PaperConnection, as_paper_connection
+from schema.paper import PaperConnection, paper_page
 from schema.researcher import ResearcherConnection, as_researcher_connection
 from schema.types import Info
 
@@ -37,16 +36,7 @@ async def _papers(
     after: str | None = None,
     page: int | None = None,
 ) -> PaperConnection:
-    connection = await resolve_papers(
-        info,
-        filter.to_args() if filter else None,
-        sort=(sort or PaperSort.NEWEST).value,
-        first=first,
-        after=after,
-        page=page,
-        institution_id=root.id,
-    )
-    return as_paper_connection(connection)
+    return await paper_page(info, filter, sort, first, after, page, institution_id=root.id)
 
 
 @strawberry.type(description="A research institution, identified by its ROR id.")

@@ -16,7 +16,7 @@ from resolvers.papers import (
 )
 from resolvers.search import resolve_similar_papers
 from schema.enums import PaperSort
-from schema.inputs import PaperFilter
+from schema.inputs import PaperFilter, ResearcherPaperFilter
 from schema.node import Node
 from schema.pagination import TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
 from schema.types import Info
@@ -117,6 +117,28 @@ def as_paper_connection(connection: Connection[PaperRow]) -> PaperConnection:
     return cast(PaperConnection, connection)
 
 
+async def paper_page(
+    info: Info,
+    filter: PaperFilter | ResearcherPaperFilter | None,
+    sort: PaperSort | None,
+    first: int | None,
+    after: str | None,
+    page: int | None,
+    **scope: int,
+) -> PaperConnection:
+    """One page of papers, optionally scoped to a researcher or an institution (`researcher_id=`...)."""
+    connection = await resolve_papers(
+        info,
+        filter.to_args() if filter else None,
+        sort=(sort or PaperSort.NEWEST).value,
+        first=first,
+        after=after,
+        page=page,
+        **scope,
+    )
+    return as_paper_connection(connection)
+
+
 @strawberry.type
 class PaperQuery:
     @strawberry.field(
@@ -136,12 +158,4 @@ class PaperQuery:
         after: str | None = None,
         page: int | None = None,
     ) -> PaperConnection:
-        connection = await resolve_papers(
-            info,
-            filter.to_args() if filter else None,
-            sort=(sort or PaperSort.NEWEST).value,
-            first=first,
-            after=after,
-            page=page,
-        )
-        return as_paper_connection(connection)
+        return await paper_page(info, filter, sort, first, after, page)

@@ -6,7 +6,6 @@ import strawberry
 
 from db.queries.researchers import ResearcherRow
 from resolvers.pagination import Connection
-from resolvers.papers import resolve_papers
 from resolvers.researchers import researcher_institutions, resolve_researcher, resolve_researchers
 from schema.aggregates import (
     AuthorPositionStats,
@@ -30,7 +29,7 @@ from schema.enums import PaperSort, ResearcherSort
 from schema.inputs import ResearcherPaperFilter
 from schema.node import Node
 from schema.pagination import TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
-from schema.paper import PaperConnection, as_paper_connection
+from schema.paper import PaperConnection, paper_page
 from schema.types import Info
 
 if TYPE_CHECKING:
@@ -64,16 +63,7 @@ async def _papers(
     after: str | None = None,
     page: int | None = None,
 ) -> PaperConnection:
-    connection = await resolve_papers(
-        info,
-        filter.to_args() if filter else None,
-        sort=(sort or PaperSort.NEWEST).value,
-        first=first,
-        after=after,
-        page=page,
-        researcher_id=root.id,
-    )
-    return as_paper_connection(connection)
+    return await paper_page(info, filter, sort, first, after, page, researcher_id=root.id)
 
 
 @strawberry.type(description="A researcher: an author profile matched across Semantic Scholar and OpenAlex.")
