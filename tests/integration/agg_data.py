@@ -20,9 +20,12 @@ h-index 5, i10 4. S2 list alone: 4 works, 39 citations, h 3; OpenAlex list alone
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import asyncpg
+
+from db.migrate import migrate
 
 EXPECTED_ADA = {
     "paper_count": 6,
@@ -169,3 +172,14 @@ async def build_handmade(conn: asyncpg.Connection, prefix: str = "") -> dict[str
         "INSERT INTO researcher_institutions (researcher_id, institution_id) VALUES ($1, $2)", ids["E"], ids["I"]
     )
     return ids
+
+
+async def handmade_database(make_database: Callable[[str], Awaitable[str]], suffix: str) -> tuple[str, dict[str, int]]:
+    """A migrated database of its own holding the hand-made data; its DSN and the named ids."""
+    dsn = await make_database(suffix)
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+        return dsn, await build_handmade(conn)
+    finally:
+        await conn.close()

@@ -5,7 +5,6 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from db.migrate import migrate
 from db.pool import create_pool
 from db.queries.aggregates import (
     fetch_institution_stats,
@@ -13,19 +12,12 @@ from db.queries.aggregates import (
     fetch_researcher_network,
     fetch_researcher_stats,
 )
-from tests.integration.agg_data import EXPECTED_ADA, build_handmade, insert_researcher
+from tests.integration.agg_data import EXPECTED_ADA, handmade_database, insert_researcher
 
 
 @pytest.fixture(scope="module")
 async def agg_db(make_database) -> tuple[str, dict[str, int]]:
-    dsn = await make_database("agg")
-    conn = await asyncpg.connect(dsn)
-    try:
-        await migrate(conn)
-        ids = await build_handmade(conn)
-    finally:
-        await conn.close()
-    return dsn, ids
+    return await handmade_database(make_database, "agg")
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,13 @@ import pytest
 from db.cache import keys
 from db.cache.invalidation import invalidate
 from db.cache.store import CacheStore, EntityRef, create_redis
-from db.migrate import migrate
 from db.pool import create_pool
 from db.queries.aggregates import SELECT_RESEARCHER_NETWORK, SELECT_RESEARCHER_STATS, fetch_researcher_stats
 from db.queries.figures import refresh_figures
 from db.queries.writes import apply_authorship_matches, update_citations, upsert_papers, upsert_researchers
 from db.records import AuthorRecord, AuthorshipMatch, CitationRecord, PaperRecord, ResearcherRecord, Touched
 from resolvers.aggregates import load_researcher_coauthors, load_researcher_network, load_researcher_stats
-from tests.integration.agg_data import EXPECTED_ADA, build_handmade
+from tests.integration.agg_data import EXPECTED_ADA, handmade_database
 
 _ns_counter = itertools.count()
 
@@ -36,14 +35,7 @@ class StatementLog:
 
 @pytest.fixture(scope="module")
 async def cache_db(make_database) -> tuple[str, dict[str, int]]:
-    dsn = await make_database("cache")
-    conn = await asyncpg.connect(dsn)
-    try:
-        await migrate(conn)
-        ids = await build_handmade(conn)
-    finally:
-        await conn.close()
-    return dsn, ids
+    return await handmade_database(make_database, "cache")
 
 
 @pytest.fixture(scope="module")

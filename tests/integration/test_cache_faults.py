@@ -18,12 +18,11 @@ from db.cache import keys
 from db.cache.breaker import BreakerState, CircuitBreaker
 from db.cache.invalidation import invalidate
 from db.cache.store import CacheStore, create_redis
-from db.migrate import migrate
 from db.pool import create_pool
 from db.queries.aggregates import ResearcherStatsRow
 from db.records import Touched
 from resolvers.aggregates import load_researcher_stats
-from tests.integration.agg_data import EXPECTED_ADA, build_handmade
+from tests.integration.agg_data import EXPECTED_ADA, handmade_database
 
 THRESHOLD = 3
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -32,14 +31,7 @@ RESET_AFTER_S = 0.5
 
 @pytest.fixture(scope="module")
 async def fault_db(make_database) -> tuple[str, dict[str, int]]:
-    dsn = await make_database("cachefault")
-    conn = await asyncpg.connect(dsn)
-    try:
-        await migrate(conn)
-        ids = await build_handmade(conn)
-    finally:
-        await conn.close()
-    return dsn, ids
+    return await handmade_database(make_database, "cachefault")
 
 
 @pytest.fixture(scope="module")
