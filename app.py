@@ -74,15 +74,18 @@ def create_app(
         cache = CacheStore(
             redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
         )
+        preload = None
         if settings.semantic_search and settings.semantic_preload:
             # Loading the embedding model takes seconds: not on the first semantic request's time.
-            embeddings.preload_in_background()
+            preload = embeddings.preload_in_background()
         try:
             yield {"settings": settings, "pool": pool, "redis": redis, "cache": cache}
         finally:
             if redis is not None:
                 await redis.aclose()
             await pool.close()
+            if preload is not None:
+                await asyncio.to_thread(preload.join)
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})

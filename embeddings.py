@@ -112,11 +112,15 @@ def get_embedder() -> Embedder:
     return _embedder
 
 
-def preload_in_background() -> None:
-    """Start loading the model in a daemon thread (a few seconds of imports), so that the first semantic
-    request does not pay for it; a no-op without the `semantic` extra."""
+def preload_in_background() -> threading.Thread | None:
+    """Start loading the model in a thread (a few seconds of imports), so that the first semantic request does
+    not pay for it; None without the `semantic` extra. Join the thread before the process exits: an interpreter
+    that shuts down while PyTorch is still initializing aborts."""
     if _embedder is None and is_available():
-        threading.Thread(target=_preload, name="embeddings-preload", daemon=True).start()
+        thread = threading.Thread(target=_preload, name="embeddings-preload", daemon=True)
+        thread.start()
+        return thread
+    return None
 
 
 def _preload() -> None:

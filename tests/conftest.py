@@ -22,6 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSION_TAG = uuid.uuid4().hex[:10]
 # Apps built by tests load the embedding model only when a test searches semantically, not at every start.
 os.environ.setdefault("WOVEPAPER_SEMANTIC_PRELOAD", "false")
+# Servers reach tests only through the fixtures below: no Settings() built in a test picks up a shared server,
+# or the shared default cache namespace, from the environment by accident.
+ENV_DATABASE_URL = os.environ.pop("DATABASE_URL", None)
+ENV_REDIS_URL = os.environ.pop("REDIS_URL", None)
+CACHE_NAMESPACE = f"t{SESSION_TAG}"
+os.environ["WOVEPAPER_CACHE_NAMESPACE"] = CACHE_NAMESPACE
 
 
 def _with_database(dsn: str, name: str) -> str:
@@ -34,9 +40,8 @@ def _with_database(dsn: str, name: str) -> str:
 
 @pytest.fixture(scope="session")
 def pg_admin_dsn() -> str:
-    url = os.environ.get("DATABASE_URL")
-    if url:
-        return url
+    if ENV_DATABASE_URL:
+        return ENV_DATABASE_URL
     return localservices.start_postgres(ROOT / ".wovepaper" / "test")
 
 
@@ -94,9 +99,8 @@ async def make_database(pg_admin_dsn: str) -> AsyncIterator[object]:
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    url = os.environ.get("REDIS_URL")
-    if url:
-        yield url
+    if ENV_REDIS_URL:
+        yield ENV_REDIS_URL
         return
     server = localservices.start_redis(tmp_path_factory.mktemp("redis"))
     yield server.url
@@ -105,7 +109,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def cache_namespace() -> str:
-    return f"t{SESSION_TAG}"
+    return CACHE_NAMESPACE
 
 
 DEMO_FIXTURE_PAPERS = 1_500

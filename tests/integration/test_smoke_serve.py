@@ -26,11 +26,18 @@ def _serve_command() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def served(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def served(
+    database_url: str, redis_url: str, cache_namespace: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     port = localservices.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WOVEPAPER_")}
     # As everywhere in the tests: no embedding model loading (seconds of CPU) in the server.
-    env |= {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "WOVEPAPER_SEMANTIC_PRELOAD": "false"}
+    env |= {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "WOVEPAPER_SEMANTIC_PRELOAD": "false",
+        "WOVEPAPER_CACHE_NAMESPACE": cache_namespace,
+    }
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
