@@ -186,13 +186,8 @@ async def test_demo_researchers_stats_agree_with_stored_figures_and_raw_rows(dem
     pool = await create_pool(demo_database_url, min_size=1, max_size=2)
     try:
         async with pool.acquire() as conn:
-            ids = [
-                r["id"]
-                for r in await conn.fetch(
-                    "(SELECT id FROM researchers ORDER BY paper_count DESC, id LIMIT 1)"
-                    " UNION (SELECT id FROM researchers ORDER BY id LIMIT 40)"
-                )
-            ]
+            heavy_id = await conn.fetchval("SELECT id FROM researchers ORDER BY paper_count DESC, id LIMIT 1")
+            ids = [heavy_id, *(r["id"] for r in await conn.fetch("SELECT id FROM researchers ORDER BY id LIMIT 40"))]
             for rid in ids:
                 s = await fetch_researcher_stats(conn, researcher_id=rid)
                 assert s is not None
@@ -219,9 +214,9 @@ async def test_demo_researchers_stats_agree_with_stored_figures_and_raw_rows(dem
                 assert (s.matched_papers, s.solo, s.first, s.last) == tuple(raw)
                 assert s.first + s.middle + s.last + s.solo == s.matched_papers <= s.paper_count
                 assert sum(f.count for f in s.fields) == s.paper_count
-            heavy = await fetch_researcher_stats(conn, researcher_id=ids[0])
+            heavy = await fetch_researcher_stats(conn, researcher_id=heavy_id)
             assert heavy is not None and heavy.works_count > 5000 and heavy.paper_count >= 100
-            coauthors = await fetch_researcher_coauthors(conn, researcher_id=ids[0])
+            coauthors = await fetch_researcher_coauthors(conn, researcher_id=heavy_id)
             names = await conn.fetch(
                 "SELECT name FROM researchers WHERE id = any($1::bigint[])", [c.researcher_id for c in coauthors]
             )
