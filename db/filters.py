@@ -130,6 +130,20 @@ def compose(clauses: Sequence[Clause], offset: int = 0) -> tuple[str, list[objec
     return (" AND ".join(parts) if parts else "true"), args
 
 
+def owners_page_sql(
+    *, columns: str, source: str, owner: Fragment, where: str, n: int, order_by: str, outer_order_by: str
+) -> str:
+    """The same page for each owner id in $1, in one statement: one LATERAL subquery per owner, `owner.sql`
+    tying rows to `k.owner_id`. `where` holds parameters $2..$n; limit and offset come as $n+1, $n+2."""
+    alias = source.split()[-1]
+    return (
+        f"SELECT k.owner_id, {columns} FROM unnest($1::bigint[]) WITH ORDINALITY AS k(owner_id, ord)"
+        f" CROSS JOIN LATERAL (SELECT {columns} FROM {source} WHERE {owner.sql} AND {where}"
+        f" ORDER BY {order_by} LIMIT ${n + 1} OFFSET ${n + 2}) {alias}"
+        f" ORDER BY k.ord, {outer_order_by}"
+    )
+
+
 KeyKind = Literal["ts", "int", "int_or_null", "str"]
 
 

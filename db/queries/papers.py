@@ -9,7 +9,7 @@ from datetime import datetime
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from db.filters import Clause, Fragment, Sort, compose
+from db.filters import Clause, Fragment, Sort, compose, owners_page_sql
 from db.paging import encode_global_id
 from db.queries.institutions import InstitutionRow
 from db.queries.researchers import RESEARCHER_COLUMNS, ResearcherRow, researcher_from_record
@@ -143,11 +143,14 @@ async def page_papers_of_owners(
     """The same page of papers for each owner (a researcher's or an institution's papers), in one statement."""
     where, args = compose(clauses, offset=1)
     n = len(args) + 1
-    sql = (
-        f"SELECT k.owner_id, {PAPER_COLUMNS} FROM unnest($1::bigint[]) WITH ORDINALITY AS k(owner_id, ord)"
-        f" CROSS JOIN LATERAL (SELECT {PAPER_COLUMNS} FROM papers p WHERE {owner.sql} AND {where}"
-        f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}) p"
-        f" ORDER BY k.ord, {sort.order_by}"
+    sql = owners_page_sql(
+        columns=PAPER_COLUMNS,
+        source="papers p",
+        owner=owner,
+        where=where,
+        n=n,
+        order_by=sort.order_by,
+        outer_order_by=sort.order_by,
     )
     pages: dict[int, list[PaperRow]] = {owner_id: [] for owner_id in owner_ids}
     for r in await conn.fetch(sql, list(owner_ids), *args, limit, offset):

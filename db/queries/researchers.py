@@ -10,7 +10,7 @@ from typing import Literal
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from db.filters import Clause, Fragment, Sort, compose
+from db.filters import Clause, Fragment, Sort, compose, owners_page_sql
 from db.paging import encode_global_id
 from db.slugs import entity_slug
 
@@ -95,11 +95,15 @@ async def page_researchers_of_owners(
     """The same page of researchers for each owner (an institution), in one statement."""
     where, args = compose(clauses, offset=1)
     n = len(args) + 1
-    sql = (
-        f"SELECT k.owner_id, {RESEARCHER_COLUMNS} FROM unnest($1::bigint[]) WITH ORDINALITY AS k(owner_id, ord)"
-        f" CROSS JOIN LATERAL (SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE {owner.sql} AND {where}"
-        f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}) r"
-        f" ORDER BY k.ord, {sort.order_by.replace('wp_fold(r.name)', 'r.fold_name')}"
+    sql = owners_page_sql(
+        columns=RESEARCHER_COLUMNS,
+        source="researchers r",
+        owner=owner,
+        where=where,
+        n=n,
+        order_by=sort.order_by,
+        # Outside the subquery the folded name is a column of its result.
+        outer_order_by=sort.order_by.replace("wp_fold(r.name)", "r.fold_name"),
     )
     pages: dict[int, list[ResearcherRow]] = {owner_id: [] for owner_id in owner_ids}
     for rec in await conn.fetch(sql, list(owner_ids), *args, limit, offset):
