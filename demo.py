@@ -142,6 +142,8 @@ def make_institutions(plan: DemoPlan) -> list[InstitutionRecord]:
 
 def _orcid(rng: random.Random) -> str:
     digits = [rng.randrange(10) for _ in range(15)]
+    # Issued ORCIDs lie in 0000-0001-5000-0007 .. 0000-0003-5000-0001.
+    digits[:8] = [0, 0, 0, 0, 0, 0, 0, 1 + digits[7] % 3]
     total = 0
     for d in digits:
         total = (total + d) * 2

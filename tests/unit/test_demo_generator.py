@@ -97,6 +97,7 @@ def test_names_are_diverse(small) -> None:
     assert len({r.s2_author_id for r in researchers}) == len(researchers)
     orcids = [r.orcid for r in researchers if r.orcid]
     assert orcids and all(normalize_orcid(o) == o for o in orcids)
+    assert all(o.startswith(("0000-0001-", "0000-0002-", "0000-0003-")) for o in orcids)  # the issued ranges
     assert all(re.fullmatch(r"A5\d{9}", r.openalex_id) for r in researchers if r.openalex_id)
 
 
