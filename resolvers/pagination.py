@@ -82,6 +82,17 @@ class PageInfo:
         self.end_cursor = end_cursor
         self.page = page
 
+    @classmethod
+    def of(cls, request: PageRequest, cursors: list[str], *, has_next_page: bool) -> PageInfo:
+        """For a page that `request` asked for, given its items' cursors in order."""
+        return cls(
+            has_next_page=has_next_page,
+            has_previous_page=(request.page or 1) > 1 if request.after is None else True,
+            start_cursor=cursors[0] if cursors else None,
+            end_cursor=cursors[-1] if cursors else None,
+            page=request.page,
+        )
+
 
 class Connection(Generic[T]):
     """One page of a list. `total` is set when the query asked for it, else `count` computes it on demand."""
@@ -115,14 +126,8 @@ class Connection(Generic[T]):
 
     @property
     def page_info(self) -> PageInfo:
-        r = self.request
-        return PageInfo(
-            has_next_page=self.has_next_page,
-            has_previous_page=(r.page or 1) > 1 if r.after is None else True,
-            start_cursor=self.cursor(self.nodes[0]) if self.nodes else None,
-            end_cursor=self.cursor(self.nodes[-1]) if self.nodes else None,
-            page=r.page,
-        )
+        ends = [self.nodes[0], self.nodes[-1]] if self.nodes else []
+        return PageInfo.of(self.request, [self.cursor(n) for n in ends], has_next_page=self.has_next_page)
 
     async def _counted(self) -> int:
         self.total = await self._count()

@@ -140,14 +140,8 @@ class SearchConnection:
 
     @property
     def page_info(self) -> PageInfo:
-        r = self.request
-        return PageInfo(
-            has_next_page=self.has_next_page,
-            has_previous_page=(r.page or 1) > 1 if r.after is None else True,
-            start_cursor=self.cursor(self.hits[0]) if self.hits else None,
-            end_cursor=self.cursor(self.hits[-1]) if self.hits else None,
-            page=r.page,
-        )
+        ends = [self.hits[0], self.hits[-1]] if self.hits else []
+        return PageInfo.of(self.request, [self.cursor(h) for h in ends], has_next_page=self.has_next_page)
 
     def count_total(self) -> int:
         return self.total

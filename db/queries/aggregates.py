@@ -14,22 +14,14 @@ import asyncpg
 import orjson
 from asyncpg.pool import PoolConnectionProxy
 
-from db.queries.figures import _RANK, CAREER_WORKS_CTES, FIGURES_OF_RANKED
+from db.queries.figures import CAREER_WORKS_CTES, SCOPED_FIGURES_CTES
 
 Conn = asyncpg.Connection | asyncpg.Pool | PoolConnectionProxy
 
 SELECT_RESEARCHER_STATS = f"""
 WITH ids AS (SELECT $1::bigint AS id),
 {CAREER_WORKS_CTES},
-scoped AS (
-    SELECT 'career' AS scope, rid, c FROM career_works
-    UNION ALL
-    SELECT 'archive', rid, c FROM (SELECT DISTINCT rid, paper_id, c FROM arch) a
-    UNION ALL
-    SELECT source, rid, max(c) FROM ext GROUP BY source, rid, k
-),
-ranked AS (SELECT scope, rid, c, {_RANK} AS rn FROM scoped),
-figures AS ({FIGURES_OF_RANKED}),
+{SCOPED_FIGURES_CTES},
 -- The researcher's distinct archive papers with their own position (a name listed twice counts once).
 mine AS (
     SELECT DISTINCT ON (p.id)

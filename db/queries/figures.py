@@ -96,12 +96,9 @@ RETURNING r.id
 _SOME_RESEARCHERS = "ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id)"
 _ALL_RESEARCHERS = "ids AS (SELECT id FROM researchers)"
 
-# One researcher's figures in every scope: career, archive (papers here, with the archive's own
-# counts only), and each source's list on its own (each work once within the source).
-SELECT_CAREER_FIGURES = f"""
-WITH ids AS (SELECT $1::bigint AS id),
-{CAREER_WORKS_CTES},
-scoped AS (
+# After CAREER_WORKS_CTES: `figures` per (scope, researcher), for the scopes career, archive (papers here, with
+# the archive's own counts only), and each source's list on its own (each work once within the source).
+SCOPED_FIGURES_CTES = f"""scoped AS (
     SELECT 'career' AS scope, rid, c FROM career_works
     UNION ALL
     SELECT 'archive', rid, c FROM (SELECT DISTINCT rid, paper_id, c FROM arch) a
@@ -109,7 +106,13 @@ scoped AS (
     SELECT source, rid, max(c) FROM ext GROUP BY source, rid, k
 ),
 ranked AS (SELECT scope, rid, c, {_RANK} AS rn FROM scoped),
-figures AS ({FIGURES_OF_RANKED})
+figures AS ({FIGURES_OF_RANKED})"""
+
+# One researcher's figures in every scope.
+SELECT_CAREER_FIGURES = f"""
+WITH ids AS (SELECT $1::bigint AS id),
+{CAREER_WORKS_CTES},
+{SCOPED_FIGURES_CTES}
 SELECT s.scope, coalesce(f.works_count, 0) AS works_count, coalesce(f.citation_count, 0) AS citation_count,
        coalesce(f.i10_index, 0) AS i10_index, coalesce(f.h_index, 0) AS h_index,
        coalesce(f.with_counts, 0) AS with_counts

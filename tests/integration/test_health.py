@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-
 import asyncpg
-import httpx
-from starlette.applications import Starlette
-from starlette.types import Receive, Scope, Send
 
 import localservices
 from app import create_app
 from db.migrate import available_migrations, migrate
 from settings import Settings
-
-
-@contextlib.asynccontextmanager
-async def serving(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    """Run the app's lifespan and hand each request a copy of its state, as uvicorn does."""
-    async with app.router.lifespan_context(app) as state:
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            await app({**scope, "state": dict(state or {})}, receive, send)
-
-        transport = httpx.ASGITransport(app=with_state)
-        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test") as client:
-            yield client
+from tests.integration.graph_support import serving
 
 
 def settings_for(database_url: str, redis_url: str) -> Settings:
