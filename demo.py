@@ -140,10 +140,12 @@ def make_institutions(plan: DemoPlan) -> list[InstitutionRecord]:
 # ------------------------------------------------------------------------------------------- researchers
 
 
-def _orcid(rng: random.Random) -> str:
-    digits = [rng.randrange(10) for _ in range(15)]
-    # Issued ORCIDs lie in 0000-0001-5000-0007 .. 0000-0003-5000-0001.
-    digits[:8] = [0, 0, 0, 0, 0, 0, 0, 1 + digits[7] % 3]
+def _orcid(rng: random.Random, j: int) -> str:
+    [rng.randrange(10) for _ in range(15)]  # keeps the generator's stream as it was
+    # Issued ORCIDs lie in 0000-0001-5000-0007 .. 0000-0003-5000-0001; a bijection of the researcher
+    # index keeps them unique (random digits collide by the thousand at a million papers).
+    v = _permuted(j, 3 * 10**7, 982_451_653)
+    digits = [0] * 7 + [1 + v // 10**7] + [int(c) for c in f"{v % 10**7:07d}"]
     total = 0
     for d in digits:
         total = (total + d) * 2
@@ -186,7 +188,7 @@ def researcher_records(plan: DemoPlan, people: People) -> Iterator[ResearcherRec
             name=name,
             s2_author_id=s2_author_id(j),
             openalex_id=openalex_author_id(j) if rng.random() < 0.9 else None,
-            orcid=_orcid(rng) if rng.random() < 0.4 else None,
+            orcid=_orcid(rng, j) if rng.random() < 0.4 else None,
         )
 
 

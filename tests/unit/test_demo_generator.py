@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 from collections import Counter
 from datetime import date
@@ -98,7 +99,16 @@ def test_names_are_diverse(small) -> None:
     orcids = [r.orcid for r in researchers if r.orcid]
     assert orcids and all(normalize_orcid(o) == o for o in orcids)
     assert all(o.startswith(("0000-0001-", "0000-0002-", "0000-0003-")) for o in orcids)  # the issued ranges
+    assert len(set(orcids)) == len(orcids)
     assert all(re.fullmatch(r"A5\d{9}", r.openalex_id) for r in researchers if r.openalex_id)
+
+
+def test_orcids_stay_unique_at_benchmark_scale() -> None:
+    # A million-paper demo has ~690k researchers; colliding ORCIDs would drop researchers from the load.
+    rng = random.Random(1)
+    orcids = [demo._orcid(rng, j) for j in range(0, 700_000, 3)]
+    assert len(set(orcids)) == len(orcids)
+    assert all(normalize_orcid(o) == o for o in orcids[:1000])
 
 
 def test_citations_are_skewed(small) -> None:
