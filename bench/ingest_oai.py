@@ -26,14 +26,16 @@ from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
+from xml.sax.saxutils import escape
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import demo_words as W  # noqa: E402
+
 FIRST_NAMES = ["Ada", "José", "Zhaoxin", "Müller", "Ricardo", "Aleksandar", "Naihong", "Jakub", "Priya", "Olga"]
 LAST_NAMES = ["Lovelace", "Núñez", "Xu", 'Schr\\"oder', "Weder", "Shtedritski", "Hu", "L\\'ala", "Patel", "Ivanova"]
 CATEGORIES = ["hep-th", "cs.LG", "math.AP", "astro-ph.CO", "cond-mat.str-el", "quant-ph", "cs.CL", "stat.ML"]
-WORDS = "we study the dynamical structure factor of random spin chains with quantum monte carlo and".split()
 
 
 def record(n: int) -> str:
@@ -49,10 +51,15 @@ def record(n: int) -> str:
         f"{'<source_type>I</source_type>' if withdrawn and v == nver else '<source_type>D</source_type>'}</version>"
         for v in range(1, nver + 1)
     )
+    cats = " ".join(rnd.sample(CATEGORIES, rnd.randint(1, 3)))
     authors = [f"{rnd.choice(FIRST_NAMES)} {rnd.choice(LAST_NAMES)}" for _ in range(rnd.randint(1, 8))]
     author_text = ", ".join(authors[:-1]) + (" and " if len(authors) > 1 else "") + authors[-1]
-    cats = " ".join(rnd.sample(CATEGORIES, rnd.randint(1, 3)))
-    abstract = " ".join(rnd.choice(WORDS) for _ in range(150))
+    # Real abstracts run to about 1,100 characters of varied vocabulary (what the full-text index costs);
+    # the demo's sentence bank for the paper's field gives that.
+    field = W.field_of(cats.split()[0])
+    abstract = W.abstract(rnd, field)
+    while len(abstract) < 1000:
+        abstract += " " + W.abstract(rnd, field)
     return (
         "<record><header>"
         f"<identifier>oai:arXiv.org:{arxiv_id}</identifier><datestamp>2011-02-03</datestamp>"
@@ -60,12 +67,12 @@ def record(n: int) -> str:
         '<arXivRaw xmlns="http://arxiv.org/OAI/arXivRaw/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
         'xsi:schemaLocation="http://arxiv.org/OAI/arXivRaw/ https://oaipmh.arxiv.org/OAI/arXivRaw.xsd">'
         f"<id>{arxiv_id}</id><submitter>{authors[0]}</submitter>{versions}"
-        f'<title>A study of $S(k,\\omega)$ number {n}:\n   the G{{\\"o}}del case</title>'
+        f'<title>{escape(W.title(rnd, field))} with $S(k,\\omega)$:\n   the G{{\\"o}}del case</title>'
         f"<authors>{author_text}</authors><categories>{cats}</categories>"
         f"<comments>{'This paper has been withdrawn' if withdrawn else '12 pages, 3 figures'}</comments>"
         "<acm-class>None</acm-class>"
         + (f"<doi>10.1103/PhysRevD.{n}</doi>" if n % 3 == 0 else "")
-        + f"<abstract>  {abstract}\n  {abstract[:200]}</abstract></arXivRaw></metadata></record>"
+        + f"<abstract>  {escape(abstract)}</abstract></arXivRaw></metadata></record>"
     )
 
 

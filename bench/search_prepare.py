@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import demo
 import embeddings
 import localservices
 from db.migrate import migrate
+from db.queries.writes import upsert_researchers
 
 ROOT = Path(__file__).resolve().parent.parent
 DB = "wovepaper_search_bench"
@@ -69,7 +71,6 @@ async def prepare(admin_dsn: str, papers: int, real: int, embedded_target: int) 
     try:
         await migrate(conn)
         have = await conn.fetchval("SELECT count(*) FROM papers")
-        await conn.execute("DROP INDEX IF EXISTS paper_embeddings_hnsw_idx")
         if have == 0:
             started = time.perf_counter()
 
@@ -90,7 +91,7 @@ async def prepare(admin_dsn: str, papers: int, real: int, embedded_target: int) 
                 have = await conn.fetchval("SELECT count(*) FROM papers")
                 copy += 1
             print(f"replicated {base} demo papers to {have} in {time.perf_counter() - started:.0f}s", flush=True)
-        await conn.execute("DROP INDEX IF EXISTS paper_embeddings_hnsw_idx")
+        await _add_researchers(conn, papers)
         embedded = await conn.fetchval("SELECT count(*) FROM paper_embeddings WHERE model <> 'synthetic'")
         if embedded < real:
             started = time.perf_counter()
@@ -105,18 +106,22 @@ async def prepare(admin_dsn: str, papers: int, real: int, embedded_target: int) 
         )
         k = await conn.fetchval("SELECT count(*) FROM centres")
         max_id = min(embedded_target, await conn.fetchval("SELECT max(id) FROM papers"))
-        started = time.perf_counter()
-        step = 50_000
-        for low in range(1, max_id + 1, step):
-            await conn.execute(SYNTHETIC, k, low, low + step - 1)
-        print(f"synthetic embeddings up to id {max_id} in {time.perf_counter() - started:.0f}s", flush=True)
+        if await conn.fetchval("SELECT count(*) FROM paper_embeddings") < min(embedded_target, papers):
+            # Built once at the end: filling an HNSW index row by row is many times slower.
+            await conn.execute("DROP INDEX IF EXISTS paper_embeddings_hnsw_idx")
+            started = time.perf_counter()
+            step = 50_000
+            for low in range(1, max_id + 1, step):
+                await conn.execute(SYNTHETIC, k, low, low + step - 1)
+            print(f"synthetic embeddings up to id {max_id} in {time.perf_counter() - started:.0f}s", flush=True)
         started = time.perf_counter()
         await conn.execute("SET maintenance_work_mem = '3GB'")
         await conn.execute("SET max_parallel_maintenance_workers = 1")
         await conn.execute(
-            "CREATE INDEX paper_embeddings_hnsw_idx ON paper_embeddings USING hnsw (embedding vector_cosine_ops)"
+            "CREATE INDEX IF NOT EXISTS paper_embeddings_hnsw_idx ON paper_embeddings"
+            " USING hnsw (embedding vector_cosine_ops)"
         )
-        print(f"HNSW index built in {time.perf_counter() - started:.0f}s", flush=True)
+        print(f"HNSW index ready in {time.perf_counter() - started:.0f}s", flush=True)
         await conn.execute("VACUUM ANALYZE")
         counts = await conn.fetchrow(
             "SELECT (SELECT count(*) FROM papers) p, (SELECT count(*) FROM paper_embeddings) e"
@@ -125,6 +130,35 @@ async def prepare(admin_dsn: str, papers: int, real: int, embedded_target: int) 
         return dsn
     finally:
         await conn.close()
+
+
+async def _add_researchers(conn: asyncpg.Connection, papers: int) -> None:
+    """The name look-up's table at full size: the researchers the demo generator makes for `papers` papers.
+
+    The replicated papers only link the seed's researchers, so the others get a paper count drawn from a
+    long-tailed distribution and a home institution, as the ranking and the autocomplete hint read them."""
+    plan = demo.DemoPlan.for_papers(papers, 42)
+    if await conn.fetchval("SELECT count(*) FROM researchers") >= plan.researchers:
+        return
+    started = time.perf_counter()
+    people = demo.new_people(plan)
+    records = demo.researcher_records(plan, people)
+    while chunk := list(itertools.islice(records, 50_000)):
+        async with conn.transaction():
+            await upsert_researchers(conn, chunk)
+    async with conn.transaction():
+        await conn.execute(
+            """INSERT INTO researcher_institutions (researcher_id, institution_id, first_year, last_year)
+               SELECT r.id, i.id, 2010 + r.id % 10, 2020 + r.id % 6
+               FROM researchers r JOIN institutions i ON i.id = (SELECT min(id) FROM institutions) + r.id % 500
+               WHERE r.paper_count = 0
+               ON CONFLICT DO NOTHING"""
+        )
+        await conn.execute(
+            "UPDATE researchers SET paper_count = 1 + floor(-ln(1 - random()) * 4)::int WHERE paper_count = 0"
+        )
+    count = await conn.fetchval("SELECT count(*) FROM researchers")
+    print(f"researchers: {count} in {time.perf_counter() - started:.0f}s", flush=True)
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ from db.cache.store import CacheStore
 from db.queries.figures import refresh_figures
 from db.queries.ingest_state import (
     QueuedPaper,
+    commit_without_flush_wait,
     fetch_enrich_queue,
     fetch_identity_owners,
     fetch_s2_figures,
@@ -127,6 +128,7 @@ async def harvest_arxiv(
         c: asyncpg.Connection, page: OAIPage, after: HarvestState, prev: asyncio.Future[None] | None
     ) -> tuple[PaperWriteResult, set[int]]:
         async with c.transaction():
+            await commit_without_flush_wait(c)
             result = await upsert_papers(c, page.records)
             tombstoned = await tombstone_papers(c, page.deleted)
             # A re-harvest that changed an author list can drop matches: keep stored figures true.

@@ -29,6 +29,13 @@ async def fetch_checkpoint(conn: asyncpg.Connection, source: str) -> dict[str, A
     return state if isinstance(state, dict) else None
 
 
+async def commit_without_flush_wait(conn: asyncpg.Connection) -> None:
+    """For a transaction that carries its own checkpoint: its commit need not wait for the disk. If PostgreSQL
+    crashes before the commit is flushed, the rows and the checkpoint are lost together and the next run
+    does that work again."""
+    await conn.execute("SET LOCAL synchronous_commit = off")
+
+
 async def save_checkpoint(conn: asyncpg.Connection, source: str, state: dict[str, Any]) -> None:
     """Write a source's state; call it inside the transaction that writes the rows it accounts for."""
     await conn.execute(UPSERT_CHECKPOINT, source, orjson.dumps(state).decode())

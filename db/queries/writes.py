@@ -54,15 +54,23 @@ class PaperWriteResult:
 
 
 async def _stage(
-    conn: asyncpg.Connection, table: str, ddl: str, columns: Sequence[str], rows: list[tuple[Any, ...]]
+    conn: asyncpg.Connection,
+    table: str,
+    ddl: str,
+    columns: Sequence[str],
+    rows: list[tuple[Any, ...]],
+    *,
+    analyze: bool = True,
 ) -> None:
+    """Fill a staging table. `analyze=False` where the statements reading it only look rows up by key:
+    there the planner's row estimate from the table's size is enough, and ANALYZE costs more than it saves."""
     if not conn.is_in_transaction():
         raise RuntimeError("bulk writes must run inside the caller's transaction")
     await conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} ({ddl}) ON COMMIT DROP")
     await conn.execute(f"TRUNCATE {table}")
     if rows:
         await conn.copy_records_to_table(table, records=rows, columns=list(columns))
-        if len(rows) >= _ANALYZE_FROM_ROWS:
+        if analyze and len(rows) >= _ANALYZE_FROM_ROWS:
             await conn.execute(f"ANALYZE {table}")
 
 
@@ -108,16 +116,19 @@ ON CONFLICT (arxiv_id) DO UPDATE SET
 WHERE excluded.version >= t.version
   AND ({", ".join(f"t.{c}" for c in _PAPER_VALUE_COLUMNS)})
       IS DISTINCT FROM ({", ".join(f"excluded.{c}" for c in _PAPER_VALUE_COLUMNS)})
-RETURNING t.id, (t.xmax = 0) AS inserted
+RETURNING t.id, t.arxiv_id, (t.xmax = 0) AS inserted
 """
 
-SELECT_STAGED_PAPER_IDS = "SELECT p.id, p.arxiv_id FROM papers p JOIN stg_papers s USING (arxiv_id)"
+# The papers the upsert left alone (unchanged or stale) return nothing: their ids and stored versions.
+SELECT_UNWRITTEN_PAPERS = """
+SELECT p.id, p.arxiv_id, p.version FROM papers p WHERE p.arxiv_id = any($1::text[])
+"""
 
-STG_VERSIONS = "arxiv_id text, version integer, submitted_at timestamptz, size_kb integer, source_type text"
+STG_VERSIONS = "paper_id bigint, version integer, submitted_at timestamptz, size_kb integer, source_type text"
 UPSERT_PAPER_VERSIONS_FROM_STAGING = """
 INSERT INTO paper_versions AS t (paper_id, version, submitted_at, size_kb, source_type)
-SELECT p.id, s.version, s.submitted_at, s.size_kb, s.source_type
-FROM stg_versions s JOIN papers p USING (arxiv_id)
+SELECT s.paper_id, s.version, s.submitted_at, s.size_kb, s.source_type
+FROM stg_versions s
 ON CONFLICT (paper_id, version) DO UPDATE SET
     submitted_at = excluded.submitted_at,
     size_kb = coalesce(excluded.size_kb, t.size_kb),
@@ -167,6 +178,12 @@ JOIN (SELECT o.paper_id, o.position, o.researcher_id, wp_fold(o.name) AS folded,
       FROM stg_old_authors o) o
   ON o.paper_id = n.paper_id AND o.folded = n.folded AND o.c = 1
 WHERE n.c = 1
+"""
+# Papers inserted by this batch have no authorships yet: theirs go straight in.
+INSERT_NEW_AUTHORSHIPS = """
+INSERT INTO authorships (paper_id, position, name, affiliation, is_collaboration)
+SELECT s.paper_id, s.position, s.name, s.affiliation, s.is_collaboration
+FROM stg_authors s WHERE s.paper_id = any($1::bigint[])
 """
 INSERT_CHANGED_AUTHORSHIPS = """
 INSERT INTO authorships (paper_id, position, name, researcher_id, affiliation, is_collaboration)
@@ -266,41 +283,67 @@ async def upsert_papers(
         return result
     recs = list(latest.values())
 
-    await _stage(conn, "stg_papers", STG_PAPERS, STG_PAPER_COLUMNS, [_paper_row(p) for p in recs])
+    await _stage(conn, "stg_papers", STG_PAPERS, STG_PAPER_COLUMNS, [_paper_row(p) for p in recs], analyze=False)
     rows = await conn.fetch(UPSERT_PAPERS_FROM_STAGING)
-    result.inserted = sum(1 for r in rows if r["inserted"])
+    result.ids = {r["arxiv_id"]: r["id"] for r in rows}
+    new = {r["id"] for r in rows if r["inserted"]}
+    result.inserted = len(new)
     result.updated = len(rows) - result.inserted
     result.unchanged = len(recs) - len(rows)
     written = {r["id"] for r in rows}
-    result.ids = {r["arxiv_id"]: r["id"] for r in await conn.fetch(SELECT_STAGED_PAPER_IDS)}
-    # A stale record (lower version) writes nothing below: its authors are older than the stored ones.
-    current = [p for p in recs if p.arxiv_id in result.ids]
-    stale = set(await _stale_arxiv_ids(conn, current))
+    # A stale record (lower version than the stored one) writes nothing below: its authors are older.
+    stale: set[str] = set()
+    if result.unchanged:
+        unwritten = [p.arxiv_id for p in recs if p.arxiv_id not in result.ids]
+        for r in await conn.fetch(SELECT_UNWRITTEN_PAPERS, unwritten):
+            result.ids[r["arxiv_id"]] = r["id"]
+            if latest[r["arxiv_id"]].version < r["version"]:
+                stale.add(r["arxiv_id"])
+    fresh = [p for p in recs if p.arxiv_id in result.ids and p.arxiv_id not in stale]
 
     versions = {
-        (p.arxiv_id, v.version): (p.arxiv_id, v.version, v.submitted_at, v.size_kb, v.source_type)
-        for p in current
-        if p.arxiv_id not in stale
+        (p.arxiv_id, v.version): (result.ids[p.arxiv_id], v.version, v.submitted_at, v.size_kb, v.source_type)
+        for p in fresh
         for v in p.versions
     }
-    await _stage(conn, "stg_versions", STG_VERSIONS, STG_VERSIONS_COLUMNS, list(versions.values()))
+    await _stage(conn, "stg_versions", STG_VERSIONS, STG_VERSIONS_COLUMNS, list(versions.values()), analyze=False)
     written |= _ids(await conn.fetch(UPSERT_PAPER_VERSIONS_FROM_STAGING), "paper_id")
 
-    fresh = [p for p in current if p.arxiv_id not in stale]
     author_rows = [
         (result.ids[p.arxiv_id], a.position, a.name, a.affiliation, a.is_collaboration)
         for p in fresh
         for a in p.authors
     ]
-    batch_ids = sorted(result.ids[p.arxiv_id] for p in fresh)
-    await _stage(conn, "stg_authors", STG_AUTHORS, _STG_AUTHOR_COLUMNS, author_rows)
+    stored = sorted(result.ids[p.arxiv_id] for p in fresh if result.ids[p.arxiv_id] not in new)
+    # Joins against the stored authorships need the staged rows' statistics; new papers' inserts do not.
+    await _stage(conn, "stg_authors", STG_AUTHORS, _STG_AUTHOR_COLUMNS, author_rows, analyze=bool(stored))
+    if new:
+        await conn.execute(INSERT_NEW_AUTHORSHIPS, sorted(new))
+    touched_here = Touched()
+    relinked: set[int] = set()
+    if stored:
+        relinked = await _relink_stored_authorships(conn, stored, touched_here)
+        if relinked:
+            await conn.execute(UPDATE_MATCHED_COUNTS, sorted(relinked))
+
+    touched_here.papers = written | relinked
+    # A paper new to the archive has no researcher or institution linked yet.
+    await _add_people_of_papers(conn, touched_here.papers - new, touched_here)
+    result.touched = touched_here
+    if touched is not None:
+        touched.update(touched_here)
+    return result
+
+
+async def _relink_stored_authorships(conn: asyncpg.Connection, paper_ids: list[int], touched: Touched) -> set[int]:
+    """Papers already stored: replace the author lists that changed, carrying matches over by name, and
+    refresh the rest in place. Returns the papers whose links may have changed; adds the people they had."""
     await _stage(conn, "stg_changed", STG_CHANGED, ("paper_id",), [])
     await _stage(conn, "stg_old_authors", STG_OLD_AUTHORS, (), [])
     await _stage(conn, "stg_old_affiliations", STG_OLD_AFFILIATIONS, (), [])
     await _stage(conn, "stg_carry", STG_CARRY, (), [])
-    await conn.execute(INSERT_CHANGED_AUTHOR_LISTS, batch_ids)
+    await conn.execute(INSERT_CHANGED_AUTHOR_LISTS, paper_ids)
     changed = _ids(await conn.fetch("SELECT paper_id FROM stg_changed"), "paper_id")
-    touched_here = Touched()
     if changed:
         await conn.execute(SAVE_OLD_AUTHORS)
         await conn.execute(SAVE_OLD_AFFILIATIONS)
@@ -309,30 +352,14 @@ async def upsert_papers(
         await conn.execute(INSERT_CHANGED_AUTHORSHIPS)
         await conn.execute(INSERT_CARRIED_AFFILIATIONS)
         for r in await conn.fetch(SELECT_OLD_PEOPLE):
-            (touched_here.researchers if r["kind"] == "r" else touched_here.institutions).add(r["id"])
+            (touched.researchers if r["kind"] == "r" else touched.institutions).add(r["id"])
     kept = await conn.fetch(UPDATE_KEPT_AUTHORSHIPS)
-    relinked = changed | _ids(kept, "paper_id")
-    touched_here.researchers |= _ids(kept, "researcher_id")
-    if relinked:
-        await conn.execute(UPDATE_MATCHED_COUNTS, sorted(relinked))
-
-    touched_here.papers = written | relinked
-    await _add_people_of_papers(conn, touched_here.papers, touched_here)
-    result.touched = touched_here
-    if touched is not None:
-        touched.update(touched_here)
-    return result
+    touched.researchers |= _ids(kept, "researcher_id")
+    return changed | _ids(kept, "paper_id")
 
 
-STG_VERSIONS_COLUMNS = ("arxiv_id", "version", "submitted_at", "size_kb", "source_type")
+STG_VERSIONS_COLUMNS = ("paper_id", "version", "submitted_at", "size_kb", "source_type")
 _STG_AUTHOR_COLUMNS = ("paper_id", "position", "name", "affiliation", "is_collaboration")
-SELECT_STALE = "SELECT s.arxiv_id FROM stg_papers s JOIN papers p USING (arxiv_id) WHERE s.version < p.version"
-
-
-async def _stale_arxiv_ids(conn: asyncpg.Connection, recs: Sequence[PaperRecord]) -> list[str]:
-    if not recs:
-        return []
-    return [r["arxiv_id"] for r in await conn.fetch(SELECT_STALE)]
 
 
 async def upsert_analyses(
