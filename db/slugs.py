@@ -12,8 +12,12 @@ MAX_WORDS = 12
 
 def slugify(text: str, *, max_words: int = MAX_WORDS) -> str:
     """`Prediction of SGD` -> `prediction-of-sgd`; `Müller` -> `muller`; `北京大学` -> `bei-jing-da-xue`."""
-    # CJK characters are whole syllables: give each its own word ("北京" -> "bei-jing").
-    ascii_text = "".join(f" {anyascii(ch)} " if ord(ch) >= 0x2E80 else anyascii(ch) for ch in text)
+    # CJK characters are whole syllables: give each its own word ("北京" -> "bei-jing"). Most titles are ASCII
+    # already: then there is nothing to fold (a full harvest slugs millions of them).
+    if text.isascii():
+        ascii_text = text
+    else:
+        ascii_text = "".join(f" {anyascii(ch)} " if ord(ch) >= 0x2E80 else anyascii(ch) for ch in text)
     words = [w for w in _NON_WORD.split(ascii_text.lower()) if w]
     return "-".join(words[:max_words])
 

@@ -73,15 +73,42 @@ _MATCHED_COLUMNS = (
     "p.id, p.published, p.cited_by_count, p.categories, p.primary_category, (p.ctid::text::point)[0] AS block"
 )
 
-# At most KEYWORD_CAP + 1 matches, in table order (the bitmap scan stops there): ranking and facets of a
-# term that half the archive contains would otherwise read half the archive.
-_KEYWORD_MATCHES = f"""
+# Well-cited papers have a text index of their own (migration 0006, `papers_search_cited_idx`; its predicate
+# must read the same number). A common term's bitmap over every paper costs tens of milliseconds on a million
+# papers before one row is ranked; over the cited tier it is a tenth of that, and relevance (multiplied by the log
+# of the citations) ranks the best matches of such a term from there anyway.
+CITED_TIER = 25
+_CITED = f"p.cited_by_count >= {CITED_TIER}"
+_UNCITED = f"(p.cited_by_count < {CITED_TIER} OR p.cited_by_count IS NULL)"
+
+# At most KEYWORD_CAP + 1 matches (the bitmap scans stop there): ranking and facets of a term that half the archive
+# contains would otherwise read half the archive. The cited tier first; only when it has no more than KEYWORD_CAP
+# matches are the other papers scanned (in table order) for the rest.
+_TIERED_CAPPED = f"""
+cited AS MATERIALIZED (
+    SELECT {_MATCHED_COLUMNS}, {_RELEVANCE} AS score, true AS tiered
+    FROM papers p
+    WHERE {_CITED} AND p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
+    LIMIT $8::int + 1
+),
 capped AS MATERIALIZED (
-    SELECT {_MATCHED_COLUMNS}, {_RELEVANCE} AS score
+    SELECT * FROM cited
+    UNION ALL
+    (SELECT {_MATCHED_COLUMNS}, {_RELEVANCE} AS score, false AS tiered
+     FROM papers p
+     WHERE {_UNCITED} AND p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
+       AND (SELECT count(*) FROM cited) <= $8::int
+     LIMIT $8::int + 1 - (SELECT count(*) FROM cited))
+)"""
+# A phrase is checked on the papers that have all its words (_PHRASE_SOURCE), in table order.
+_PHRASE_CAPPED = f"""
+capped AS MATERIALIZED (
+    SELECT {_MATCHED_COLUMNS}, {_RELEVANCE} AS score, false AS tiered
     FROM {{source}} p
     WHERE p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
     LIMIT $8::int + 1
-),
+)"""
+_KEYWORD_MATCHES = """{capped},
 m AS MATERIALIZED (SELECT * FROM capped LIMIT $8::int)"""
 
 _SEMANTIC_NEIGHBOURS = """
@@ -94,7 +121,7 @@ _SEMANTIC_NEIGHBOURS = """
 _EXACT = " + 0"
 
 _SEMANTIC_MATCHES = f"""
-capped AS (SELECT NULL::bigint AS block WHERE false),
+capped AS (SELECT NULL::bigint AS block, false AS tiered WHERE false),
 sem AS MATERIALIZED ({_SEMANTIC_NEIGHBOURS}
 ),
 m AS MATERIALIZED (
@@ -102,16 +129,10 @@ m AS MATERIALIZED (
     FROM sem s JOIN papers p ON p.id = s.id
 )"""
 
-_HYBRID_MATCHES = f"""
-capped AS MATERIALIZED (
-    SELECT p.id, {_RELEVANCE} AS score, (p.ctid::text::point)[0] AS block
-    FROM {{source}} p
-    WHERE p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
-    LIMIT $8::int
-),
+_HYBRID_MATCHES = f"""{{capped}},
 kw AS MATERIALIZED (
     SELECT c.id, row_number() OVER (ORDER BY c.score DESC, c.id DESC) AS r
-    FROM capped c
+    FROM (SELECT * FROM capped LIMIT $8::int) c
     ORDER BY r
     LIMIT $7::int
 ),
@@ -173,6 +194,9 @@ totals AS (
            {neighbours} AS neighbours,
            (SELECT max(block) FROM capped) AS last_block,
            pg_relation_size('papers') / current_setting('block_size')::int AS relpages,
+           (SELECT bool_or(tiered) FROM capped) AS tiered,
+           (SELECT i.reltuples / greatest(t.reltuples, 1) FROM pg_class i, pg_class t
+            WHERE i.oid = 'papers_search_cited_idx'::regclass AND t.oid = 'papers'::regclass) AS tier_share,
            (SELECT json_agg(json_build_array(kind, value, n)) FROM facets)::text AS facets
 ),
 page AS (
@@ -185,7 +209,7 @@ page AS (
 SELECT {paper_columns}, pg.score,
        CASE WHEN $4::boolean AND p.id IS NOT NULL THEN {title_headline} END AS title_highlight,
        CASE WHEN $4::boolean AND p.id IS NOT NULL THEN {abstract_headline} END AS abstract_highlight,
-       t.total, t.capped, t.last_block, t.relpages, t.neighbours,
+       t.total, t.capped, t.last_block, t.relpages, t.tiered, t.tier_share, t.neighbours,
        CASE WHEN row_number() OVER (ORDER BY {page_order}) = 1 THEN t.facets END AS facets
 FROM totals t
 LEFT JOIN (page pg JOIN papers p ON p.id = pg.id) ON true
@@ -291,13 +315,12 @@ def build_search_sql(
     mode: Mode, sort: Sort, where: str, after: str, *, exact: bool = False, phrase: bool = False
 ) -> str:
     page_order = sort.order_by.replace("p.", "pg.")
-    template = _MATCHES[mode]
+    capped = _PHRASE_CAPPED if phrase else _TIERED_CAPPED
     if phrase:
         # The block number comes from inside the phrase's source subquery.
-        template = template.replace("(p.ctid::text::point)[0] AS block", "p.block")
-    matches = template.format(
-        where=where, exact=_EXACT if exact else "", source=_PHRASE_SOURCE.format(where=where) if phrase else "papers"
-    )
+        capped = capped.replace("(p.ctid::text::point)[0] AS block", "p.block")
+    capped = capped.format(where=where, source=_PHRASE_SOURCE.format(where=where))
+    matches = _MATCHES[mode].format(capped=capped, where=where, exact=_EXACT if exact else "")
     return _SEARCH_TEMPLATE.format(
         matches=matches,
         neighbours="0" if mode == "KEYWORD" else "(SELECT count(*) FROM sem)",
@@ -376,7 +399,8 @@ async def search_papers(
         if r["id"] is not None
     ]
     facets = _facets_from_json(first["facets"]) if with_facets else None
-    matches, estimated = _matches(first["total"], first["capped"], first["last_block"], first["relpages"])
+    share = first["tier_share"] if first["tiered"] and first["capped"] > KEYWORD_CAP else 1.0
+    matches, estimated = _matches(first["total"], first["capped"], first["last_block"], first["relpages"], share)
     return SearchResult(total=first["total"], hits=hits, facets=facets, matches=matches, matches_estimated=estimated)
 
 
@@ -384,11 +408,16 @@ def _neighbours_found(mode: Mode, first: asyncpg.Record) -> int:
     return int(first["neighbours"])
 
 
-def _matches(total: int, capped: int, last_block: float | None, relpages: int | None) -> tuple[int, bool]:
-    """Past the cap, scale the matches found by the share of the table the scan had read to find them."""
+def _matches(
+    total: int, capped: int, last_block: float | None, relpages: int | None, tier_share: float | None = 1.0
+) -> tuple[int, bool]:
+    """Past the cap, scale the matches found by the share of the table the scan had read to find them, and, when
+    they came from the cited tier alone, by the tier's share of all papers."""
     if capped <= KEYWORD_CAP or last_block is None or not relpages:
         return total, False
-    share = min(1.0, (last_block + 1) / relpages)
+    # A never-analysed index has no row count (-1): then the tier's share is unknown, and not used.
+    tier = min(1.0, tier_share) if tier_share and tier_share > 0 else 1.0
+    share = min(1.0, (last_block + 1) / relpages) * tier
     return max(capped, round(capped / share)), True
 
 

@@ -64,7 +64,7 @@ def detex(text: str | None) -> str:
         return s
     parts = _MATH_RE.split(s)
     # split() with one group: odd indexes are the math segments, kept verbatim.
-    return "".join(p if i % 2 else _tex_to_unicode(p) for i, p in enumerate(parts))
+    return "".join(p if i % 2 or "\\" not in p else _tex_to_unicode(p) for i, p in enumerate(parts))
 
 
 def none_if_empty(text: str | None) -> str | None:

@@ -87,13 +87,14 @@ def _post_graphql(port: int, body: dict[str, str]) -> httpx.Response:
     return httpx.post(f"http://127.0.0.1:{port}/graphql", json=body, timeout=10)
 
 
-def _stop(proc: subprocess.Popen[bytes], sig: signal.Signals) -> int:
+def _stop(proc: subprocess.Popen[bytes], sig: signal.Signals, log: Path | None = None) -> int:
     proc.send_signal(sig)
     try:
         return proc.wait(30)
     except subprocess.TimeoutExpired:
         proc.kill()
-        raise
+        proc.wait()
+        pytest.fail(f"`wovepaper up` did not stop within 30 s of {sig.name}:\n{log.read_text() if log else ''}")
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -211,7 +212,7 @@ async def test_ctrl_c_during_the_demo_load_says_the_data_is_partial(
     try:
         _wait_for_line(proc, log, "demo: ")
     finally:
-        code = _stop(proc, signal.SIGINT)
+        code = _stop(proc, signal.SIGINT, log)
     output = log.read_text()
     assert code == 0, output
     assert "the demo load was interrupted and the data is partial" in output

@@ -225,3 +225,23 @@ async def test_a_huge_result_is_capped_and_its_size_estimated(conn, corpus, monk
     assert capped.facets is not None
     assert sum(f.count for f in capped.facets.primary_categories) == 3
     assert {h.paper.id for h in capped.hits} <= {h.paper.id for h in everything.hits}
+
+
+async def test_past_the_cap_a_common_term_is_ranked_among_well_cited_papers(conn, corpus, monkeypatch) -> None:
+    import db.queries.search as search_module
+
+    query = "networks OR graph OR learning"
+    everything = await kw(conn, query)
+    cited = {h.paper.id for h in everything.hits if (h.paper.cited_by_count or 0) >= search_module.CITED_TIER}
+    assert 2 <= len(cited) < everything.total  # the corpus has matches on both sides of the tier
+    # More well-cited matches than the cap: the page is drawn from them alone, not from table order.
+    monkeypatch.setattr(search_module, "KEYWORD_CAP", len(cited) - 1)
+    capped = await kw(conn, query)
+    assert len(capped.hits) == len(cited) - 1
+    assert {h.paper.id for h in capped.hits} <= cited
+    # The estimate scales by the tier's share of all papers: never below what the whole archive has.
+    assert capped.matches_estimated and capped.matches >= len(cited)
+    # At the cap exactly, every well-cited match is kept and the other papers fill nothing more.
+    monkeypatch.setattr(search_module, "KEYWORD_CAP", len(cited))
+    full_tier = await kw(conn, query)
+    assert {h.paper.id for h in full_tier.hits} == cited

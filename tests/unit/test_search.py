@@ -66,6 +66,10 @@ def test_match_estimate_only_past_the_cap(monkeypatch: pytest.MonkeyPatch) -> No
     # Never below what was found, even when the scan read the whole table.
     assert _matches(100, 101, 999.0, 1000) == (101, True)
     assert _matches(100, 101, None, 1000) == (100, False)
+    # Found in the cited tier alone, a tenth of all papers, through a quarter of the table: ten times more.
+    assert _matches(100, 101, 249.0, 1000, 0.1) == (4040, True)
+    # An index never analysed reports -1 rows: its share is unknown and ignored.
+    assert _matches(100, 101, 249.0, 1000, -1.0) == (404, True)
 
 
 def test_embedding_text_and_its_hash() -> None:
