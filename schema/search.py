@@ -102,7 +102,7 @@ class PaperSearchConnection:
     total_pages: int = strawberry.field(resolver=total_pages, description=TOTAL_PAGES_DOC)
     match_count: int = strawberry.field(
         description="How many papers match. Up to 3,000 matches this is `totalCount`; past that, KEYWORD ranks, "
-        "pages and counts facets over the first 3,000 matches found, and this is an estimate."
+        "pages and counts facets over 3,000 matches, well-cited papers first, and this is an estimate."
     )
     match_count_is_estimate: bool = strawberry.field(description="Whether `matchCount` is an estimate.")
     page_info: PageInfo
