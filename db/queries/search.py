@@ -36,8 +36,10 @@ FacetKind = Literal["category", "primary", "year"]
 # How many nearest neighbours make up a semantic result set, and how many of each ranking hybrid fuses.
 SEMANTIC_CANDIDATES = 200
 HYBRID_CANDIDATES = 200
-# Keyword matches ranked, paged and counted in facets; past it, the number of matches is estimated.
-KEYWORD_CAP = 3_000
+# Keyword matches ranked, paged and counted in facets; past it, the number of matches is estimated. Each costs a
+# heap fetch, a ts_rank_cd and its facet values, a few microseconds: on a million papers a capped statement takes
+# about 15 ms with 1,000 (30 ms with 3,000, measured side by side; bench/RESULTS.md).
+KEYWORD_CAP = 1_000
 RRF_K = 60
 # pgvector: search at least this wide, and keep scanning the graph when filters reject neighbours.
 SEMANTIC_SESSION = (
@@ -67,11 +69,9 @@ _RELEVANCE = f"ts_rank_cd(p.search_vector, {_TSQUERY}) * (1 + ln(1 + coalesce(p.
 # Negation-only queries (`-foo`) cannot use the text index, and stop words alone mean nothing: refuse both
 # (judged on the English reading, which drops stop words) instead of scanning every paper.
 _INDEXABLE = f"numnode({_ENGLISH_TSQUERY}) > 0 AND querytree({_ENGLISH_TSQUERY}) <> 'T'"
-# The heap block of each match: when a query matches more than KEYWORD_CAP papers, how far the scan got
-# through the table estimates how many match in all.
-_MATCHED_COLUMNS = (
-    "p.id, p.published, p.cited_by_count, p.categories, p.primary_category, (p.ctid::text::point)[0] AS block"
-)
+# The row address of each match: when a query matches more than KEYWORD_CAP papers, how far the scan got through
+# the table estimates how many match in all (read from the last one only: it is no use per row).
+_MATCHED_COLUMNS = "p.id, p.published, p.cited_by_count, p.categories, p.primary_category, p.ctid AS tid"
 
 # Well-cited papers have a text index of their own (migration 0006, `papers_search_cited_idx`; its predicate
 # must read the same number). A common term's bitmap over every paper costs tens of milliseconds on a million
@@ -121,7 +121,7 @@ _SEMANTIC_NEIGHBOURS = """
 _EXACT = " + 0"
 
 _SEMANTIC_MATCHES = f"""
-capped AS (SELECT NULL::bigint AS block, false AS tiered WHERE false),
+capped AS (SELECT NULL::tid AS tid, false AS tiered WHERE false),
 sem AS MATERIALIZED ({_SEMANTIC_NEIGHBOURS}
 ),
 m AS MATERIALIZED (
@@ -155,7 +155,7 @@ m AS MATERIALIZED (
 # that can be most of the archive. So at most PHRASE_SCAN papers having all the words are checked for the phrase.
 PHRASE_SCAN = 20_000
 _LOOSE_TSQUERY = f"regexp_replace({_TSQUERY}::text, '<[0-9-]*>', '&', 'g')::tsquery"
-_PHRASE_SOURCE = f"""(SELECT p.*, (p.ctid::text::point)[0] AS block FROM papers p
+_PHRASE_SOURCE = f"""(SELECT p.*, p.ctid AS tid FROM papers p
         WHERE p.search_vector @@ {_LOOSE_TSQUERY} AND {{where}} LIMIT {PHRASE_SCAN})"""
 _PHRASE = re.compile(r'"|\w-\w')
 _EXCLUSION = re.compile(r"(^|\s)-\S")
@@ -182,7 +182,7 @@ WITH params AS (SELECT $5::text AS text, $6::text AS vector, $7::int AS candidat
 {matches},
 facets AS (
     -- unnest() in the select list and extract() for the year: per row they cost a third of a LATERAL function
-    -- scan and of to_char(), which matters over 3,000 rows.
+    -- scan and of to_char(), which matters over a thousand rows.
     SELECT 'category' AS kind, c AS value, count(*) AS n
     FROM (SELECT unnest(m.categories) AS c FROM m WHERE $3::boolean) u GROUP BY c
     UNION ALL
@@ -196,9 +196,10 @@ totals AS (
     SELECT (SELECT count(*) FROM m) AS total,
            (SELECT count(*) FROM capped) AS capped,
            {neighbours} AS neighbours,
-           (SELECT max(block) FROM capped) AS last_block,
+           (SELECT count(*) FILTER (WHERE tiered) FROM capped) AS tier_found,
+           (SELECT (max(tid) FILTER (WHERE tiered)::text::point)[0] FROM capped) AS tier_block,
+           (SELECT (max(tid) FILTER (WHERE NOT tiered)::text::point)[0] FROM capped) AS rest_block,
            pg_relation_size('papers') / current_setting('block_size')::int AS relpages,
-           (SELECT bool_or(tiered) FROM capped) AS tiered,
            (SELECT i.reltuples / greatest(t.reltuples, 1) FROM pg_class i, pg_class t
             WHERE i.oid = 'papers_search_cited_idx'::regclass AND t.oid = 'papers'::regclass) AS tier_share,
            (SELECT json_agg(json_build_array(kind, value, n)) FROM facets)::text AS facets
@@ -213,7 +214,7 @@ page AS (
 SELECT {paper_columns}, pg.score,
        CASE WHEN $4::boolean AND p.id IS NOT NULL THEN {title_headline} END AS title_highlight,
        CASE WHEN $4::boolean AND p.id IS NOT NULL THEN {abstract_headline} END AS abstract_highlight,
-       t.total, t.capped, t.last_block, t.relpages, t.tiered, t.tier_share, t.neighbours,
+       t.total, t.capped, t.tier_found, t.tier_block, t.rest_block, t.relpages, t.tier_share, t.neighbours,
        CASE WHEN row_number() OVER (ORDER BY {page_order}) = 1 THEN t.facets END AS facets
 FROM totals t
 LEFT JOIN (page pg JOIN papers p ON p.id = pg.id) ON true
@@ -321,8 +322,8 @@ def build_search_sql(
     page_order = sort.order_by.replace("p.", "pg.")
     capped = _PHRASE_CAPPED if phrase else _TIERED_CAPPED
     if phrase:
-        # The block number comes from inside the phrase's source subquery.
-        capped = capped.replace("(p.ctid::text::point)[0] AS block", "p.block")
+        # The row address comes from inside the phrase's source subquery.
+        capped = capped.replace("p.ctid AS tid", "p.tid")
     capped = capped.format(where=where, source=_PHRASE_SOURCE.format(where=where))
     matches = _MATCHES[mode].format(capped=capped, where=where, exact=_EXACT if exact else "")
     return _SEARCH_TEMPLATE.format(
@@ -403,8 +404,11 @@ async def search_papers(
         if r["id"] is not None
     ]
     facets = _facets_from_json(first["facets"]) if with_facets else None
-    share = first["tier_share"] if first["tiered"] and first["capped"] > KEYWORD_CAP else 1.0
-    matches, estimated = _matches(first["total"], first["capped"], first["last_block"], first["relpages"], share)
+    matches, estimated = _matches(
+        first["total"],
+        first["capped"],
+        Scanned(first["tier_found"], first["tier_block"], first["rest_block"], first["relpages"], first["tier_share"]),
+    )
     return SearchResult(total=first["total"], hits=hits, facets=facets, matches=matches, matches_estimated=estimated)
 
 
@@ -412,17 +416,36 @@ def _neighbours_found(mode: Mode, first: asyncpg.Record) -> int:
     return int(first["neighbours"])
 
 
-def _matches(
-    total: int, capped: int, last_block: float | None, relpages: int | None, tier_share: float | None = 1.0
-) -> tuple[int, bool]:
-    """Past the cap, scale the matches found by the share of the table the scan had read to find them, and, when
-    they came from the cited tier alone, by the tier's share of all papers."""
-    if capped <= KEYWORD_CAP or last_block is None or not relpages:
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    """How far a capped keyword search got: matches kept from the cited tier, the last heap block each tier's scan
+    reached, the table's size in blocks, and the cited tier's share of all papers (-1 or None: unknown)."""
+
+    tier_found: int
+    tier_block: float | None
+    rest_block: float | None
+    relpages: int | None
+    tier_share: float | None
+
+
+def _matches(total: int, capped: int, scanned: Scanned) -> tuple[int, bool]:
+    """Past the cap, estimate all matches: a scan that stopped part way through the table found that share of its
+    matches; when the cited tier alone filled the cap, scale by the tier's share of all papers too."""
+    if capped <= KEYWORD_CAP or not scanned.relpages:
         return total, False
-    # A never-analysed index has no row count (-1): then the tier's share is unknown, and not used.
-    tier = min(1.0, tier_share) if tier_share and tier_share > 0 else 1.0
-    share = min(1.0, (last_block + 1) / relpages) * tier
-    return max(capped, round(capped / share)), True
+    rest_found = capped - scanned.tier_found
+    if rest_found == 0:
+        if scanned.tier_block is None:
+            return total, False
+        # A never-analysed index has no row count (-1): then the tier's share is unknown, and not used.
+        tier = min(1.0, scanned.tier_share) if scanned.tier_share and scanned.tier_share > 0 else 1.0
+        share = min(1.0, (scanned.tier_block + 1) / scanned.relpages) * tier
+        return max(capped, round(capped / share)), True
+    # Every cited match was kept; the scan of the other papers stopped part way through the table.
+    if scanned.rest_block is None:
+        return total, False
+    share = min(1.0, (scanned.rest_block + 1) / scanned.relpages)
+    return max(capped, scanned.tier_found + round(rest_found / share)), True
 
 
 SELECT_QUERY_HAS_TERMS = """

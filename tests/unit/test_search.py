@@ -9,7 +9,7 @@ import pytest
 import embeddings
 from db.queries import search
 from db.queries.embeddings import vector_literal
-from db.queries.search import Facets, FacetValue, _facets_from_json, _matches, prefix_tsquery
+from db.queries.search import Facets, FacetValue, Scanned, _facets_from_json, _matches, prefix_tsquery
 from resolvers.errors import BadUserInput
 from resolvers.search import SearchConnection, resolve_facets
 
@@ -60,16 +60,20 @@ def test_facet_limit_and_other_count() -> None:
 
 def test_match_estimate_only_past_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(search, "KEYWORD_CAP", 100)
-    assert _matches(40, 40, 10.0, 1000) == (40, False)
+    # No tier: 0 cited matches kept, the scan of the other papers reached block `rest` of 1,000.
+    plain = lambda rest: Scanned(0, None, rest, 1000, 0.1)  # noqa: E731
+    assert _matches(40, 40, plain(10.0)) == (40, False)
     # 101 matches found in the first quarter of the table: about 404 in all.
-    assert _matches(100, 101, 249.0, 1000) == (404, True)
+    assert _matches(100, 101, plain(249.0)) == (404, True)
     # Never below what was found, even when the scan read the whole table.
-    assert _matches(100, 101, 999.0, 1000) == (101, True)
-    assert _matches(100, 101, None, 1000) == (100, False)
-    # Found in the cited tier alone, a tenth of all papers, through a quarter of the table: ten times more.
-    assert _matches(100, 101, 249.0, 1000, 0.1) == (4040, True)
-    # An index never analysed reports -1 rows: its share is unknown and ignored.
-    assert _matches(100, 101, 249.0, 1000, -1.0) == (404, True)
+    assert _matches(100, 101, plain(999.0)) == (101, True)
+    assert _matches(100, 101, plain(None)) == (100, False)
+    # The cited tier alone (a tenth of all papers) filled the cap within a quarter of the table: ten times more.
+    assert _matches(100, 101, Scanned(101, 249.0, None, 1000, 0.1)) == (4040, True)
+    # An index never analysed reports -1 rows: the tier's share is unknown and ignored.
+    assert _matches(100, 101, Scanned(101, 249.0, None, 1000, -1.0)) == (404, True)
+    # All 40 cited matches kept, then 61 others found in the first half of the table: 40 + 122.
+    assert _matches(100, 101, Scanned(40, 990.0, 499.0, 1000, 0.1)) == (162, True)
 
 
 def test_embedding_text_and_its_hash() -> None:
