@@ -519,7 +519,12 @@ async def fetch_similar_papers_by_keys(conn: Conn, keys: list[tuple[int, int]]) 
 # matching part of the name, so `muller` matches `Hans Müller` fully and `nuller`
 # or `mueller` still pass; plain similarity breaks ties towards names that are close as a whole.
 # pg_trgm's default 0.6 drops a typo in the first letters of a short name (`nuller`: 0.57); 0.5 keeps it.
-NAME_SESSION = "SET LOCAL pg_trgm.word_similarity_threshold = 0.5"
+# A look-up reads a few hundred index entries: parallel workers would only add their start-up, and planning the
+# statement again for every keystroke would cost more than running it (its plan does not depend on the name).
+NAME_SESSION = (
+    "SET LOCAL pg_trgm.word_similarity_threshold = 0.5; SET LOCAL max_parallel_workers_per_gather = 0;"
+    " SET LOCAL plan_cache_mode = force_generic_plan"
+)
 _NAME_MATCH = "wp_fold($1::text) <% wp_fold({col})"
 # Over an already folded name.
 _NAME_SCORE = "(word_similarity(wp_fold($1::text), {col}) + similarity(wp_fold($1::text), {col}) / 10)"
@@ -555,8 +560,8 @@ _PREFIX_MATCH = "wp_fold({col}) LIKE wp_fold($1::text) || '%'"
 _COUNTRY_FILTER = " AND ($7::text IS NULL OR {a}.country = $7::text)"
 
 
-def _researchers_page(match: str, score: str) -> str:
-    candidates = _name_candidates("researchers", match)
+def _researchers_page(match: str, score: str, candidates: str | None = None) -> str:
+    candidates = candidates or _name_candidates("researchers", match)
     # The folded name is computed once per row (RESEARCHER_COLUMNS' fold_name) and scored from there.
     return _NAME_PAGE.format(
         inner=f"""SELECT f.*, {score.format(col="f.fold_name")}::float8 AS score FROM (
@@ -576,7 +581,37 @@ def _institutions_page(match: str, score: str) -> str:
     )
 
 
+# A suggestion list shows a handful: fewer candidates than a results page needs.
+SUGGEST_CANDIDATES = 50
+# Autocomplete reads prefixes first: of the surname being typed (the query's last word, `jing zh` -> `zh`; migration
+# 0007's index, most papers first within a surname) and of the whole name. Only when they give fewer candidates
+# than a page ($2) do the trigram index's matches join them, for typos and for words in the middle of a name.
+# $7 is the query with LIKE's wildcards escaped. The surname's range is written with the index's own operators
+# (bytewise, up to the last code point) so that it is read in index order, never rechecked row by row, and so that
+# one generic plan serves every query (planning this statement costs more than running it).
+_SUGGEST_CANDIDATES = f"""
+    WITH prefixed AS (
+        (SELECT c.id FROM researchers c
+         WHERE wp_surname(c.name) ~>=~ wp_surname($7::text)
+           AND wp_surname(c.name) ~<~ (wp_surname($7::text) || chr(1114111))
+         ORDER BY wp_surname(c.name) USING ~<~, c.paper_count DESC, c.id LIMIT {SUGGEST_CANDIDATES})
+        UNION
+        (SELECT c.id FROM researchers c
+         WHERE wp_fold(c.name) ~>=~ wp_fold($7::text) AND wp_fold(c.name) ~<~ (wp_fold($7::text) || chr(1114111))
+         LIMIT {SUGGEST_CANDIDATES})
+    )
+    SELECT id FROM prefixed
+    UNION
+    (SELECT t.id
+     FROM (SELECT x.id, x.name FROM researchers x ORDER BY x.paper_count DESC, x.id LIMIT {SUGGEST_CANDIDATES}) t
+     WHERE {_NAME_MATCH.format(col="t.name")})
+    UNION
+    (SELECT c.id FROM researchers c
+     WHERE {_NAME_MATCH.format(col="c.name")} AND (SELECT count(*) FROM prefixed) < $2::int
+     LIMIT {SUGGEST_CANDIDATES})"""
+
 SEARCH_RESEARCHERS_BY_NAME = _researchers_page(_NAME_MATCH, _NAME_SCORE)
+SUGGEST_RESEARCHERS = _researchers_page(_NAME_MATCH, _NAME_SCORE, candidates=_SUGGEST_CANDIDATES)
 SEARCH_INSTITUTIONS_BY_NAME = _institutions_page(_NAME_MATCH, _NAME_SCORE)
 # One and two letters have no trigram to look up: a prefix of the folded name instead.
 SEARCH_RESEARCHERS_BY_PREFIX = _researchers_page(_PREFIX_MATCH, "1.0")
@@ -699,7 +734,12 @@ def prefix_tsquery(query: str) -> str | None:
 
 
 async def _suggest_researchers(conn: Conn, query: str, limit: int) -> list[Suggestion]:
-    people = await search_researchers_by_name(conn, query, limit=limit)
+    query = " ".join(query.split())
+    if _short(query):
+        people = await search_researchers_by_name(conn, query, limit=limit)
+    else:
+        records = await _name_page(conn, SUGGEST_RESEARCHERS, query, limit, 0, None, _like_safe(query))
+        people = NameMatches(0, [(researcher_from_record(r), r["score"]) for r in records])
     hints: dict[int, str] = {}
     if people.rows:
         hint_rows = await conn.fetch(SELECT_RESEARCHER_HINTS, [r.id for r, _ in people.rows])

@@ -245,3 +245,31 @@ async def test_past_the_cap_a_common_term_is_ranked_among_well_cited_papers(conn
     monkeypatch.setattr(search_module, "KEYWORD_CAP", len(cited))
     full_tier = await kw(conn, query)
     assert {h.paper.id for h in full_tier.hits} == cited
+
+
+async def test_autocomplete_reads_surname_prefixes_most_prolific_first(conn) -> None:
+    tx = conn.transaction()
+    await tx.start()
+    try:
+        # 300 researchers share a surname, and 250 others have more papers than any of them: a suggestion list must
+        # still show the most prolific Mitchells, not the first ones the table happens to hold.
+        people = [(f"Ab{i:03d} Mitchell", i) for i in range(300)]
+        people += [(f"Zed{i:03d} Other", 10_000 + i) for i in range(250)]
+        people += [("Ann Mitcham", 5_000), ("Jing Zhang", 3), ("Jing Zhao", 2)]
+        await conn.executemany("INSERT INTO researchers (name, name_slug, paper_count) VALUES ($1, 'x', $2)", people)
+        await conn.execute("ANALYZE researchers")
+        found = await suggest(conn, "mitchel", kinds=["RESEARCHER"], limit=8)
+        assert [s.label for s in found] == [f"Ab{i:03d} Mitchell" for i in range(299, 291, -1)]
+        # The surname is the query's last word; the first name narrows it.
+        assert [s.label for s in await suggest(conn, "jing zh", kinds=["RESEARCHER"], limit=2)] == [
+            "Jing Zhang",
+            "Jing Zhao",
+        ]
+        # A typo inside the surname matches no prefix: the trigram index still finds the name.
+        typo = await suggest(conn, "Mitchrll", kinds=["RESEARCHER"], limit=8)
+        assert typo and all(s.label.endswith("Mitchell") for s in typo)
+        # Suffixes are not surnames.
+        assert await conn.fetchval("SELECT wp_surname('Robert Mitchell Jr.')") == "mitchell"
+        assert await conn.fetchval("SELECT wp_surname('Sophie J. Müller III')") == "muller"
+    finally:
+        await tx.rollback()
