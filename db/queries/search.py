@@ -525,9 +525,12 @@ NAME_SESSION = (
     "SET LOCAL pg_trgm.word_similarity_threshold = 0.5; SET LOCAL max_parallel_workers_per_gather = 0;"
     " SET LOCAL plan_cache_mode = force_generic_plan"
 )
-_NAME_MATCH = "wp_fold($1::text) <% wp_fold({col})"
+# The folded query as a sub-select: computed once per statement even in a generic plan (NAME_SESSION), where
+# `wp_fold($1)` would be computed again for every row it is compared with.
+_QUERY_FOLDED = "(SELECT wp_fold($1::text))"
+_NAME_MATCH = f"{_QUERY_FOLDED} <% wp_fold({{col}})"
 # Over an already folded name.
-_NAME_SCORE = "(word_similarity(wp_fold($1::text), {col}) + similarity(wp_fold($1::text), {col}) / 10)"
+_NAME_SCORE = f"(word_similarity({_QUERY_FOLDED}, {{col}}) + similarity({_QUERY_FOLDED}, {{col}}) / 10)"
 
 # Ordered by score, then paper count, then id; `after` ($4..$6, all null for none) continues from a row.
 _NAME_PAGE = """
@@ -540,19 +543,18 @@ LIMIT $2::int OFFSET $3::int
 
 # A common name (Zhang, Wang) matches tens of thousands of researchers; ranking them all costs hundreds of
 # milliseconds. So the candidates are at most NAME_CANDIDATES matches as the index yields them, plus the matches
-# among the PROLIFIC researchers with most papers (so well-known people always come up); both are exact for
-# names with fewer matches than that, and the ranking (similarity, then paper count) runs over the union.
+# among as many researchers with most papers (so well-known people always come up); both are exact for names
+# with fewer matches than that, and the ranking (similarity, then paper count) runs over the union.
 NAME_CANDIDATES = 200
-PROLIFIC = 200
 
 
-def _name_candidates(table: str, match: str, country: str = "") -> str:
+def _name_candidates(table: str, match: str, country: str = "", size: int = NAME_CANDIDATES) -> str:
     columns = "x.id, x.name, x.country" if country else "x.id, x.name"
     return f"""(SELECT c.id FROM {table} c WHERE {match.format(col="c.name")}{country.format(a="c")}
-         LIMIT {NAME_CANDIDATES})
+         LIMIT {size})
         UNION
         (SELECT t.id FROM (SELECT {columns} FROM {table} x
-                           ORDER BY x.paper_count DESC, x.id LIMIT {PROLIFIC}) t
+                           ORDER BY x.paper_count DESC, x.id LIMIT {size}) t
          WHERE {match.format(col="t.name")}{country.format(a="t")})"""
 
 
@@ -571,8 +573,8 @@ def _researchers_page(match: str, score: str, candidates: str | None = None) -> 
     )
 
 
-def _institutions_page(match: str, score: str) -> str:
-    candidates = _name_candidates("institutions", match, _COUNTRY_FILTER)
+def _institutions_page(match: str, score: str, size: int = NAME_CANDIDATES) -> str:
+    candidates = _name_candidates("institutions", match, _COUNTRY_FILTER, size)
     return _NAME_PAGE.format(
         inner=f"""SELECT f.*, {score.format(col="f.fold_name")}::float8 AS score FROM (
         SELECT {INSTITUTION_COLUMNS}, count(*) OVER () AS total
@@ -611,7 +613,8 @@ _SUGGEST_CANDIDATES = f"""
      LIMIT {SUGGEST_CANDIDATES})"""
 
 SEARCH_RESEARCHERS_BY_NAME = _researchers_page(_NAME_MATCH, _NAME_SCORE)
-SUGGEST_RESEARCHERS = _researchers_page(_NAME_MATCH, _NAME_SCORE, candidates=_SUGGEST_CANDIDATES)
+_SUGGEST_PAGE = _researchers_page(_NAME_MATCH, _NAME_SCORE, candidates=_SUGGEST_CANDIDATES)
+SUGGEST_INSTITUTIONS = _institutions_page(_NAME_MATCH, _NAME_SCORE, size=SUGGEST_CANDIDATES)
 SEARCH_INSTITUTIONS_BY_NAME = _institutions_page(_NAME_MATCH, _NAME_SCORE)
 # One and two letters have no trigram to look up: a prefix of the folded name instead.
 SEARCH_RESEARCHERS_BY_PREFIX = _researchers_page(_PREFIX_MATCH, "1.0")
@@ -693,11 +696,19 @@ class Suggestion:
 
 
 # A researcher's hint is their most recent institution.
-SELECT_RESEARCHER_HINTS = """
+_LATEST_INSTITUTION = "ri.last_year DESC NULLS LAST, i.paper_count DESC, i.id"
+SELECT_RESEARCHER_HINTS = f"""
 SELECT DISTINCT ON (ri.researcher_id) ri.researcher_id, i.name
 FROM researcher_institutions ri JOIN institutions i ON i.id = ri.institution_id
 WHERE ri.researcher_id = any($1::bigint[])
-ORDER BY ri.researcher_id, ri.last_year DESC NULLS LAST, i.paper_count DESC, i.id
+ORDER BY ri.researcher_id, {_LATEST_INSTITUTION}
+"""
+# The suggestions with their hints, in one statement.
+SUGGEST_RESEARCHERS = f"""
+SELECT s.*, (SELECT i.name FROM researcher_institutions ri JOIN institutions i ON i.id = ri.institution_id
+             WHERE ri.researcher_id = s.id ORDER BY {_LATEST_INSTITUTION} LIMIT 1) AS hint
+FROM ({_SUGGEST_PAGE}) s
+ORDER BY s.score DESC, s.paper_count DESC, s.id
 """
 
 # Papers by title words, the last word as a prefix (what the user is still typing): the most cited of at most
@@ -735,11 +746,13 @@ def prefix_tsquery(query: str) -> str | None:
 
 async def _suggest_researchers(conn: Conn, query: str, limit: int) -> list[Suggestion]:
     query = " ".join(query.split())
-    if _short(query):
-        people = await search_researchers_by_name(conn, query, limit=limit)
-    else:
+    if not _short(query):
         records = await _name_page(conn, SUGGEST_RESEARCHERS, query, limit, 0, None, _like_safe(query))
-        people = NameMatches(0, [(researcher_from_record(r), r["score"]) for r in records])
+        return [
+            Suggestion("RESEARCHER", r["id"], r["name"], researcher_from_record(r).slug, r["hint"], r["score"])
+            for r in records
+        ]
+    people = await search_researchers_by_name(conn, query, limit=limit)
     hints: dict[int, str] = {}
     if people.rows:
         hint_rows = await conn.fetch(SELECT_RESEARCHER_HINTS, [r.id for r, _ in people.rows])
@@ -748,8 +761,13 @@ async def _suggest_researchers(conn: Conn, query: str, limit: int) -> list[Sugge
 
 
 async def _suggest_institutions(conn: Conn, query: str, limit: int) -> list[Suggestion]:
-    places = await search_institutions_by_name(conn, query, limit=limit)
-    return [Suggestion("INSTITUTION", i.id, i.name, i.slug, i.country, s) for i, s in places.rows]
+    query = " ".join(query.split())
+    if _short(query):
+        rows = (await search_institutions_by_name(conn, query, limit=limit)).rows
+    else:
+        records = await _name_page(conn, SUGGEST_INSTITUTIONS, query, limit, 0, None, None)
+        rows = [(institution_from_record(r), r["score"]) for r in records]
+    return [Suggestion("INSTITUTION", i.id, i.name, i.slug, i.country, s) for i, s in rows]
 
 
 async def _suggest_papers(conn: Conn, query: str, limit: int) -> list[Suggestion]:
