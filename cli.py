@@ -143,6 +143,9 @@ def up(
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    # A shell starts background jobs with SIGINT ignored, and Python keeps it so; uvicorn takes SIGINT back once it
+    # serves, so the demo load and the migrations before it must stop on SIGINT too.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     loading_demo = False
     try:
         with localservices.local_environment(

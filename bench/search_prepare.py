@@ -7,7 +7,9 @@ pgvector (the project-local embedded one under .wovepaper/bench-search unless --
 million papers on this 2-core CPU would take hours, so the rest get synthetic vectors: a real vector of the
 same cluster (paper id modulo `--real`) plus noise, normalised. That keeps the HNSW graph's shape realistic
 (clustered, 384 dimensions) for timing; results are meaningless for relevance, which the tests cover.
-The HNSW index is dropped during the load and built once at the end.
+The HNSW index is dropped during the load and built once at the end. The name look-up's table is brought to the
+size the demo generator makes for that many papers (686k researchers for a million), so autocomplete is timed on a
+realistic index. Every stage is skipped when already done, so running it again only finishes what is missing.
 """
 
 from __future__ import annotations

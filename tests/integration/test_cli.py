@@ -92,9 +92,15 @@ def _stop(proc: subprocess.Popen[bytes], sig: signal.Signals, log: Path | None =
     try:
         return proc.wait(30)
     except subprocess.TimeoutExpired:
+        status = Path(f"/proc/{proc.pid}/status")
+        signals = (
+            [line for line in status.read_text().splitlines() if line.startswith("Sig")] if status.exists() else []
+        )
         proc.kill()
         proc.wait()
-        pytest.fail(f"`wovepaper up` did not stop within 30 s of {sig.name}:\n{log.read_text() if log else ''}")
+        pytest.fail(
+            f"`wovepaper up` did not stop within 30 s of {sig.name} ({signals}):\n{log.read_text() if log else ''}"
+        )
 
 
 def _processes_mentioning(text: str) -> list[str]:
