@@ -102,7 +102,8 @@ class PaperSearchConnection:
     total_pages: int = strawberry.field(resolver=total_pages, description=TOTAL_PAGES_DOC)
     match_count: int = strawberry.field(
         description="How many papers match. Up to 1,000 matches this is `totalCount`; past that, KEYWORD ranks, "
-        "pages and counts facets over 1,000 matches, well-cited papers first, and this is an estimate."
+        "pages and counts facets over 1,000 matches (well-cited papers first; sorted by date or citations, the first "
+        "in that order), and this is an estimate."
     )
     match_count_is_estimate: bool = strawberry.field(description="Whether `matchCount` is an estimate.")
     page_info: PageInfo

@@ -84,7 +84,9 @@ _UNCITED = f"(p.cited_by_count < {CITED_TIER} OR p.cited_by_count IS NULL)"
 # At most KEYWORD_CAP + 1 matches (the bitmap scans stop there): ranking and facets of a term that half the archive
 # contains would otherwise read half the archive. The cited tier first; only when it has no more than KEYWORD_CAP
 # matches are the other papers scanned (in table order) for the rest.
+_NO_PROBE = "probe AS (SELECT NULL::tid AS tid WHERE false)"
 _TIERED_CAPPED = f"""
+{_NO_PROBE},
 cited AS MATERIALIZED (
     SELECT {_MATCHED_COLUMNS}, {_RELEVANCE} AS score, true AS tiered
     FROM papers p
@@ -102,10 +104,30 @@ capped AS MATERIALIZED (
 )"""
 # A phrase is checked on the papers that have all its words (_PHRASE_SOURCE), in table order.
 _PHRASE_CAPPED = f"""
+{_NO_PROBE},
 capped AS MATERIALIZED (
     SELECT {_MATCHED_COLUMNS}, {_RELEVANCE} AS score, false AS tiered
     FROM {{source}} p
     WHERE p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
+    LIMIT $8::int + 1
+)"""
+# Sorted by date or citations, a common term's first page is its newest (oldest, most cited) matches, not its best
+# ranked: the candidates are the first matches in that order, read through the sort's own index when the term is
+# common enough for that to be quick (the planner judges from the term's frequency). Their total is estimated from
+# the cited tier (`probe`, read only past the cap), as for relevance.
+_ORDERED_CAPPED = f"""
+capped AS MATERIALIZED (
+    SELECT {_MATCHED_COLUMNS}, {_RELEVANCE} AS score, false AS tiered
+    FROM papers p
+    WHERE p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
+    ORDER BY {{order}}
+    LIMIT $8::int + 1
+),
+probe AS MATERIALIZED (
+    SELECT p.ctid AS tid
+    FROM papers p
+    WHERE {_CITED} AND p.search_vector @@ {_TSQUERY} AND {_INDEXABLE} AND {{where}}
+      AND (SELECT count(*) FROM capped) > $8::int
     LIMIT $8::int + 1
 )"""
 _KEYWORD_MATCHES = """{capped},
@@ -122,6 +144,7 @@ _EXACT = " + 0"
 
 _SEMANTIC_MATCHES = f"""
 capped AS (SELECT NULL::tid AS tid, false AS tiered WHERE false),
+probe AS (SELECT NULL::tid AS tid WHERE false),
 sem AS MATERIALIZED ({_SEMANTIC_NEIGHBOURS}
 ),
 m AS MATERIALIZED (
@@ -197,6 +220,8 @@ totals AS (
            (SELECT count(*) FROM capped) AS capped,
            {neighbours} AS neighbours,
            (SELECT count(*) FILTER (WHERE tiered) FROM capped) AS tier_found,
+           (SELECT count(*) FROM probe) AS probe_found,
+           (SELECT (max(tid)::text::point)[0] FROM probe) AS probe_block,
            (SELECT (max(tid) FILTER (WHERE tiered)::text::point)[0] FROM capped) AS tier_block,
            (SELECT (max(tid) FILTER (WHERE NOT tiered)::text::point)[0] FROM capped) AS rest_block,
            pg_relation_size('papers') / current_setting('block_size')::int AS relpages,
@@ -214,7 +239,8 @@ page AS (
 SELECT {paper_columns}, pg.score,
        CASE WHEN $4::boolean AND p.id IS NOT NULL THEN {title_headline} END AS title_highlight,
        CASE WHEN $4::boolean AND p.id IS NOT NULL THEN {abstract_headline} END AS abstract_highlight,
-       t.total, t.capped, t.tier_found, t.tier_block, t.rest_block, t.relpages, t.tier_share, t.neighbours,
+       t.total, t.capped, t.tier_found, t.tier_block, t.rest_block, t.probe_found, t.probe_block, t.relpages,
+       t.tier_share, t.neighbours,
        CASE WHEN row_number() OVER (ORDER BY {page_order}) = 1 THEN t.facets END AS facets
 FROM totals t
 LEFT JOIN (page pg JOIN papers p ON p.id = pg.id) ON true
@@ -316,15 +342,23 @@ def has_phrase(text: str) -> bool:
     return _PHRASE.search(text) is not None
 
 
+def is_ordered(mode: Mode, sort: Sort, phrase: bool) -> bool:
+    """Whether a keyword search takes its candidates in the sort's order (`_ORDERED_CAPPED`)."""
+    return mode == "KEYWORD" and not phrase and sort.name != "RELEVANCE"
+
+
 def build_search_sql(
     mode: Mode, sort: Sort, where: str, after: str, *, exact: bool = False, phrase: bool = False
 ) -> str:
     page_order = sort.order_by.replace("p.", "pg.")
-    capped = _PHRASE_CAPPED if phrase else _TIERED_CAPPED
     if phrase:
         # The row address comes from inside the phrase's source subquery.
-        capped = capped.replace("p.ctid AS tid", "p.tid")
-    capped = capped.format(where=where, source=_PHRASE_SOURCE.format(where=where))
+        capped = _PHRASE_CAPPED.replace("p.ctid AS tid", "p.tid")
+    elif is_ordered(mode, sort, phrase):
+        capped = _ORDERED_CAPPED
+    else:
+        capped = _TIERED_CAPPED
+    capped = capped.format(where=where, source=_PHRASE_SOURCE.format(where=where), order=sort.order_by)
     matches = _MATCHES[mode].format(capped=capped, where=where, exact=_EXACT if exact else "")
     return _SEARCH_TEMPLATE.format(
         matches=matches,
@@ -407,7 +441,16 @@ async def search_papers(
     matches, estimated = _matches(
         first["total"],
         first["capped"],
-        Scanned(first["tier_found"], first["tier_block"], first["rest_block"], first["relpages"], first["tier_share"]),
+        Scanned(
+            first["tier_found"],
+            first["tier_block"],
+            first["rest_block"],
+            first["relpages"],
+            first["tier_share"],
+            ordered=is_ordered(mode, sort, phrase),
+            probe_found=first["probe_found"],
+            probe_block=first["probe_block"],
+        ),
     )
     return SearchResult(total=first["total"], hits=hits, facets=facets, matches=matches, matches_estimated=estimated)
 
@@ -419,27 +462,40 @@ def _neighbours_found(mode: Mode, first: asyncpg.Record) -> int:
 @dataclass(frozen=True, slots=True)
 class Scanned:
     """How far a capped keyword search got: matches kept from the cited tier, the last heap block each tier's scan
-    reached, the table's size in blocks, and the cited tier's share of all papers (-1 or None: unknown)."""
+    reached, the table's size in blocks, and the cited tier's share of all papers (-1 or None: unknown). Sorted by
+    date or citations (`ordered`), the candidates say nothing of the table: the cited tier's matches, read apart
+    (`probe_found`, up to the cap, the last of them in block `probe_block`), do."""
 
     tier_found: int
     tier_block: float | None
     rest_block: float | None
     relpages: int | None
     tier_share: float | None
+    ordered: bool = False
+    probe_found: int = 0
+    probe_block: float | None = None
+
+
+def _tier_share(scanned: Scanned) -> float:
+    # A never-analysed index has no row count (-1): then the tier's share is unknown, and not used.
+    return min(1.0, scanned.tier_share) if scanned.tier_share and scanned.tier_share > 0 else 1.0
 
 
 def _matches(total: int, capped: int, scanned: Scanned) -> tuple[int, bool]:
     """Past the cap, estimate all matches: a scan that stopped part way through the table found that share of its
-    matches; when the cited tier alone filled the cap, scale by the tier's share of all papers too."""
+    matches; matches of the cited tier alone scale by the tier's share of all papers too."""
     if capped <= KEYWORD_CAP or not scanned.relpages:
         return total, False
+    if scanned.ordered:
+        if not scanned.probe_found or scanned.probe_block is None:
+            return capped, True
+        read = 1.0 if scanned.probe_found <= KEYWORD_CAP else min(1.0, (scanned.probe_block + 1) / scanned.relpages)
+        return max(capped, round(scanned.probe_found / read / _tier_share(scanned))), True
     rest_found = capped - scanned.tier_found
     if rest_found == 0:
         if scanned.tier_block is None:
             return total, False
-        # A never-analysed index has no row count (-1): then the tier's share is unknown, and not used.
-        tier = min(1.0, scanned.tier_share) if scanned.tier_share and scanned.tier_share > 0 else 1.0
-        share = min(1.0, (scanned.tier_block + 1) / scanned.relpages) * tier
+        share = min(1.0, (scanned.tier_block + 1) / scanned.relpages) * _tier_share(scanned)
         return max(capped, round(capped / share)), True
     # Every cited match was kept; the scan of the other papers stopped part way through the table.
     if scanned.rest_block is None:

@@ -273,3 +273,27 @@ async def test_autocomplete_reads_surname_prefixes_most_prolific_first(conn) -> 
         assert await conn.fetchval("SELECT wp_surname('Sophie J. Müller III')") == "muller"
     finally:
         await tx.rollback()
+
+
+@pytest.mark.parametrize(
+    ("sort", "key"),
+    [
+        ("NEWEST", lambda p: (-p.published.timestamp(), -p.id)),
+        ("OLDEST", lambda p: (p.published.timestamp(), p.id)),
+        ("MOST_CITED", lambda p: (p.cited_by_count is None, -(p.cited_by_count or 0), -p.id)),
+    ],
+)
+async def test_past_the_cap_a_sorted_search_lists_the_first_matches_in_that_order(
+    conn, corpus, monkeypatch, sort, key
+) -> None:
+    import db.queries.search as search_module
+
+    query = "networks OR graph OR learning"
+    everything = await kw(conn, query)
+    expected = [p.id for p in sorted((h.paper for h in everything.hits), key=key)][:3]
+    # Three candidates only: they must be the newest (oldest, most cited) of all matches, wherever they lie.
+    monkeypatch.setattr(search_module, "KEYWORD_CAP", 3)
+    capped = await kw(conn, query, sort=sort, with_facets=True)
+    assert [h.paper.id for h in capped.hits] == expected
+    assert capped.matches_estimated and capped.matches >= 4
+    assert capped.facets is not None and sum(f.count for f in capped.facets.primary_categories) == 3

@@ -74,6 +74,12 @@ def test_match_estimate_only_past_the_cap(monkeypatch: pytest.MonkeyPatch) -> No
     assert _matches(100, 101, Scanned(101, 249.0, None, 1000, -1.0)) == (404, True)
     # All 40 cited matches kept, then 61 others found in the first half of the table: 40 + 122.
     assert _matches(100, 101, Scanned(40, 990.0, 499.0, 1000, 0.1)) == (162, True)
+    # Sorted by date or citations: estimated from the cited tier read apart. All 50 of its matches, a tenth of all
+    # papers: 500. Its scan stopped at the cap a quarter through the table: 4,040. Nothing in the tier: at least 101.
+    ordered = lambda found, block: Scanned(0, None, 3.0, 1000, 0.1, True, found, block)  # noqa: E731
+    assert _matches(100, 101, ordered(50, 990.0)) == (500, True)
+    assert _matches(100, 101, ordered(101, 249.0)) == (4040, True)
+    assert _matches(100, 101, ordered(0, None)) == (101, True)
 
 
 def test_embedding_text_and_its_hash() -> None:
