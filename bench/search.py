@@ -32,8 +32,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 
-KEYWORD = """query($q: String!, $mode: SearchMode) {
-  search(query: $q, mode: $mode, first: 24) {
+KEYWORD = """query($q: String!, $mode: SearchMode, $sort: SearchSort) {
+  search(query: $q, mode: $mode, sort: $sort, first: 24) {
     totalCount totalPages
     edges { score node { arxivId slug title authorsText categories published citedByCount }
             highlights { title abstract } }
@@ -223,11 +223,13 @@ def main() -> None:
             times, answers = timed_requests(url, KEYWORD, [{"q": t} for t in terms], args.runs)
             matched = statistics.median(a["search"]["totalCount"] for a in answers)
             rows.append(summary(label, times, {"median_matches": matched}))
+        times, _ = timed_requests(url, KEYWORD, [{"q": t, "sort": "NEWEST"} for t in common], args.runs)
+        rows.append(summary("keyword+facets, common term, newest first", times))
         phrase = [{"q": f'"{a} {b}"'} for a, b in zip(common, common[1:], strict=False)]
         times, answers = timed_requests(url, KEYWORD, phrase, args.runs)
         rows.append(summary("keyword+facets, two common terms as phrase", times))
         times, _ = timed_requests(url, AUTOCOMPLETE, [{"q": p} for p in prefixes], args.runs * 2)
-        rows.append(summary("autocomplete (researchers, institutions, papers)", times))
+        rows.append(summary("autocomplete (researchers + institutions, the default kinds)", times))
     if args.vector_database_url:
         semantic_queries = [
             "neural networks learn representations of graphs",
