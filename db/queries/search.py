@@ -75,8 +75,8 @@ _MATCHED_COLUMNS = "p.id, p.published, p.cited_by_count, p.categories, p.primary
 
 # Well-cited papers have a text index of their own (migration 0006, `papers_search_cited_idx`; its predicate
 # must read the same number). A common term's bitmap over every paper costs tens of milliseconds on a million
-# papers before one row is ranked; over the cited tier it is a tenth of that, and relevance (multiplied by the log
-# of the citations) ranks the best matches of such a term from there anyway.
+# papers before one row is ranked; over the cited tier it is a fourteenth of that, and relevance (multiplied by the
+# log of the citations) ranks the best matches of such a term from there anyway.
 CITED_TIER = 25
 _CITED = f"p.cited_by_count >= {CITED_TIER}"
 _UNCITED = f"(p.cited_by_count < {CITED_TIER} OR p.cited_by_count IS NULL)"
@@ -699,7 +699,7 @@ async def _name_page(
     conn: Conn, sql: str, query: str, limit: int, offset: int, after: NameAfter | None, *extra: object
 ) -> list[asyncpg.Record]:
     keyset = after if after is not None else (None, None, None)
-    if sql in (SEARCH_RESEARCHERS_BY_PREFIX, SEARCH_INSTITUTIONS_BY_PREFIX):
+    if sql in _PREFIX_PAGES:
         return await conn.fetch(sql, _like_safe(query), limit, offset, *keyset, *extra)
     async with conn.transaction(readonly=True):
         await conn.execute(NAME_SESSION)
@@ -751,21 +751,21 @@ class Suggestion:
     score: float
 
 
-# A researcher's hint is their most recent institution.
-_LATEST_INSTITUTION = "ri.last_year DESC NULLS LAST, i.paper_count DESC, i.id"
-SELECT_RESEARCHER_HINTS = f"""
-SELECT DISTINCT ON (ri.researcher_id) ri.researcher_id, i.name
-FROM researcher_institutions ri JOIN institutions i ON i.id = ri.institution_id
-WHERE ri.researcher_id = any($1::bigint[])
-ORDER BY ri.researcher_id, {_LATEST_INSTITUTION}
-"""
-# The suggestions with their hints, in one statement.
-SUGGEST_RESEARCHERS = f"""
+# A researcher's hint is their most recent institution: suggestions come with it, in one statement.
+def _with_hints(page: str) -> str:
+    return f"""
 SELECT s.*, (SELECT i.name FROM researcher_institutions ri JOIN institutions i ON i.id = ri.institution_id
-             WHERE ri.researcher_id = s.id ORDER BY {_LATEST_INSTITUTION} LIMIT 1) AS hint
-FROM ({_SUGGEST_PAGE}) s
+             WHERE ri.researcher_id = s.id
+             ORDER BY ri.last_year DESC NULLS LAST, i.paper_count DESC, i.id LIMIT 1) AS hint
+FROM ({page}) s
 ORDER BY s.score DESC, s.paper_count DESC, s.id
 """
+
+
+SUGGEST_RESEARCHERS = _with_hints(_SUGGEST_PAGE)
+SUGGEST_RESEARCHERS_BY_PREFIX = _with_hints(SEARCH_RESEARCHERS_BY_PREFIX)
+# Prefix pages take the query with LIKE's wildcards escaped, and need no session settings.
+_PREFIX_PAGES = (SEARCH_RESEARCHERS_BY_PREFIX, SEARCH_INSTITUTIONS_BY_PREFIX, SUGGEST_RESEARCHERS_BY_PREFIX)
 
 # Papers by title words, the last word as a prefix (what the user is still typing): the most cited of at most
 # PAPER_CANDIDATES matches (a two-letter prefix matches half the archive).
@@ -802,18 +802,14 @@ def prefix_tsquery(query: str) -> str | None:
 
 async def _suggest_researchers(conn: Conn, query: str, limit: int) -> list[Suggestion]:
     query = " ".join(query.split())
-    if not _short(query):
+    if _short(query):
+        records = await _name_page(conn, SUGGEST_RESEARCHERS_BY_PREFIX, query, limit, 0, None)
+    else:
         records = await _name_page(conn, SUGGEST_RESEARCHERS, query, limit, 0, None, _like_safe(query))
-        return [
-            Suggestion("RESEARCHER", r["id"], r["name"], researcher_from_record(r).slug, r["hint"], r["score"])
-            for r in records
-        ]
-    people = await search_researchers_by_name(conn, query, limit=limit)
-    hints: dict[int, str] = {}
-    if people.rows:
-        hint_rows = await conn.fetch(SELECT_RESEARCHER_HINTS, [r.id for r, _ in people.rows])
-        hints = {h[0]: h[1] for h in hint_rows}
-    return [Suggestion("RESEARCHER", r.id, r.name, r.slug, hints.get(r.id), s) for r, s in people.rows]
+    return [
+        Suggestion("RESEARCHER", r["id"], r["name"], researcher_from_record(r).slug, r["hint"], r["score"])
+        for r in records
+    ]
 
 
 async def _suggest_institutions(conn: Conn, query: str, limit: int) -> list[Suggestion]:

@@ -201,6 +201,9 @@ async def test_autocomplete_mixes_kinds_with_hints(conn, corpus) -> None:
     people = await suggest(conn, "mull", kinds=["RESEARCHER", "INSTITUTION", "PAPER"], limit=8)
     assert [(s.kind, s.label) for s in people[:2]] == [("RESEARCHER", "Hans Müller"), ("RESEARCHER", "Anna Müller")]
     assert people[0].hint == "ETH Zürich"  # his latest institution
+    # One or two letters take the prefix path: the same hints.
+    short = await suggest(conn, "ha", kinds=["RESEARCHER"], limit=8)
+    assert [(s.label, s.hint) for s in short][:1] == [("Hans Müller", "ETH Zürich")]
     places = await suggest(conn, "montreal", kinds=["INSTITUTION"], limit=8)
     assert [(s.label, s.hint) for s in places] == [("Université de Montréal", "CA")]
     papers = await suggest(conn, "graph neu", kinds=["PAPER"], limit=3)
