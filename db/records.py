@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 
-@dataclass(frozen=True, slots=True)
+# The harvest builds a few of these per record, millions in a full run: not frozen, since a frozen
+# dataclass's __init__ sets each field through object.__setattr__ (three times slower). Treat them as read-only.
+@dataclass(slots=True)
 class VersionRecord:
     version: int
     submitted_at: datetime
@@ -18,7 +20,7 @@ class VersionRecord:
     source_type: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AuthorRecord:
     position: int  # 1-based
     name: str  # as arXiv gives it
@@ -26,7 +28,7 @@ class AuthorRecord:
     is_collaboration: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PaperRecord:
     """One arXiv paper at its latest version, keyed by its normalized arXiv id."""
 

@@ -120,7 +120,7 @@ def split_authors(raw: str | None) -> list[AuthorRecord]:
                 collab_prefix, piece = before, after
         if collab_prefix:
             authors.append(AuthorRecord(len(authors) + 1, collab_prefix, None, True))
-        if "et" in piece:
+        if "al" in piece[-3:].lower():  # the regex only where `et al.` can end the piece
             piece = _TRAILING_ETAL_RE.sub("", piece)
         if not piece or _ETAL_RE.match(piece):
             continue

@@ -29,6 +29,11 @@ _T_RESPONSE_DATE = f"{{{OAI}}}responseDate"
 _T_RECORD = f"{{{OAI}}}record"
 _T_TOKEN = f"{{{OAI}}}resumptionToken"
 _T_ERROR = f"{{{OAI}}}error"
+_T_HEADER = f"{{{OAI}}}header"
+_T_IDENTIFIER = f"{{{OAI}}}identifier"
+_T_METADATA = f"{{{OAI}}}metadata"
+_T_ARXIV_RAW = f"{{{ARXIV_RAW}}}arXivRaw"
+_T_ARXIV = f"{{{ARXIV}}}arXiv"
 _T_EARLIEST = f"{{{OAI}}}earliestDatestamp"
 _WITHDRAWN_RE = re.compile(r"\b(has been|is|was|been)\s+withdrawn\b|^\s*withdrawn\b", re.IGNORECASE)
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*kb\s*$", re.IGNORECASE)
@@ -116,10 +121,12 @@ def _version(v: etree._Element) -> VersionRecord | None:
         elif tag == _V_SIZE:
             size_text = child.text
         elif tag == _V_SOURCE:
-            source_type = none_if_empty(child.text)
+            source_type = child.text
     if not label.isdigit() or not d:
         return None
-    size = _SIZE_RE.match(size_text or "")
+    size = _SIZE_RE.match(size_text) if size_text else None
+    if source_type is not None:
+        source_type = none_if_empty(source_type)
     return VersionRecord(int(label), _parse_version_date(d), int(size.group(1)) if size else None, source_type)
 
 
@@ -268,8 +275,8 @@ class OAIPageParser:
                 self._error = (el.get("code") or "unknown", collapse(el.text))
 
     def _record(self, el: etree._Element) -> None:
-        header = el.find(f"{{{OAI}}}header")
-        identifier = _text(header.find(f"{{{OAI}}}identifier")) if header is not None else None
+        header = el.find(_T_HEADER)
+        identifier = _text(header.find(_T_IDENTIFIER)) if header is not None else None
         ident = (identifier or "").strip()
         if header is not None and header.get("status") == "deleted":
             arxiv_id = normalize_arxiv_id(ident)
@@ -278,14 +285,14 @@ class OAIPageParser:
             else:
                 self.page.skipped.append((ident, "deleted record with an unknown identifier"))
             return
-        meta = el.find(f"{{{OAI}}}metadata")
+        meta = el.find(_T_METADATA)
         payload = meta[0] if meta is not None and len(meta) else None
         try:
             if payload is None:
                 raise ValueError("no <metadata>")
-            if payload.tag == f"{{{ARXIV_RAW}}}arXivRaw":
+            if payload.tag == _T_ARXIV_RAW:
                 self.page.records.append(record_from_raw(payload, ident))
-            elif payload.tag == f"{{{ARXIV}}}arXiv":
+            elif payload.tag == _T_ARXIV:
                 self.page.records.append(record_from_arxiv(payload, ident))
             else:
                 raise ValueError(f"unknown metadata format {payload.tag!r}")

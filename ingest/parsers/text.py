@@ -38,6 +38,8 @@ _LETTERS = {
 # {\"o}, \"{o}, \"o, \'{\i}, \c{c}, \v s ; the letter commands \ss \o \aa ... stand alone or braced.
 _ACCENT_RE = re.compile(r"\{?\\([\"'`^~=.]|[uvHckr](?![a-zA-Z]))\s*(?:\{\s*(\\i|[A-Za-z])\s*\}|(\\i|[A-Za-z]))\}?")
 _LETTER_RE = re.compile(r"\{?\\(ss|aa|AA|ae|AE|oe|OE|[oOlLi])(?![a-zA-Z])\}?(?:\{\})?")
+# What either of the above needs, anywhere (math included): most text with backslashes has only math commands.
+_ANY_TEX_RE = re.compile(r"\\(?:[\"'`^~=.]|[uvHckr](?![a-zA-Z])|(?:ss|aa|AA|ae|AE|oe|OE|[oOlLi])(?![a-zA-Z]))")
 _MATH_RE = re.compile(r"(\$\$.*?\$\$|\$.*?\$|\\\(.*?\\\)|\\\[.*?\\\])", re.DOTALL)
 
 
@@ -60,7 +62,7 @@ def _tex_to_unicode(text: str) -> str:
 def detex(text: str | None) -> str:
     """Collapse whitespace and turn TeX accents (`Schr\\"odinger`, `{\\'e}`) into letters outside math."""
     s = collapse(text)
-    if "\\" not in s:
+    if "\\" not in s or not _ANY_TEX_RE.search(s):
         return s
     parts = _MATH_RE.split(s)
     # split() with one group: odd indexes are the math segments, kept verbatim.
