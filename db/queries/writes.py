@@ -179,12 +179,6 @@ JOIN (SELECT o.paper_id, o.position, o.researcher_id, wp_fold(o.name) AS folded,
   ON o.paper_id = n.paper_id AND o.folded = n.folded AND o.c = 1
 WHERE n.c = 1
 """
-# Papers inserted by this batch have no authorships yet: theirs go straight in.
-INSERT_NEW_AUTHORSHIPS = """
-INSERT INTO authorships (paper_id, position, name, affiliation, is_collaboration)
-SELECT s.paper_id, s.position, s.name, s.affiliation, s.is_collaboration
-FROM stg_authors s WHERE s.paper_id = any($1::bigint[])
-"""
 INSERT_CHANGED_AUTHORSHIPS = """
 INSERT INTO authorships (paper_id, position, name, researcher_id, affiliation, is_collaboration)
 SELECT s.paper_id, s.position, s.name, CASE WHEN s.is_collaboration THEN NULL ELSE k.researcher_id END,
@@ -301,27 +295,36 @@ async def upsert_papers(
                 stale.add(r["arxiv_id"])
     fresh = [p for p in recs if p.arxiv_id in result.ids and p.arxiv_id not in stale]
 
-    versions = {
-        (p.arxiv_id, v.version): (result.ids[p.arxiv_id], v.version, v.submitted_at, v.size_kb, v.source_type)
-        for p in fresh
-        for v in p.versions
-    }
-    await _stage(conn, "stg_versions", STG_VERSIONS, STG_VERSIONS_COLUMNS, list(versions.values()), analyze=False)
-    written |= _ids(await conn.fetch(UPSERT_PAPER_VERSIONS_FROM_STAGING), "paper_id")
-
-    author_rows = [
-        (result.ids[p.arxiv_id], a.position, a.name, a.affiliation, a.is_collaboration)
-        for p in fresh
-        for a in p.authors
-    ]
+    # Rows of papers new to the archive cannot conflict with anything: they are COPYed straight into their
+    # tables. Those of stored papers go through staging, to be compared with what is there.
+    new_versions: list[tuple[Any, ...]] = []
+    stored_versions: list[tuple[Any, ...]] = []
+    new_authors: list[tuple[Any, ...]] = []
+    stored_authors: list[tuple[Any, ...]] = []
+    for p in fresh:
+        paper_id = result.ids[p.arxiv_id]
+        is_new = paper_id in new
+        # A version listed twice in one record is written once.
+        for v in {v.version: v for v in p.versions}.values():
+            (new_versions if is_new else stored_versions).append(
+                (paper_id, v.version, v.submitted_at, v.size_kb, v.source_type)
+            )
+        rows = new_authors if is_new else stored_authors
+        for a in p.authors:
+            rows.append((paper_id, a.position, a.name, a.affiliation, a.is_collaboration))
+    if new_versions:
+        await conn.copy_records_to_table("paper_versions", records=new_versions, columns=STG_VERSIONS_COLUMNS)
+    if new_authors:
+        await conn.copy_records_to_table("authorships", records=new_authors, columns=_STG_AUTHOR_COLUMNS)
+    if stored_versions:
+        await _stage(conn, "stg_versions", STG_VERSIONS, STG_VERSIONS_COLUMNS, stored_versions, analyze=False)
+        written |= _ids(await conn.fetch(UPSERT_PAPER_VERSIONS_FROM_STAGING), "paper_id")
     stored = sorted(result.ids[p.arxiv_id] for p in fresh if result.ids[p.arxiv_id] not in new)
-    # Joins against the stored authorships need the staged rows' statistics; new papers' inserts do not.
-    await _stage(conn, "stg_authors", STG_AUTHORS, _STG_AUTHOR_COLUMNS, author_rows, analyze=bool(stored))
-    if new:
-        await conn.execute(INSERT_NEW_AUTHORSHIPS, sorted(new))
     touched_here = Touched()
     relinked: set[int] = set()
     if stored:
+        # Joins against the stored authorships need the staged rows' statistics.
+        await _stage(conn, "stg_authors", STG_AUTHORS, _STG_AUTHOR_COLUMNS, stored_authors)
         relinked = await _relink_stored_authorships(conn, stored, touched_here)
         if relinked:
             await conn.execute(UPDATE_MATCHED_COUNTS, sorted(relinked))
