@@ -411,12 +411,14 @@ def _create_database(admin_uri: str, name: str) -> None:
 
     import asyncpg
 
+    from db.admin import create_database
+
     async def run() -> None:
         conn = await asyncpg.connect(admin_uri)
         try:
             if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
                 with contextlib.suppress(asyncpg.DuplicateDatabaseError):
-                    await conn.execute(f'CREATE DATABASE "{name}"')
+                    await create_database(conn, name)
         finally:
             await conn.close()
 

@@ -138,13 +138,14 @@ def rss_mb() -> float:
 async def run(admin_dsn: str, port: int, total: int, writers: int = 2) -> None:
     import asyncpg
 
+    from db.admin import create_database
     from db.migrate import migrate
     from ingest.clients.arxiv_oai import ArxivOAIClient
     from ingest.pipeline import harvest_arxiv
 
     name = f"wovepaper_bench_ingest_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(admin_dsn)
-    await admin.execute(f'CREATE DATABASE "{name}"')
+    await create_database(admin, name)
     head, sep, query = admin_dsn.partition("?")
     dsn = head.rsplit("/", 1)[0] + f"/{name}" + sep + query
     try:

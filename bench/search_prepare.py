@@ -25,6 +25,7 @@ import asyncpg
 import demo
 import embeddings
 import localservices
+from db.admin import create_database
 from db.migrate import migrate
 from db.queries.writes import upsert_researchers
 
@@ -64,7 +65,7 @@ async def prepare(admin_dsn: str, papers: int, real: int, embedded_target: int) 
     admin = await asyncpg.connect(admin_dsn)
     try:
         if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DB):
-            await admin.execute(f'CREATE DATABASE "{DB}"')
+            await create_database(admin, DB)
     finally:
         await admin.close()
     head, sep, query = admin_dsn.partition("?")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections import Counter, defaultdict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
@@ -79,6 +81,21 @@ async def invalidate_after_commit(cache: CacheStore | None, touched: Touched) ->
 
 
 # --------------------------------------------------------------------------------------------- arXiv
+
+# A page parses into some 40,000 objects (records, names, dates, rows) that live until it is written. At the
+# default threshold of 700 allocations the collector rescans them dozens of times a page and promotes them into
+# full collections over everything alive: 12% of the harvest's CPU time, 5% at this threshold.
+HARVEST_GC_THRESHOLD = 10_000
+
+
+@contextlib.contextmanager
+def _young_collections_every(allocations: int) -> Iterator[None]:
+    previous = gc.get_threshold()
+    gc.set_threshold(allocations, *previous[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
 
 
 async def harvest_arxiv(
@@ -153,7 +170,7 @@ async def harvest_arxiv(
         summary.requests, summary.retries = client.http.stats.requests, client.http.stats.retries
         progress.update(summary, f"page {number}")
 
-    with RunProgress(f"arxiv {key}", stream=stream) as progress:
+    with RunProgress(f"arxiv {key}", stream=stream) as progress, _young_collections_every(HARVEST_GC_THRESHOLD):
         try:
             while True:
                 try:

@@ -16,6 +16,7 @@ import asyncpg
 import pytest
 
 import localservices
+from db.admin import create_database
 from db.migrate import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +52,7 @@ async def empty_database(pg_admin_dsn: str) -> AsyncIterator[str]:
     name = f"wovepaper_test_{SESSION_TAG}"
     admin = await asyncpg.connect(pg_admin_dsn)
     try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
+        await create_database(admin, name)
     finally:
         await admin.close()
     yield _with_database(pg_admin_dsn, name)
@@ -82,7 +83,7 @@ async def make_database(pg_admin_dsn: str) -> AsyncIterator[object]:
         name = f"wovepaper_test_{SESSION_TAG}_{suffix}"
         admin = await asyncpg.connect(pg_admin_dsn)
         try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
+            await create_database(admin, name)
         finally:
             await admin.close()
         created.append(name)

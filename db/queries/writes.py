@@ -309,9 +309,9 @@ async def upsert_papers(
             (new_versions if is_new else stored_versions).append(
                 (paper_id, v.version, v.submitted_at, v.size_kb, v.source_type)
             )
-        rows = new_authors if is_new else stored_authors
+        authors = new_authors if is_new else stored_authors
         for a in p.authors:
-            rows.append((paper_id, a.position, a.name, a.affiliation, a.is_collaboration))
+            authors.append((paper_id, a.position, a.name, a.affiliation, a.is_collaboration))
     if new_versions:
         await conn.copy_records_to_table("paper_versions", records=new_versions, columns=STG_VERSIONS_COLUMNS)
     if new_authors:

@@ -8,6 +8,7 @@ import uuid
 import asyncpg
 import pytest
 
+from db.admin import create_database
 from db.migrate import migrate
 from db.queries.embeddings import has_embeddings
 
@@ -49,7 +50,7 @@ async def test_migration_applies_without_pgvector(pg_admin_dsn: str) -> None:
             if await _vector_available(admin):
                 continue
             name = f"wovepaper_test_novec_{uuid.uuid4().hex[:10]}"
-            await admin.execute(f'CREATE DATABASE "{name}"')
+            await create_database(admin, name)
             try:
                 conn = await asyncpg.connect(_swap_db(admin_dsn, name))
                 try:

@@ -14,6 +14,7 @@ import pytest
 
 import embeddings
 import localservices
+from db.admin import create_database
 from db.filters import PaperFilterSpec, paper_filter_clauses
 from db.migrate import migrate
 from db.queries.embeddings import count_embeddings, has_embeddings
@@ -52,7 +53,7 @@ async def vector_admin_dsn(pg_admin_dsn: str) -> str:
 async def corpus(vector_admin_dsn: str) -> AsyncIterator[Corpus]:
     name = f"wovepaper_test_semantic_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(vector_admin_dsn)
-    await admin.execute(f'CREATE DATABASE "{name}"')
+    await create_database(admin, name)
     await admin.close()
     head, sep, query = vector_admin_dsn.partition("?")
     dsn = f"{head.rsplit('/', 1)[0]}/{name}{sep}{query}"
@@ -277,7 +278,7 @@ async def _arxiv_id(corpus: Corpus, key: str) -> str:
 async def fresh_corpus(vector_admin_dsn: str) -> AsyncIterator[Corpus]:
     name = f"wovepaper_test_embedcli_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(vector_admin_dsn)
-    await admin.execute(f'CREATE DATABASE "{name}"')
+    await create_database(admin, name)
     await admin.close()
     head, sep, query = vector_admin_dsn.partition("?")
     try:
