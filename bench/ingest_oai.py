@@ -41,7 +41,8 @@ CATEGORIES = ["hep-th", "cs.LG", "math.AP", "astro-ph.CO", "cond-mat.str-el", "q
 def record(n: int) -> str:
     rnd = random.Random(n)
     old = n % 10 == 0
-    arxiv_id = f"hep-th/{9100000 + n:07d}" if old else f"{1000 + n // 99999 % 9000:04d}.{n % 99999:05d}"
+    # Old-style ids number every tenth record: unique up to 9M records.
+    arxiv_id = f"hep-th/{9100000 + n // 10:07d}" if old else f"{1000 + n // 99999 % 9000:04d}.{n % 99999:05d}"
     first = datetime(2007, 4, 1, tzinfo=UTC) + timedelta(minutes=n)
     nver = rnd.randint(1, 3)
     withdrawn = n % 97 == 0
