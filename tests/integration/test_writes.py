@@ -359,3 +359,31 @@ async def test_a_match_naming_institutions_replaces_that_authorships_set(conn: a
     # Position 2 loses A and keeps B; position 1's match names none, so it keeps A.
     assert [tuple(r) for r in links] == [(1, a), (2, b)]
     assert res.applied == 0 and res.touched.papers == {pid} and a in res.touched.institutions
+
+
+async def test_a_batch_of_new_and_stored_papers_writes_each_kind_whole(conn: asyncpg.Connection) -> None:
+    # New papers' versions and authorships are COPYed straight in; stored papers' are compared with what is there.
+    out = await write_everything(conn, "2111")
+    yan = out["rids"]["21111"]
+    new = paper("2111.00003", ["Ada Lovelace", "Alan Turing"], version=2)
+    new.versions.append(VersionRecord(2, T2, 120, "D"))  # a record that lists a version twice
+    async with conn.transaction():
+        res = await upsert_papers(
+            conn,
+            [paper("2111.00001", ["Wumo Yan", "Grace Hopper"], version=3), new],
+        )
+    assert (res.inserted, res.updated) == (1, 1)
+    assert await researcher_ids_of(conn, "2111.00001") == [(1, "Wumo Yan", yan), (2, "Grace Hopper", None)]
+    assert await researcher_ids_of(conn, "2111.00003") == [(1, "Ada Lovelace", None), (2, "Alan Turing", None)]
+    versions = await conn.fetch(
+        "SELECT p.arxiv_id, v.version, v.size_kb FROM paper_versions v JOIN papers p ON p.id = v.paper_id"
+        " WHERE p.arxiv_id LIKE '2111.%' ORDER BY 1, 2"
+    )
+    assert [tuple(r) for r in versions] == [
+        ("2111.00001", 1, None),
+        ("2111.00001", 2, None),
+        ("2111.00001", 3, None),
+        ("2111.00002", 1, None),
+        ("2111.00003", 1, None),
+        ("2111.00003", 2, 120),  # the last listing of a version wins
+    ]
