@@ -130,18 +130,31 @@ def compose(clauses: Sequence[Clause], offset: int = 0) -> tuple[str, list[objec
     return (" AND ".join(parts) if parts else "true"), args
 
 
-def owners_page_sql(
-    *, columns: str, source: str, owner: Fragment, where: str, n: int, order_by: str, outer_order_by: str
-) -> str:
-    """The same page for each owner id in $1, in one statement: one LATERAL subquery per owner, `owner.sql`
-    tying rows to `k.owner_id`. `where` holds parameters $2..$n; limit and offset come as $n+1, $n+2."""
+def owners_page(
+    owner: Fragment,
+    owner_ids: Sequence[int],
+    clauses: Sequence[Clause],
+    sort: Sort,
+    *,
+    columns: str,
+    source: str,
+    limit: int,
+    offset: int,
+    outer_order_by: str | None = None,
+) -> tuple[str, list[object]]:
+    """The same page for each owner, in one statement: one LATERAL subquery per owner id, `owner.sql` tying rows
+    to `k.owner_id`. Returns the statement and its arguments; each row starts with its owner's id. The outer
+    ORDER BY is the sort's unless the subquery's result names a column differently (`outer_order_by`)."""
+    where, args = compose(clauses, offset=1)
+    n = len(args) + 1
     alias = source.split()[-1]
-    return (
+    sql = (
         f"SELECT k.owner_id, {columns} FROM unnest($1::bigint[]) WITH ORDINALITY AS k(owner_id, ord)"
         f" CROSS JOIN LATERAL (SELECT {columns} FROM {source} WHERE {owner.sql} AND {where}"
-        f" ORDER BY {order_by} LIMIT ${n + 1} OFFSET ${n + 2}) {alias}"
-        f" ORDER BY k.ord, {outer_order_by}"
+        f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}) {alias}"
+        f" ORDER BY k.ord, {outer_order_by or sort.order_by}"
     )
+    return sql, [list(owner_ids), *args, limit, offset]
 
 
 KeyKind = Literal["ts", "int", "int_or_null", "str"]

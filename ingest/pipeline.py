@@ -84,7 +84,7 @@ async def invalidate_after_commit(cache: CacheStore | None, touched: Touched) ->
 
 # A page parses into some 40,000 objects (records, names, dates, rows) that live until it is written. At the
 # default threshold of 700 allocations the collector rescans them dozens of times a page and promotes them into
-# full collections over everything alive: 12% of the harvest's CPU time, 5% at this threshold.
+# full collections over everything alive: 12% of the harvest's CPU time, 6% at this threshold.
 HARVEST_GC_THRESHOLD = 10_000
 
 

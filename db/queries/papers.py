@@ -9,7 +9,7 @@ from datetime import datetime
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from db.filters import Clause, Fragment, Sort, compose, owners_page_sql
+from db.filters import Clause, Fragment, Sort, compose, owners_page
 from db.paging import encode_global_id
 from db.queries.institutions import InstitutionRow
 from db.queries.researchers import RESEARCHER_COLUMNS, ResearcherRow, researcher_from_record
@@ -141,19 +141,11 @@ async def page_papers_of_owners(
     offset: int = 0,
 ) -> dict[int, list[PaperRow]]:
     """The same page of papers for each owner (a researcher's or an institution's papers), in one statement."""
-    where, args = compose(clauses, offset=1)
-    n = len(args) + 1
-    sql = owners_page_sql(
-        columns=PAPER_COLUMNS,
-        source="papers p",
-        owner=owner,
-        where=where,
-        n=n,
-        order_by=sort.order_by,
-        outer_order_by=sort.order_by,
+    sql, args = owners_page(
+        owner, owner_ids, clauses, sort, columns=PAPER_COLUMNS, source="papers p", limit=limit, offset=offset
     )
     pages: dict[int, list[PaperRow]] = {owner_id: [] for owner_id in owner_ids}
-    for r in await conn.fetch(sql, list(owner_ids), *args, limit, offset):
+    for r in await conn.fetch(sql, *args):
         pages[r[0]].append(PaperRow(*r[1 : _WIDTH + 1]))
     return pages
 

@@ -10,7 +10,7 @@ from typing import Literal
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from db.filters import Clause, Fragment, Sort, compose, owners_page_sql
+from db.filters import Clause, Fragment, Sort, compose, owners_page
 from db.paging import encode_global_id
 from db.slugs import entity_slug
 
@@ -93,20 +93,20 @@ async def page_researchers_of_owners(
     offset: int = 0,
 ) -> dict[int, list[ResearcherRow]]:
     """The same page of researchers for each owner (an institution), in one statement."""
-    where, args = compose(clauses, offset=1)
-    n = len(args) + 1
-    sql = owners_page_sql(
+    sql, args = owners_page(
+        owner,
+        owner_ids,
+        clauses,
+        sort,
         columns=RESEARCHER_COLUMNS,
         source="researchers r",
-        owner=owner,
-        where=where,
-        n=n,
-        order_by=sort.order_by,
+        limit=limit,
+        offset=offset,
         # Outside the subquery the folded name is a column of its result.
         outer_order_by=sort.order_by.replace("wp_fold(r.name)", "r.fold_name"),
     )
     pages: dict[int, list[ResearcherRow]] = {owner_id: [] for owner_id in owner_ids}
-    for rec in await conn.fetch(sql, list(owner_ids), *args, limit, offset):
+    for rec in await conn.fetch(sql, *args):
         pages[rec[0]].append(researcher_from_record(rec, 1))
     return pages
 

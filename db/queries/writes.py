@@ -301,9 +301,12 @@ async def upsert_papers(
     stored_versions: list[tuple[Any, ...]] = []
     new_authors: list[tuple[Any, ...]] = []
     stored_authors: list[tuple[Any, ...]] = []
+    stored: list[int] = []
     for p in fresh:
         paper_id = result.ids[p.arxiv_id]
         is_new = paper_id in new
+        if not is_new:
+            stored.append(paper_id)
         # A version listed twice in one record is written once.
         for v in {v.version: v for v in p.versions}.values():
             (new_versions if is_new else stored_versions).append(
@@ -313,19 +316,18 @@ async def upsert_papers(
         for a in p.authors:
             authors.append((paper_id, a.position, a.name, a.affiliation, a.is_collaboration))
     if new_versions:
-        await conn.copy_records_to_table("paper_versions", records=new_versions, columns=STG_VERSIONS_COLUMNS)
+        await conn.copy_records_to_table("paper_versions", records=new_versions, columns=VERSION_COLUMNS)
     if new_authors:
-        await conn.copy_records_to_table("authorships", records=new_authors, columns=_STG_AUTHOR_COLUMNS)
+        await conn.copy_records_to_table("authorships", records=new_authors, columns=AUTHORSHIP_COLUMNS)
     if stored_versions:
-        await _stage(conn, "stg_versions", STG_VERSIONS, STG_VERSIONS_COLUMNS, stored_versions, analyze=False)
+        await _stage(conn, "stg_versions", STG_VERSIONS, VERSION_COLUMNS, stored_versions, analyze=False)
         written |= _ids(await conn.fetch(UPSERT_PAPER_VERSIONS_FROM_STAGING), "paper_id")
-    stored = sorted(result.ids[p.arxiv_id] for p in fresh if result.ids[p.arxiv_id] not in new)
     touched_here = Touched()
     relinked: set[int] = set()
     if stored:
         # Joins against the stored authorships need the staged rows' statistics.
-        await _stage(conn, "stg_authors", STG_AUTHORS, _STG_AUTHOR_COLUMNS, stored_authors)
-        relinked = await _relink_stored_authorships(conn, stored, touched_here)
+        await _stage(conn, "stg_authors", STG_AUTHORS, AUTHORSHIP_COLUMNS, stored_authors)
+        relinked = await _relink_stored_authorships(conn, sorted(stored), touched_here)
         if relinked:
             await conn.execute(UPDATE_MATCHED_COUNTS, sorted(relinked))
 
@@ -361,8 +363,9 @@ async def _relink_stored_authorships(conn: asyncpg.Connection, paper_ids: list[i
     return changed | _ids(kept, "paper_id")
 
 
-STG_VERSIONS_COLUMNS = ("paper_id", "version", "submitted_at", "size_kb", "source_type")
-_STG_AUTHOR_COLUMNS = ("paper_id", "position", "name", "affiliation", "is_collaboration")
+# Columns of paper_versions and authorships as the harvest writes them, directly or through staging.
+VERSION_COLUMNS = ("paper_id", "version", "submitted_at", "size_kb", "source_type")
+AUTHORSHIP_COLUMNS = ("paper_id", "position", "name", "affiliation", "is_collaboration")
 
 
 async def upsert_analyses(
