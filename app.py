@@ -24,6 +24,7 @@ from db.cache.response_cache import ResponseCache
 from db.cache.store import CacheStore, create_redis
 from db.migrate import pending_migrations
 from db.pool import QueryLogger, create_pool
+from edge.identity import IdentityMiddleware, parse_networks
 from resolvers.cacheable_operations import load_cacheable_operations
 from resolvers.feeds import latest_papers_rss
 from schema import Schema, build_schema
@@ -141,7 +142,10 @@ def create_app(
             Route("/metrics", metrics),
             Route("/rss/latest.xml", rss_latest),
         ],
-        middleware=[Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)],
+        middleware=[
+            Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes),
+            Middleware(IdentityMiddleware, trusted_proxies=parse_networks(settings.trusted_proxies.split(","))),
+        ],
         lifespan=lifespan,
     )
 

@@ -8,6 +8,8 @@ from typing import Annotated
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from edge.identity import parse_networks
+
 
 class SettingsError(Exception):
     """A malformed environment variable, named in one line."""
@@ -28,6 +30,8 @@ class Settings(BaseSettings):
     max_tokens: int = Field(2000, ge=100)
     pool_min_size: int = Field(2, ge=1)
     pool_max_size: int = Field(10, ge=1)
+    # Proxies whose X-Forwarded-For is believed (comma-separated addresses or CIDR networks).
+    trusted_proxies: str = ""
 
     # Semantic and hybrid search (needs the `semantic` extra and pgvector); false answers SEMANTIC_UNAVAILABLE.
     semantic_search: bool = True
@@ -52,6 +56,12 @@ class Settings(BaseSettings):
 
     # Where `make run` / `make test` keep project-local servers when no URL is set.
     local_dir: str = ".wovepaper"
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, v: str) -> str:
+        parse_networks(v.split(","))
+        return v
 
     @field_validator("database_url")
     @classmethod

@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 from starlette.requests import Request
 from starlette.responses import Response
 
+from edge.identity import ANONYMOUS_LOCAL, Identity
 from resolvers.loaders import Loaders
 from settings import Settings
 
@@ -26,6 +27,8 @@ class Context:
     # The aggregate cache store, set by whoever wires the cache into the app; None when absent.
     cache: Any = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    # Who asks (edge/identity.py); in-process callers without an HTTP request are a local anonymous reader.
+    identity: Identity = ANONYMOUS_LOCAL
 
     @classmethod
     def create(
@@ -37,5 +40,9 @@ class Context:
         request: Request | None = None,
         response: Response | None = None,
         cache: Any = None,
+        identity: Identity | None = None,
     ) -> Context:
-        return cls(pool, settings, Loaders(pool), redis, request, response, cache)
+        ctx = cls(pool, settings, Loaders(pool), redis, request, response, cache)
+        if identity is not None:
+            ctx.identity = identity
+        return ctx

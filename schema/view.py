@@ -45,6 +45,7 @@ class GraphQLView(GraphQL[Context, None]):
             request=request if isinstance(request, Request) else None,
             response=response if isinstance(response, Response) else None,
             cache=getattr(state, "cache", None),
+            identity=getattr(state, "identity", None),
         )
 
     def encode_json(self, data: object) -> bytes:

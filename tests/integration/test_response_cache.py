@@ -285,8 +285,11 @@ async def test_only_anonymous_contract_operations_are_cached(api, resp_db) -> No
     client, store, _ = api
     variables = {"id": str(resp_db[1]["A"])}
     for _ in range(2):
-        signed_in = await post(client, RESEARCHER_PAGE, variables, authorization="Bearer x")
-        assert signed_in.status_code == 200 and "x-cache" not in signed_in.headers
+        with_cookie = await post(client, RESEARCHER_PAGE, variables, cookie="session=x")
+        assert with_cookie.status_code == 200 and "x-cache" not in with_cookie.headers
+    # A bearer token this server cannot verify is refused, never answered as anonymous (or from the cache).
+    refused = await post(client, RESEARCHER_PAGE, variables, authorization="Bearer x")
+    assert refused.status_code == 401 and refused.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
     # Any other document, even one asking for the same fields, is executed every time.
     ad_hoc = RESEARCHER_PAGE.replace("query ResearcherPage", "query Mine")
     for _ in range(2):

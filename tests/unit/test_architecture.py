@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-NO_SQL_PACKAGES = ("schema", "resolvers", "ingest")
+NO_SQL_PACKAGES = ("schema", "resolvers", "ingest", "edge")
 CONTRACTS = ["Layers: schema -> resolvers -> db", "ingest writes through db only", "db knows no GraphQL"]
 
 # Upper-case keywords anywhere (this codebase writes SQL in upper case); lower-case only when the string

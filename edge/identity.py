@@ -1,0 +1,136 @@
+"""Who is asking: resolved once per request and carried in `scope["state"]["identity"]`.
+
+A request is anonymous, keyed (a partner's or the site server's `X-Api-Key`) or a signed-in viewer
+(the site's `Authorization: Bearer <JWT>`); both can hold at once (the site's server, its key, a reader's
+token). The client address is the peer's, or the first untrusted hop of `X-Forwarded-For` when the
+peer is a trusted proxy.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from edge.errors import EdgeError, send_error
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    id: int
+    name: str
+    prefix: str
+    points_per_hour: int
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    client_ip: str
+    viewer_id: str | None = None
+    api_key: ApiKey | None = None
+
+    @property
+    def anonymous(self) -> bool:
+        return self.viewer_id is None and self.api_key is None
+
+
+ANONYMOUS_LOCAL = Identity(client_ip="127.0.0.1")
+
+# Each takes the header's value and answers the identity part, or raises EdgeError (HTTP 401).
+KeyAuthenticator = Callable[[Scope, str], Awaitable[ApiKey]]
+BearerAuthenticator = Callable[[Scope, str], Awaitable[str]]
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_networks(spec: Sequence[str]) -> tuple[Network, ...]:
+    return tuple(ipaddress.ip_network(s.strip(), strict=False) for s in spec if s.strip())
+
+
+def client_ip(scope: Scope, trusted: Sequence[Network]) -> str:
+    """The peer, unless it is a trusted proxy: then the nearest X-Forwarded-For hop that is not one."""
+    client = scope.get("client")
+    peer = client[0] if client else "unknown"
+    if not trusted or not _is_trusted(peer, trusted):
+        return peer
+    hops: list[str] = []
+    for name, value in scope.get("headers", ()):
+        if name == b"x-forwarded-for":
+            hops += [h.strip() for h in value.decode("latin-1").split(",") if h.strip()]
+    for hop in reversed(hops):
+        if not _is_trusted(hop, trusted):
+            return hop if _valid_ip(hop) else peer
+    return hops[0] if hops and _valid_ip(hops[0]) else peer
+
+
+def _valid_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_trusted(address: str, trusted: Sequence[Network]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in trusted)
+
+
+def _header(scope: Scope, wanted: bytes) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == wanted:
+            return str(value.decode("latin-1"))
+    return None
+
+
+class IdentityMiddleware:
+    """Sets `scope["state"]["identity"]`; a presented credential that does not verify is a 401."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        trusted_proxies: Sequence[Network] = (),
+        key_authenticator: KeyAuthenticator | None = None,
+        bearer_authenticator: BearerAuthenticator | None = None,
+    ) -> None:
+        self.app = app
+        self.trusted_proxies = tuple(trusted_proxies)
+        self.key_authenticator = key_authenticator
+        self.bearer_authenticator = bearer_authenticator
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            identity = await self.identify(scope)
+        except EdgeError as exc:
+            await send_error(send, exc)
+            return
+        scope.setdefault("state", {})["identity"] = identity
+        await self.app(scope, receive, send)
+
+    async def identify(self, scope: Scope) -> Identity:
+        ip = client_ip(scope, self.trusted_proxies)
+        api_key = None
+        viewer_id = None
+        key = _header(scope, b"x-api-key")
+        if key is not None:
+            if self.key_authenticator is None:
+                raise EdgeError(401, "UNAUTHENTICATED", "API keys are not accepted by this server.")
+            api_key = await self.key_authenticator(scope, key)
+        authorization = _header(scope, b"authorization")
+        if authorization is not None:
+            scheme, _, token = authorization.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                raise EdgeError(401, "UNAUTHENTICATED", "Authorization must be 'Bearer <token>'.")
+            if self.bearer_authenticator is None:
+                raise EdgeError(401, "UNAUTHENTICATED", "Bearer tokens are not accepted by this server.")
+            viewer_id = await self.bearer_authenticator(scope, token.strip())
+        return Identity(client_ip=ip, viewer_id=viewer_id, api_key=api_key)

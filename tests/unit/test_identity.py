@@ -1,0 +1,65 @@
+"""Client addresses behind proxies, and credentials that must verify."""
+
+from __future__ import annotations
+
+import pytest
+
+from edge.errors import EdgeError
+from edge.identity import ApiKey, IdentityMiddleware, client_ip, parse_networks
+
+TRUSTED = parse_networks(["10.0.0.0/8", "::1"])
+
+
+def scope(peer: str, *headers: tuple[bytes, bytes]) -> dict[str, object]:
+    return {"type": "http", "client": (peer, 1234), "headers": list(headers)}
+
+
+def test_peer_is_the_client_without_trusted_proxies() -> None:
+    assert client_ip(scope("203.0.113.9", (b"x-forwarded-for", b"1.2.3.4")), ()) == "203.0.113.9"
+
+
+def test_forwarded_for_is_ignored_from_an_untrusted_peer() -> None:
+    assert client_ip(scope("203.0.113.9", (b"x-forwarded-for", b"1.2.3.4")), TRUSTED) == "203.0.113.9"
+
+
+def test_nearest_untrusted_hop_from_a_trusted_proxy() -> None:
+    # The client may prepend anything; only hops added by trusted proxies are believed.
+    s = scope("10.1.1.1", (b"x-forwarded-for", b"6.6.6.6, 198.51.100.7, 10.2.2.2"))
+    assert client_ip(s, TRUSTED) == "198.51.100.7"
+
+
+def test_garbage_hop_falls_back_to_the_peer() -> None:
+    assert client_ip(scope("10.1.1.1", (b"x-forwarded-for", b"not-an-ip")), TRUSTED) == "10.1.1.1"
+
+
+async def _identify(mw: IdentityMiddleware, *headers: tuple[bytes, bytes]) -> object:
+    return await mw.identify(scope("198.51.100.1", *headers))
+
+
+async def test_anonymous_without_credentials() -> None:
+    identity = await _identify(IdentityMiddleware(app=None))  # type: ignore[arg-type]
+    assert identity.anonymous  # type: ignore[attr-defined]
+
+
+async def test_a_credential_nobody_can_verify_is_refused() -> None:
+    mw = IdentityMiddleware(app=None)  # type: ignore[arg-type]
+    with pytest.raises(EdgeError) as err:
+        await _identify(mw, (b"x-api-key", b"wp_x"))
+    assert (err.value.status, err.value.code) == (401, "UNAUTHENTICATED")
+    with pytest.raises(EdgeError):
+        await _identify(mw, (b"authorization", b"Bearer abc"))
+    with pytest.raises(EdgeError):
+        await _identify(mw, (b"authorization", b"Basic abc"))
+
+
+async def test_authenticators_fill_the_identity() -> None:
+    async def key(scope: object, value: str) -> ApiKey:
+        return ApiKey(id=1, name="partner", prefix=value[:8], points_per_hour=5000)
+
+    async def bearer(scope: object, token: str) -> str:
+        return "viewer-" + token
+
+    mw = IdentityMiddleware(app=None, key_authenticator=key, bearer_authenticator=bearer)  # type: ignore[arg-type]
+    identity = await _identify(mw, (b"x-api-key", b"wp_abcdefgh"), (b"authorization", b"Bearer t1"))
+    assert identity.viewer_id == "viewer-t1"  # type: ignore[attr-defined]
+    assert identity.api_key.name == "partner"  # type: ignore[attr-defined]
