@@ -24,7 +24,7 @@ from db.cache.response_cache import ResponseCache
 from db.cache.store import CacheStore, create_redis
 from db.migrate import pending_migrations
 from db.pool import QueryLogger, create_pool
-from edge.identity import IdentityMiddleware, parse_networks
+from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
 from resolvers.cacheable_operations import load_cacheable_operations
 from resolvers.feeds import latest_papers_rss
 from schema import Schema, build_schema
@@ -47,9 +47,15 @@ class State(TypedDict):
 
 
 def create_app(
-    settings: Settings | None = None, *, schema: Schema | None = None, query_logger: QueryLogger | None = None
+    settings: Settings | None = None,
+    *,
+    schema: Schema | None = None,
+    query_logger: QueryLogger | None = None,
+    key_authenticator: KeyAuthenticator | None = None,
+    bearer_authenticator: BearerAuthenticator | None = None,
 ) -> Starlette:
-    """`schema` defaults to `build_schema(settings)`; `query_logger` sees every SQL statement (tests count them)."""
+    """`schema` defaults to `build_schema(settings)`; `query_logger` sees every SQL statement (tests count them);
+    the authenticators verify `X-Api-Key` and `Authorization: Bearer` (without one, that credential is refused)."""
     settings = settings or get_settings()
     schema = schema or build_schema(settings)
     graphql = GraphQLView(schema, settings)
@@ -144,7 +150,12 @@ def create_app(
         ],
         middleware=[
             Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes),
-            Middleware(IdentityMiddleware, trusted_proxies=parse_networks(settings.trusted_proxies.split(","))),
+            Middleware(
+                IdentityMiddleware,
+                trusted_proxies=parse_networks(settings.trusted_proxies.split(",")),
+                key_authenticator=key_authenticator,
+                bearer_authenticator=bearer_authenticator,
+            ),
         ],
         lifespan=lifespan,
     )

@@ -27,6 +27,8 @@ from schema.search import SearchQuery
 from settings import Settings, get_settings
 
 QUERY_TYPES: list[type] = [NodeQuery, PaperQuery, ResearcherQuery, InstitutionQuery, PathQuery, SearchQuery]
+# Mutation is merged the same way from MUTATION_TYPES; the schema has no Mutation type while it is empty.
+MUTATION_TYPES: list[type] = []
 NODE_TYPES: list[type] = [Paper, Researcher, Institution]
 
 
@@ -46,12 +48,14 @@ def build_schema(
 ) -> Schema:
     settings = settings or get_settings()
     query = merge_types("Query", (*QUERY_TYPES, *extra_query_types))
+    mutation = merge_types("Mutation", tuple(MUTATION_TYPES)) if MUTATION_TYPES else None
     return Schema(
         query=query,
+        mutation=mutation,
         types=NODE_TYPES,
         extensions=list(extensions) if extensions is not None else default_extensions(settings),
         execution_context_class=execution_context_class or FastExecutor,
     )
 
 
-__all__ = ["QUERY_TYPES", "Schema", "build_schema", "is_unexpected"]
+__all__ = ["MUTATION_TYPES", "QUERY_TYPES", "Schema", "build_schema", "is_unexpected"]
