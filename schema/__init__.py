@@ -24,9 +24,18 @@ from schema.paper import Paper, PaperQuery
 from schema.path import PathQuery
 from schema.researcher import Researcher, ResearcherQuery
 from schema.search import SearchQuery
+from schema.viewer import ViewerQuery
 from settings import Settings, get_settings
 
-QUERY_TYPES: list[type] = [NodeQuery, PaperQuery, ResearcherQuery, InstitutionQuery, PathQuery, SearchQuery]
+QUERY_TYPES: list[type] = [
+    NodeQuery,
+    PaperQuery,
+    ResearcherQuery,
+    InstitutionQuery,
+    PathQuery,
+    SearchQuery,
+    ViewerQuery,
+]
 # Mutation is merged the same way from MUTATION_TYPES; the schema has no Mutation type while it is empty.
 MUTATION_TYPES: list[type] = []
 NODE_TYPES: list[type] = [Paper, Researcher, Institution]
