@@ -14,7 +14,10 @@ from db.migrate import migrate as apply_migrations
 from settings import Settings, SettingsError, load_settings
 
 app = typer.Typer(help="wovepaper: the GraphQL API over arXiv, Semantic Scholar and OpenAlex.", no_args_is_help=True)
-ingest_app = typer.Typer(help="Harvest arXiv and enrich from Semantic Scholar and OpenAlex.", no_args_is_help=True)
+ingest_app = typer.Typer(
+    help="Harvest arXiv, enrich from Semantic Scholar and OpenAlex, analyse with the language model.",
+    no_args_is_help=True,
+)
 app.add_typer(ingest_app, name="ingest")
 
 
@@ -264,6 +267,14 @@ def _ingest_enrich(settings: Settings, limit: int | None) -> int:
     return exit_code(summary)
 
 
+def _ingest_analyse(settings: Settings, limit: int | None, since: datetime | None) -> int:
+    from ingest.runner import exit_code, run_analyse
+
+    summary = asyncio.run(run_analyse(settings, limit=limit, since=_day(since)))
+    typer.echo(summary.line("analyse"))
+    return exit_code(summary)
+
+
 @ingest_app.command("arxiv")
 def ingest_arxiv(
     from_: Annotated[datetime | None, typer.Option("--from", formats=_DAY_FORMATS, help="Harvest from.")] = None,
@@ -286,14 +297,42 @@ def ingest_enrich(limit: int | None = typer.Option(None, "--limit", min=1, help=
     raise typer.Exit(_ingest_enrich(settings, limit))
 
 
+@ingest_app.command("analyse")
+def ingest_analyse(
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Analyse at most N papers."),
+    since: Annotated[
+        datetime | None, typer.Option("--since", formats=_DAY_FORMATS, help="Only papers published since.")
+    ] = None,
+) -> None:
+    """Analyse papers newest first with the language model: summary, topics, type, field, novelty, significance.
+
+    Papers not analysed yet, or whose title or abstract changed since; stops cleanly when the day's token
+    budget (WOVEPAPER_LLM_DAILY_TOKENS) is spent.
+    """
+    from llm import not_configured_message
+
+    settings = settings_or_exit()
+    database_url_or_exit(settings)
+    if settings.llm is None:
+        typer.echo(f"error: {not_configured_message()}", err=True)
+        raise typer.Exit(2)
+    _ingest_logging()
+    raise typer.Exit(_ingest_analyse(settings, limit, since))
+
+
 @ingest_app.command("all")
 def ingest_all() -> None:
-    """`ingest arxiv` (from the checkpoint), then `ingest enrich`."""
+    """`ingest arxiv` (from the checkpoint), `ingest enrich`, then `ingest analyse` when a model is configured."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
     _ingest_logging()
     code = _ingest_arxiv(settings, None, None, None)
-    raise typer.Exit(max(code, _ingest_enrich(settings, None)))
+    code = max(code, _ingest_enrich(settings, None))
+    if settings.llm is None:
+        typer.echo("analyse: skipped (no language model configured)")
+    else:
+        code = max(code, _ingest_analyse(settings, None, None))
+    raise typer.Exit(code)
 
 
 def main() -> None:

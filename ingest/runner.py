@@ -10,12 +10,14 @@ from datetime import date
 import asyncpg
 
 from db.cache.store import CacheStore, create_redis
+from ingest.analyse import analyse
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BudgetExhausted
 from ingest.pipeline import enrich, harvest_arxiv
 from ingest.progress import Summary
+from llm import ModelClient
 from settings import Settings
 
 log = logging.getLogger("ingest")
@@ -72,6 +74,20 @@ async def run_enrich(settings: Settings, *, limit: int | None) -> Summary:
     finally:
         await s2c.aclose()
         await oac.aclose()
+
+
+async def run_analyse(settings: Settings, *, limit: int | None, since: date | None) -> Summary:
+    """`ingest analyse`; the caller has checked that the model is configured (`settings.llm`)."""
+    config = settings.llm
+    assert config is not None
+    client = ModelClient.from_config(config)
+    try:
+        async with _resources(settings) as (conn, cache):
+            return await analyse(
+                conn, client, limit=limit, since=since, daily_tokens=settings.llm_daily_tokens, cache=cache
+            )
+    finally:
+        await client.aclose()
 
 
 def exit_code(summary: Summary) -> int:

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -213,7 +213,7 @@ class ModelClient:
 
     async def stream(
         self, messages: Sequence[ChatMessage], *, max_tokens: int, temperature: float = 0.2
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         """The answer as it is generated: TextParts, then one StreamEnd.
 
         Closing the iterator (or cancelling its consumer) closes the upstream connection, which stops the
@@ -238,7 +238,7 @@ class ModelClient:
                 continue
             return
 
-    async def _stream_once(self, body: dict[str, Any], emitted: list[str]) -> AsyncIterator[StreamEvent]:
+    async def _stream_once(self, body: dict[str, Any], emitted: list[str]) -> AsyncGenerator[StreamEvent, None]:
         usage: Usage | None = None
         finish: str | None = None
         decoder = EventDecoder()

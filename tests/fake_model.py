@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -325,3 +326,52 @@ async def fake_model(responder: Callable[[Received], Behaviour] | None = None) -
         yield server
     finally:
         await server.stop()
+
+
+@contextlib.contextmanager
+def fake_model_in_thread(responder: Callable[[Received], Behaviour] | None = None) -> Iterator[FakeModel]:
+    """The fake on an event loop of its own, for code that runs its own loop (a CLI command under test)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="fake-model", daemon=True)
+    thread.start()
+    try:
+        server = asyncio.run_coroutine_threadsafe(FakeModel(responder).start(), loop).result(timeout=30)
+        try:
+            yield server
+        finally:
+            asyncio.run_coroutine_threadsafe(server.stop(), loop).result(timeout=30)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()
+
+
+# -- a model that analyses papers ---------------------------------------------------------------------------
+
+ANALYSIS_USAGE = (480, 140)
+
+
+def paper_in(received: Received) -> dict[str, Any]:
+    """The paper a request of `ingest analyse` carries (the JSON document in its user message)."""
+    for message in received.messages:
+        if message.get("role") == "user" and "{" in message.get("content", ""):
+            return dict(orjson.loads(message["content"][message["content"].index("{") :]))
+    raise AssertionError("no paper in the request")
+
+
+def analysis_of(paper: dict[str, Any]) -> dict[str, Any]:
+    """A valid analysis, derived from the paper so that tests can tell which paper it was made from."""
+    title = paper["title"]
+    return {
+        "summary": f"This paper studies {title.lower()}. It reports what the abstract says and no more.",
+        "topics": [max(title.split(), key=len).lower(), "test topic", paper["categories"][0]],
+        "paper_type": "METHOD",
+        "research_field": "Testing",
+        "novelty": f"A new look at {title.lower()}.",
+        "significance_score": 0.42,
+    }
+
+
+def analyst(received: Received) -> Behaviour:
+    """Answers every analysis request with a valid analysis of its paper."""
+    return structured(analysis_of(paper_in(received)), usage=ANALYSIS_USAGE)
