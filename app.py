@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 import embeddings
+from chat.service import ChatService
 from db.cache.metrics import render as render_metrics
 from db.cache.response_cache import ResponseCache
 from db.cache.store import CacheStore, create_redis
@@ -26,6 +27,7 @@ from db.migrate import pending_migrations
 from db.pool import QueryLogger, create_pool
 from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
 from resolvers.cacheable_operations import load_cacheable_operations
+from resolvers.chat_stream import chat_stream
 from resolvers.feeds import latest_papers_rss
 from schema import Schema, build_schema
 from schema.view import BodySizeLimit, GraphQLView
@@ -44,6 +46,7 @@ class State(TypedDict):
     pool: asyncpg.Pool
     redis: aioredis.Redis | None
     cache: CacheStore
+    chat: ChatService
 
 
 def create_app(
@@ -82,6 +85,13 @@ def create_app(
         cache = CacheStore(
             redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
         )
+        # Chat is the one place the API calls an upstream while answering: its own client and retry rules.
+        chat = ChatService.open(
+            pool,
+            settings.llm,
+            daily_messages=settings.chat_daily_messages,
+            semantic=settings.semantic_search and embeddings.is_available(),
+        )
         preload = None
         if settings.semantic_search and settings.semantic_preload:
             # Loading the embedding model takes seconds: not on the first semantic request's time.
@@ -90,8 +100,9 @@ def create_app(
         # full passes, which otherwise scan all of it and stall a request for tens of milliseconds.
         gc.freeze()
         try:
-            yield {"settings": settings, "pool": pool, "redis": redis, "cache": cache}
+            yield {"settings": settings, "pool": pool, "redis": redis, "cache": cache, "chat": chat}
         finally:
+            await chat.aclose()
             if redis is not None:
                 await redis.aclose()
             await pool.close()
@@ -147,6 +158,7 @@ def create_app(
             Route("/graphql", cached_graphql, methods=["GET", "POST"]),
             Route("/metrics", metrics),
             Route("/rss/latest.xml", rss_latest),
+            Route("/chat", chat_stream, methods=["POST"]),
         ],
         middleware=[
             Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes),

@@ -15,6 +15,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
 
+from schema.chat import ChatMutation
 from schema.errors import is_unexpected
 from schema.extensions import default_extensions
 from schema.fast_executor import FastExecutor
@@ -37,7 +38,7 @@ QUERY_TYPES: list[type] = [
     ViewerQuery,
 ]
 # Mutation is merged the same way from MUTATION_TYPES; the schema has no Mutation type while it is empty.
-MUTATION_TYPES: list[type] = []
+MUTATION_TYPES: list[type] = [ChatMutation]
 NODE_TYPES: list[type] = [Paper, Researcher, Institution]
 
 

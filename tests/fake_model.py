@@ -152,7 +152,10 @@ async def _read_request(reader: asyncio.StreamReader) -> Received | None:
         if ":" in line:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
-    raw = await reader.readexactly(int(headers.get("content-length", "0")))
+    try:
+        raw = await reader.readexactly(int(headers.get("content-length", "0")))
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None  # the client gave up while sending
     try:
         body = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError:

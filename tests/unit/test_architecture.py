@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-NO_SQL_PACKAGES = ("schema", "resolvers", "ingest", "edge", "llm")
+NO_SQL_PACKAGES = ("schema", "resolvers", "ingest", "edge", "llm", "chat")
 CONTRACTS = [
-    "Layers: schema -> resolvers -> db",
+    "Layers: schema -> resolvers -> chat -> db",
     "ingest writes through db only",
     "db knows no GraphQL",
     "the model client serves the ingest and the API alike",
+    "chat knows no GraphQL and no HTTP",
 ]
 
 # Upper-case keywords anywhere (this codebase writes SQL in upper case); lower-case only when the string
