@@ -30,6 +30,7 @@ SITE_OPERATIONS = (
     "LatestPapers",
     "SitemapPage",
     "ResolvePath",
+    "ViewerConversations",
 )
 
 
@@ -115,4 +116,6 @@ def variables_for(name: str, ids: dict[str, Any]) -> dict[str, Any]:
         "LatestPapers": {"first": 24},
         "SitemapPage": {"kind": "PAPER", "first": 1000},
         "ResolvePath": {"path": f"/papers/{ids['paper']}"},
+        # Anonymous here (viewer: null); tests/integration/test_chat.py runs it signed in, with conversations.
+        "ViewerConversations": {"first": 10},
     }[name]

@@ -19,6 +19,7 @@ import pytest
 
 from app import create_app
 from chat.service import MAX_QUESTION_CHARS
+from tests.contract.conftest import budgets, operation_text
 from tests.fake_model import FakeModel, Received, Responder, fake_model, hang, rate_limited, reply, status
 from tests.integration.chat_support import (
     BOGUS,
@@ -33,7 +34,7 @@ from tests.integration.chat_support import (
     papers_document,
     verify,
 )
-from tests.integration.graph_support import Seeded, seeded_database, settings_for
+from tests.integration.graph_support import Seeded, StatementCounter, seeded_database, settings_for
 
 QUESTION = "Which distributed learning studies report results?"
 INJECTED_ID = "2402.00666"
@@ -69,12 +70,15 @@ Serve = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
 @pytest.fixture
 def serve(seeded: Seeded, model: FakeModel, redis_url: str) -> Serve:
-    def open_app(*, with_model: bool = True, **overrides: Any) -> AbstractAsyncContextManager[httpx.AsyncClient]:
+    def open_app(
+        *, with_model: bool = True, counter: StatementCounter | None = None, **overrides: Any
+    ) -> AbstractAsyncContextManager[httpx.AsyncClient]:
         options: dict[str, Any] = {"semantic_search": False, "REDIS_URL": redis_url, "llm_timeout_s": 5.0}
         if with_model:
             options |= {"llm_api_url": model.base_url, "llm_model": "fake-chat", "llm_api_key": KEY}
         options |= overrides
-        return listening(create_app(settings_for(seeded.dsn, **options), bearer_authenticator=verify))
+        app = create_app(settings_for(seeded.dsn, **options), bearer_authenticator=verify, query_logger=counter)
+        return listening(app)
 
     return open_app
 
@@ -420,3 +424,18 @@ async def test_conversations_page_and_delete(serve: Serve) -> None:
         assert response.status_code == 404 and events[0].data["code"] == "NOT_FOUND"
         bad = await graphql(client, CONVERSATIONS, {"first": 0}, reader=reader)
         assert error_of(bad)["code"] == "BAD_USER_INPUT"
+
+
+async def test_the_chat_docks_list_runs_within_its_statement_budget(serve: Serve) -> None:
+    reader, counter = "reader-dock", StatementCounter()
+    async with serve(counter=counter) as client:
+        for n in range(3):
+            await ask(client, {"question": f"Distributed learning, question {n}?"}, reader=reader)
+        document = {"query": operation_text("ViewerConversations"), "variables": {"first": 10}}
+        await client.post("/graphql", json=document, headers=bearer(reader))  # connections set up
+        counter.reset()
+        response = await client.post("/graphql", json=document, headers=bearer(reader))
+    conversations = response.json()["data"]["viewer"]["conversations"]
+    assert conversations["totalCount"] == 3 and all(len(c["messages"]) == 2 for c in conversations["nodes"])
+    assert sum(len(m["citations"]) for c in conversations["nodes"] for m in c["messages"]) == 6
+    assert counter.count <= budgets()["ViewerConversations"], counter.statements
