@@ -25,6 +25,7 @@ from db.cache.response_cache import ResponseCache
 from db.cache.store import CacheStore, create_redis
 from db.migrate import pending_migrations
 from db.pool import QueryLogger, create_pool
+from db.queries.embeddings import has_embeddings
 from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
 from resolvers.cacheable_operations import load_cacheable_operations
 from resolvers.chat_stream import chat_stream
@@ -90,7 +91,8 @@ def create_app(
             pool,
             settings.llm,
             daily_messages=settings.chat_daily_messages,
-            semantic=settings.semantic_search and embeddings.is_available(),
+            # Checked once: without pgvector every question would embed itself for nothing.
+            semantic=settings.semantic_search and embeddings.is_available() and await has_embeddings(pool),
         )
         preload = None
         if settings.semantic_search and settings.semantic_preload:

@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from db.cache import keys
-from db.cache.store import CacheStore, create_redis
+from db.cache.store import CacheStore
 from db.queries.writes import upsert_papers
 from db.records import PAPER_TYPES, AuthorRecord, PaperRecord
 from ingest.analyse import CHECKPOINT_KEY, analyse
@@ -251,15 +251,6 @@ async def test_a_long_retry_after_is_a_spent_budget(conn: asyncpg.Connection, mo
     summary = await run(conn, model)
     assert summary.stopped is not None and "budget" in summary.stopped and exit_code(summary) == 0
     assert len(model.requests) == 2  # one per paper of the batch, none waited for
-
-
-@pytest.fixture
-async def cache(redis_url: str, cache_namespace: str) -> AsyncIterator[CacheStore]:
-    store = CacheStore(create_redis(redis_url, timeout_s=1.0), namespace=f"{cache_namespace}an", ttl_s=60)
-    try:
-        yield store
-    finally:
-        await store.aclose()
 
 
 async def test_written_analyses_invalidate_their_papers_in_the_cache(
