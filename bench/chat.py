@@ -8,8 +8,8 @@ once, so what is timed is ours: retrieval, prompt assembly, the quota and the st
 
 - in-process, `ChatService.start()` (quota, retrieval, prompt; what runs before `sources` is sent) and its
   parts (`retrieve`, `build_prompt`), one question at a time;
-- over HTTP, the app under uvicorn (one worker, in a thread of this process) and a client reading the
-  stream: time to the first `sources` and the first `delta` event, one request at a time.
+- over HTTP, the app under uvicorn (one worker, a process of its own) and a client reading the stream: time
+  to the first `sources` and the first `delta` event, one request at a time.
 
 Questions come from the database: two to four words from random titles (archive-wide), a random researcher
 with papers (scoped), a random paper, and the 24 newest papers of a category (a list page's scope).
@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import socket
 import statistics
-import threading
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,14 +34,12 @@ from typing import Any
 
 import asyncpg
 import httpx
-import uvicorn
 
 from app import create_app
 from chat.prompt import build_prompt
 from chat.retrieval import ChatScope, retrieve
 from chat.service import ChatService, Question
 from llm import ModelClient
-from settings import Settings
 from tests.fake_model import fake_model_in_thread, reply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,22 +148,54 @@ async def in_process(dsn: str, asked: list[tuple[str, str, dict[str, Any] | None
     }
 
 
-def serve_in_thread(app: Any) -> tuple[str, Callable[[], None]]:
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning"))
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
+def bench_app() -> Any:
+    """The app as the server process builds it (`uvicorn --factory bench.chat:bench_app`): settings from the
+    environment, and any bearer token is a reader (its own name)."""
+    return create_app(bearer_authenticator=verify)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_in_subprocess(env: dict[str, str]) -> tuple[str, Callable[[], None]]:
+    """One uvicorn worker in a process of its own, as in production (a client in the same process as the
+    server adds tens of milliseconds to every request, whatever it asks)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "bench.chat:bench_app",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env={**os.environ, **env},
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        raise RuntimeError("the server did not start")
 
     def stop() -> None:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
+        proc.terminate()
+        proc.wait(30)
 
-    return f"http://127.0.0.1:{sock.getsockname()[1]}", stop
+    return base, stop
 
 
 async def over_http(base: str, asked: list[tuple[str, str, dict[str, Any] | None]]) -> dict[str, Any]:
@@ -208,17 +240,17 @@ def main() -> None:
     result["in_process"] = asyncio.run(in_process(args.database_url, asked, args.semantic))
     # The model answers at once: a role chunk, then the text; what is timed is the app.
     with fake_model_in_thread(lambda received: reply("An answer [arXiv:0000.00000].", usage=(500, 10))) as model:
-        settings = Settings(
-            DATABASE_URL=args.database_url,
-            llm_api_url=model.base_url,
-            llm_model="fake",
-            llm_rps=10_000.0,
-            chat_daily_messages=10**9,
-            semantic_search=args.semantic,
-            semantic_preload=args.semantic,
-            statement_timeout_ms=30_000,
-        )
-        base, stop = serve_in_thread(create_app(settings, bearer_authenticator=verify))
+        env = {
+            "DATABASE_URL": args.database_url,
+            "WOVEPAPER_LLM_API_URL": model.base_url,
+            "WOVEPAPER_LLM_MODEL": "fake",
+            "WOVEPAPER_LLM_RPS": "10000",
+            "WOVEPAPER_CHAT_DAILY_MESSAGES": str(10**9),
+            "WOVEPAPER_SEMANTIC_SEARCH": "true" if args.semantic else "false",
+            "WOVEPAPER_SEMANTIC_PRELOAD": "true" if args.semantic else "false",
+            "WOVEPAPER_STATEMENT_TIMEOUT_MS": "30000",
+        }
+        base, stop = serve_in_subprocess(env)
         try:
             result["http"] = asyncio.run(over_http(base, asked))
         finally:
