@@ -1,7 +1,7 @@
 """Analysis throughput: papers per second through `ingest analyse` against the fake model, writes included.
 
     .venv/bin/python -m bench.analyse --database-url postgresql://postgres@127.0.0.1:5432/wovepaper_bench_13 \
-        [--papers 5000] [--batch-size 20] [--latency-ms 0] [--connections 8]
+        [--papers 5000] [--batch-size 20] [--latency-ms 0] [--connections 20]
 
 The fake OpenAI-compatible server of the tests answers each request with a valid analysis of its paper,
 after `--latency-ms` (0: at once, so what is timed is ours: queue reads, request building, JSON parsing and
@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--papers", type=int, default=5000)
     parser.add_argument("--batch-size", type=int, default=20)
     parser.add_argument("--latency-ms", type=float, default=0.0)
-    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--connections", type=int, default=20, help="as `ingest analyse` opens")
     args = parser.parse_args()
     responder = slow_analyst(args.latency_ms / 1000) if args.latency_ms else analyst
     with fake_model_in_thread(responder) as model:

@@ -137,7 +137,7 @@ async def analyse(
 
     `since`: only papers first published on or after that day. `daily_tokens` 0: no budget. Summary: seen =
     papers taken from the queue, updated = analyses written, failed = papers marked failed (invalid answers)
-    plus papers whose requests failed upstream (they stay queued), tokens = tokens spent.
+    plus papers whose requests failed upstream (they stay queued), tokens = tokens this run spent.
     """
     summary = Summary()
     day = today or datetime.now(UTC).date()
@@ -172,7 +172,6 @@ async def analyse(
             await invalidate_after_commit(cache, touched)
             summary.updated += len(result.analyses)
             summary.failed += len(result.failures) + len(result.upstream)
-            summary.tokens = budget.tokens
             _count_requests(summary, client)
             progress.update(summary)
             if result.upstream:
@@ -188,7 +187,6 @@ async def analyse(
             else:
                 failed_in_row = 0
     _count_requests(summary, client)
-    summary.tokens = budget.tokens
     return summary
 
 
@@ -204,3 +202,4 @@ def _stop_reason(errors: list[ModelRequestFailed], failed_in_row: int, longest_w
 
 def _count_requests(summary: Summary, client: ModelClient) -> None:
     summary.requests, summary.retries = client.stats.requests, client.stats.retries
+    summary.tokens = client.usage.total_tokens

@@ -10,7 +10,7 @@ from datetime import date
 import asyncpg
 
 from db.cache.store import CacheStore, create_redis
-from ingest.analyse import analyse
+from ingest.analyse import ANALYSE_BATCH, analyse
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
@@ -80,7 +80,8 @@ async def run_analyse(settings: Settings, *, limit: int | None, since: date | No
     """`ingest analyse`; the caller has checked that the model is configured (`settings.llm`)."""
     config = settings.llm
     assert config is not None
-    client = ModelClient.from_config(config)
+    # As many connections as a batch has papers: its requests go out side by side (within the rps pacing).
+    client = ModelClient.from_config(config, max_connections=ANALYSE_BATCH)
     try:
         async with _resources(settings) as (conn, cache):
             return await analyse(
