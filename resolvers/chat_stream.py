@@ -163,6 +163,9 @@ async def chat_stream(request: Request) -> Response:
         return refused(exc.code, str(exc), status=STATUS.get(exc.code, 400))
     except ChatError as exc:
         return refused(exc.code, exc.message, status=exc.status, **exc.extensions)
+    except Exception:
+        log.exception("chat question failed request_id=%s", ctx.request_id)
+        return refused("INTERNAL_SERVER_ERROR", "Unexpected error.", status=500, requestId=ctx.request_id)
     return EventStream(_answer_events(answer.events(), ctx.request_id))
 
 
