@@ -53,6 +53,10 @@ class Settings(BaseSettings):
     openalex_api_key: str | None = None
     openalex_mailto: str | None = None
     openalex_rps: float = Field(10.0, gt=0)
+    # Ingest connections: no statement, lock wait or open transaction may last for ever.
+    ingest_statement_timeout_ms: int = Field(300_000, ge=1000)
+    ingest_lock_timeout_ms: int = Field(60_000, ge=100)
+    ingest_idle_timeout_ms: int = Field(600_000, ge=1000)
 
     # Where `make run` / `make test` keep project-local servers when no URL is set.
     local_dir: str = ".wovepaper"

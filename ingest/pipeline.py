@@ -29,6 +29,7 @@ from db.queries.ingest_state import (
     fetch_enrich_queue,
     fetch_identity_owners,
     fetch_s2_figures,
+    record_progress,
     tombstone_papers,
 )
 from db.queries.writes import (
@@ -142,17 +143,28 @@ async def harvest_arxiv(
     dispatched = 0
 
     async def write(
-        c: asyncpg.Connection, page: OAIPage, after: HarvestState, prev: asyncio.Future[None] | None
+        c: asyncpg.Connection,
+        page: OAIPage,
+        number: int,
+        after: HarvestState,
+        prev: asyncio.Future[None] | None,
+        caught_up_to: datetime | None,
     ) -> tuple[PaperWriteResult, set[int]]:
         async with c.transaction():
             await commit_without_flush_wait(c)
             result = await upsert_papers(c, page.records)
             tombstoned = await tombstone_papers(c, page.deleted)
-            # A re-harvest that changed an author list can drop matches: keep stored figures true.
-            await refresh_figures(c, result.touched)
             if prev is not None:
                 # Checkpoints commit in page order: wait for the page before (its failure rolls this back).
+                # Until then this transaction holds rows of its own papers only, which the page before never
+                # needs (pages that share a paper are not written at once). Figure rows are shared: taking one
+                # before this wait could make the page before wait on this one, for ever, since PostgreSQL
+                # cannot see a wait that passes through Python.
+                log.debug("page %d written; waiting for page %d to commit", number, number - 1)
                 await asyncio.shield(prev)
+            # A re-harvest that changed an author list can drop matches: keep stored figures true.
+            await refresh_figures(c, result.touched)
+            await record_progress(c, key, records=page.seen, caught_up_to=caught_up_to)
             await save_harvest_state(c, key, after)
         return result, tombstoned
 
@@ -195,7 +207,9 @@ async def harvest_arxiv(
                     while inflight:
                         await finish()
                     async with conn.transaction():
+                        now = datetime.now(UTC) if state.until is None else None
                         state = state.page_done(None, None)
+                        await record_progress(conn, key, records=0, pages=0, caught_up_to=now)
                         await save_harvest_state(conn, key, state)
                     break
                 token = page.token
@@ -205,6 +219,9 @@ async def harvest_arxiv(
                     prefetched = asyncio.create_task(client.list_records(token=token))
                 for ident, why in page.skipped:
                     log.error("skipped record %s: %s", ident, why)
+                # A complete harvest up to now holds everything the upstream had when it began.
+                began = state.started or page.response_date
+                caught_up_to = began if not page.token and state.until is None else None
                 state = state.page_done(page.token, page.response_date)
                 if len(inflight) == len(writers):
                     await finish()  # frees the connection the next page goes to
@@ -213,7 +230,7 @@ async def harvest_arxiv(
                     # The server may repeat a record on the next page: two concurrent upserts of one paper
                     # can trip the slug's unique index, so the earlier page commits first.
                     await finish()
-                done = write(writers[dispatched % len(writers)], page, state, previous)
+                done = write(writers[dispatched % len(writers)], page, state.pages, state, previous, caught_up_to)
                 task = asyncio.create_task(done)
                 # This page's commit, as a future the next page's transaction waits on.
                 previous = asyncio.get_running_loop().create_future()

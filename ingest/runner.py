@@ -21,10 +21,25 @@ from settings import Settings
 log = logging.getLogger("ingest")
 
 
+async def connect(settings: Settings) -> asyncpg.Connection:
+    """An ingest connection: every statement, lock wait and idle transaction bounded (WOVEPAPER_INGEST_*)."""
+    assert settings.database_url
+    return await asyncpg.connect(
+        settings.database_url,
+        # The server's timeout fires first; this one covers a server that stopped answering at all.
+        command_timeout=settings.ingest_statement_timeout_ms / 1000 + 30,
+        server_settings={
+            "application_name": "wovepaper-ingest",
+            "statement_timeout": str(settings.ingest_statement_timeout_ms),
+            "lock_timeout": str(settings.ingest_lock_timeout_ms),
+            "idle_in_transaction_session_timeout": str(settings.ingest_idle_timeout_ms),
+        },
+    )
+
+
 @asynccontextmanager
 async def _resources(settings: Settings) -> AsyncIterator[tuple[asyncpg.Connection, CacheStore | None]]:
-    assert settings.database_url
-    conn = await asyncpg.connect(settings.database_url, server_settings={"application_name": "wovepaper-ingest"})
+    conn = await connect(settings)
     cache = None
     if settings.redis_url:
         redis = create_redis(settings.redis_url, timeout_s=settings.redis_timeout_s)
@@ -43,11 +58,8 @@ async def run_arxiv(settings: Settings, *, from_: date | None, until: date | Non
     client = ArxivOAIClient(settings.arxiv_oai_url, delay_s=settings.arxiv_delay_s)
     try:
         async with _resources(settings) as (conn, cache):
-            assert settings.database_url
             # A second connection writes one page while the first writes the previous one.
-            writer = await asyncpg.connect(
-                settings.database_url, server_settings={"application_name": "wovepaper-ingest"}
-            )
+            writer = await connect(settings)
             try:
                 return await harvest_arxiv(
                     conn, client, from_=from_, until=until, set_spec=set_spec, cache=cache, writer=writer
