@@ -238,10 +238,16 @@ def _migrate_or_exit(dsn: str) -> str:
 _DAY_FORMATS = ["%Y-%m-%d"]
 
 
-def _ingest_logging() -> None:
+def _ingest_logging(settings: Settings) -> None:
     import logging
 
+    from ingest.clients.redact import RedactingFilter, Redactor
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The clients redact their own errors and httpx's request lines; this catches whatever else a line may quote.
+    redacting = RedactingFilter(Redactor([settings.s2_api_key, settings.openalex_api_key]))
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(redacting)
 
 
 def _day(value: datetime | None) -> date | None:
@@ -256,10 +262,10 @@ def _ingest_arxiv(settings: Settings, from_: datetime | None, until: datetime | 
     return exit_code(summary)
 
 
-def _ingest_enrich(settings: Settings, limit: int | None) -> int:
+def _ingest_enrich(settings: Settings, limit: int | None, batch_size: int | None = None) -> int:
     from ingest.runner import exit_code, run_enrich
 
-    summary = asyncio.run(run_enrich(settings, limit=limit))
+    summary = asyncio.run(run_enrich(settings, limit=limit, batch_size=batch_size))
     typer.echo(summary.line("enrich"))
     return exit_code(summary)
 
@@ -273,17 +279,22 @@ def ingest_arxiv(
     """Harvest arXiv (OAI-PMH); without --from, continue from the checkpoint."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
-    _ingest_logging()
+    _ingest_logging(settings)
     raise typer.Exit(_ingest_arxiv(settings, from_, until, set_spec))
 
 
 @ingest_app.command("enrich")
-def ingest_enrich(limit: int | None = typer.Option(None, "--limit", min=1, help="Enrich at most N papers.")) -> None:
+def ingest_enrich(
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Enrich at most N papers."),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", min=1, max=500, help="Papers per transaction (default 100)."
+    ),
+) -> None:
     """Match papers newest first to Semantic Scholar and OpenAlex: researchers, citations, institutions."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
-    _ingest_logging()
-    raise typer.Exit(_ingest_enrich(settings, limit))
+    _ingest_logging(settings)
+    raise typer.Exit(_ingest_enrich(settings, limit, batch_size))
 
 
 @ingest_app.command("all")
@@ -291,7 +302,7 @@ def ingest_all() -> None:
     """`ingest arxiv` (from the checkpoint), then `ingest enrich`."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
-    _ingest_logging()
+    _ingest_logging(settings)
     code = _ingest_arxiv(settings, None, None, None)
     raise typer.Exit(max(code, _ingest_enrich(settings, None)))
 

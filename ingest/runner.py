@@ -14,7 +14,7 @@ from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BudgetExhausted
-from ingest.pipeline import enrich, harvest_arxiv
+from ingest.pipeline import ENRICH_BATCH, enrich, harvest_arxiv
 from ingest.progress import Summary
 from settings import Settings
 
@@ -70,7 +70,7 @@ async def run_arxiv(settings: Settings, *, from_: date | None, until: date | Non
         await client.aclose()
 
 
-async def run_enrich(settings: Settings, *, limit: int | None) -> Summary:
+async def run_enrich(settings: Settings, *, limit: int | None, batch_size: int | None = None) -> Summary:
     s2c = SemanticScholarClient(settings.s2_api_url, api_key=settings.s2_api_key, rps=settings.s2_rps)
     oac = OpenAlexClient(
         settings.openalex_api_url,
@@ -80,14 +80,17 @@ async def run_enrich(settings: Settings, *, limit: int | None) -> Summary:
     )
     try:
         async with _resources(settings) as (conn, cache):
-            return await enrich(conn, s2c, oac, limit=limit, cache=cache)
+            return await enrich(conn, s2c, oac, limit=limit, batch_size=batch_size or ENRICH_BATCH, cache=cache)
     finally:
         await s2c.aclose()
         await oac.aclose()
 
 
 def exit_code(summary: Summary) -> int:
-    """0 when the run finished or stopped on a spent budget (that is expected); 1 when an upstream failed."""
+    """0 when the run finished or stopped on a spent budget (that is expected); 1 when an upstream failed or a
+    record or paper failed (the summary counts them)."""
+    if summary.failed:
+        return 1
     if summary.stopped is None or BudgetExhausted.__name__ in summary.stopped or "budget" in summary.stopped:
         return 0
     return 1

@@ -1,0 +1,92 @@
+"""The fake upstreams served over real HTTP on loopback, for tests that run the `wovepaper ingest` process.
+
+One server answers every source under its own prefix: `/oai` is arXiv, `/s2` Semantic Scholar, `/oa` OpenAlex.
+Each request is handed to the fakes of `conftest.py` / `upstreams.py` as the httpx request they expect
+(their recorded host names, the real path, query, headers and body), and their answer is sent back as is.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+
+from tests.ingest.conftest import FakeOAI
+from tests.ingest.upstreams import FakeScholarly
+
+
+@dataclass
+class Loopback:
+    base: str
+    oai: FakeOAI
+    scholarly: FakeScholarly
+    # Called with each request's path before it is answered (a kill drill counts requests with it).
+    on_request: Callable[[str], None] | None = None
+    requests: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def env(self, dsn: str) -> dict[str, str]:
+        """The environment `wovepaper ingest` needs to use these upstreams and this database, unpaced."""
+        return {
+            "DATABASE_URL": dsn,
+            "WOVEPAPER_ARXIV_OAI_URL": f"{self.base}/oai",
+            "WOVEPAPER_ARXIV_DELAY_S": "0",
+            "WOVEPAPER_S2_API_URL": f"{self.base}/s2",
+            "WOVEPAPER_S2_RPS": "1000000",
+            "WOVEPAPER_OPENALEX_API_URL": f"{self.base}/oa",
+            "WOVEPAPER_OPENALEX_RPS": "1000000",
+        }
+
+
+@contextmanager
+def serve(oai: FakeOAI, scholarly: FakeScholarly) -> Iterator[Loopback]:
+    box: list[Loopback] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            loop = box[0]
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            with loop.lock:
+                loop.requests += 1
+            if loop.on_request is not None:
+                loop.on_request(self.path)
+            fake: Callable[[httpx.Request], httpx.Response]
+            if self.path.startswith("/oai"):
+                url, fake = "https://oaipmh.arxiv.org" + self.path, loop.oai
+            elif self.path.startswith("/s2"):
+                url, fake = "https://s2.test/graph/v1" + self.path.removeprefix("/s2"), loop.scholarly
+            else:
+                url, fake = "https://api.openalex.test" + self.path.removeprefix("/oa"), loop.scholarly
+            with loop.lock:  # the fakes count their requests: one at a time
+                resp = fake(httpx.Request(self.command, url, content=body, headers=dict(self.headers)))
+            content = resp.read()
+            self.send_response(resp.status_code)
+            for k, v in resp.headers.items():
+                if k.lower() not in ("content-length", "transfer-encoding", "content-encoding"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST = _serve
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    box.append(Loopback(f"http://127.0.0.1:{server.server_address[1]}", oai, scholarly))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield box[0]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
