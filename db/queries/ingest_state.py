@@ -235,7 +235,12 @@ async def fetch_ingest_status(conn: asyncpg.Connection) -> IngestStatus:
     """Every source's progress and the enrichment backlog: what `wovepaper ingest status` prints and metrics read."""
     sources = [
         SourceProgress(
-            r["source"], r["records"], r["pages"], r["last_success_at"], r["since_success_s"], r["caught_up_to"],
+            r["source"],
+            r["records"],
+            r["pages"],
+            r["last_success_at"],
+            r["since_success_s"],
+            r["caught_up_to"],
             r["lag_s"],
         )
         for r in await conn.fetch(SELECT_PROGRESS)

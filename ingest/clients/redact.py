@@ -78,7 +78,11 @@ def strip_credentials(request: httpx.Request) -> httpx.Request:
 
 def same_origin(a: httpx.URL, b: httpx.URL) -> bool:
     """Scheme, host and port all equal (RFC 6454): credentials may follow a redirect only within one origin."""
-    return (a.scheme, a.host, a.port or _default_port(a.scheme)) == (b.scheme, b.host, b.port or _default_port(b.scheme))
+    return (a.scheme, a.host, a.port or _default_port(a.scheme)) == (
+        b.scheme,
+        b.host,
+        b.port or _default_port(b.scheme),
+    )
 
 
 def _default_port(scheme: str) -> int | None:

@@ -61,3 +61,40 @@ def test_failed_upstream_exits_1(upstreams: Loopback, conn: asyncpg.Connection, 
     result = CliRunner().invoke(app, ["ingest", "arxiv"], env=env)
     assert result.exit_code == 1
     assert "stopped early: arxiv: HTTP 400: an HTML page instead of data" in result.output
+
+
+async def _sql(dsn: str, *statements: str) -> None:
+    c = await asyncpg.connect(dsn)
+    try:
+        for statement in statements:
+            await c.execute(statement)
+    finally:
+        await c.close()
+
+
+def test_a_paper_set_aside_exits_1_with_the_count(
+    upstreams: Loopback, conn: asyncpg.Connection, ingest_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = upstreams.env(ingest_dsn)
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", "arxiv"], env=env).exit_code == 0
+    # A value PostgreSQL refuses in ChemCrow's writes, whatever it is.
+    asyncio.run(
+        _sql(
+            ingest_dsn,
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.paper_id ="
+            " (SELECT id FROM papers WHERE arxiv_id = '2304.05376') AND NEW.researcher_id IS NOT NULL THEN"
+            " RAISE EXCEPTION 'bad value' USING ERRCODE = '22021'; END IF; RETURN NEW; END $$",
+            "CREATE TRIGGER refuse BEFORE UPDATE ON authorships FOR EACH ROW EXECUTE FUNCTION refuse()",
+        )
+    )
+    try:
+        result = runner.invoke(app, ["ingest", "enrich"], env=env)
+    finally:
+        asyncio.run(_sql(ingest_dsn, "DROP FUNCTION refuse() CASCADE"))
+    assert result.exit_code == 1, result.output
+    assert "enrich: seen 3, inserted" in result.output and "failed 1," in result.output
+    assert "paper 2304.05376 set aside, its enrichment is retried later: CharacterNotInRepertoireError: bad value" in (
+        caplog.text
+    )
+    assert asyncio.run(_count(ingest_dsn, "SELECT count(*) FROM papers WHERE enriched_at IS NULL")) == 1

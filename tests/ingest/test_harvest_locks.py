@@ -46,7 +46,8 @@ async def test_a_page_never_holds_figure_rows_while_it_waits_for_the_page_before
     first = list_records_page([_paper("2304.00001", "Sam Cox, Ann Lee"), _paper("2304.00002", "Sam Cox, Bo Li")], "")
     await harvest_arxiv(conn, FakeOAI(first=first).client(clock))
     rid = await conn.fetchval(
-        "INSERT INTO researchers (name, name_slug, s2_author_id) VALUES ('Sam Cox', 'sam-cox', $1) RETURNING id", SAM_COX
+        "INSERT INTO researchers (name, name_slug, s2_author_id) VALUES ('Sam Cox', 'sam-cox', $1) RETURNING id",
+        SAM_COX,
     )
     await conn.execute("UPDATE authorships SET researcher_id = $1 WHERE name = 'Sam Cox'", rid)
     await refresh_researcher_figures(conn, [rid])
@@ -95,7 +96,9 @@ async def test_ingest_connections_carry_the_timeouts(ingest_dsn: str) -> None:
 
 
 async def test_the_lock_timeout_stops_a_write_that_waits_too_long(ingest_dsn: str, conn: asyncpg.Connection) -> None:
-    await harvest_arxiv(conn, FakeOAI(first=list_records_page([_paper("2304.00001", "Ann Lee")], "")).client(FakeClock()))
+    await harvest_arxiv(
+        conn, FakeOAI(first=list_records_page([_paper("2304.00001", "Ann Lee")], "")).client(FakeClock())
+    )
     c = await connect(Settings(database_url=ingest_dsn, ingest_lock_timeout_ms=200))
     try:
         await conn.execute("BEGIN")

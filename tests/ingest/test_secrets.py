@@ -64,7 +64,9 @@ async def test_keys_stay_out_of_errors_logs_and_the_summary(
     fake = failing_upstreams()
     transport = httpx.MockTransport(fake)
     policy = RetryPolicy(max_attempts=6)
-    s2 = SemanticScholarClient("https://s2.test/graph/v1", api_key=S2_KEY, transport=transport, clock=clock, policy=policy)  # type: ignore[arg-type]
+    s2 = SemanticScholarClient(
+        "https://s2.test/graph/v1", api_key=S2_KEY, transport=transport, clock=clock, policy=policy
+    )  # type: ignore[arg-type]
     oa = OpenAlexClient("https://api.openalex.test", api_key=OA_KEY, transport=transport, clock=clock, policy=policy)  # type: ignore[arg-type]
     try:
         summary = await enrich(conn, s2, oa, batch_size=1)
@@ -130,7 +132,9 @@ Seen = list[tuple[str, str, dict[str, str], bytes]]  # method, path with query, 
 
 
 @contextmanager
-def http_server(host: str, answer: Callable[[str, str], tuple[int, dict[str, str], bytes]]) -> Iterator[tuple[int, Seen]]:
+def http_server(
+    host: str, answer: Callable[[str, str], tuple[int, dict[str, str], bytes]]
+) -> Iterator[tuple[int, Seen]]:
     """A loopback HTTP server on `host` that records every request and answers `answer(method, path)`."""
     seen: Seen = []
 

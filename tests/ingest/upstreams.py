@@ -155,15 +155,24 @@ class FakeScholarly:
     oa_script: dict[int, httpx.Response | Responder] = field(default_factory=dict)
     s2_requests: list[httpx.Request] = field(default_factory=list)
     oa_requests: list[httpx.Request] = field(default_factory=list)
+    # Changes every JSON body answered (not scripted ones) in place: bad values as an upstream may send them.
+    tamper: Callable[[httpx.Request, Any], None] | None = None
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if request.url.host == "s2.test":
             n = len(self.s2_requests)
             self.s2_requests.append(request)
-            return self._scripted(self.s2_script.get(n), request) or self._s2(request)
+            return self._scripted(self.s2_script.get(n), request) or self._tampered(request, self._s2(request))
         n = len(self.oa_requests)
         self.oa_requests.append(request)
-        return self._scripted(self.oa_script.get(n), request) or self._openalex(request)
+        return self._scripted(self.oa_script.get(n), request) or self._tampered(request, self._openalex(request))
+
+    def _tampered(self, request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if self.tamper is None or response.status_code != 200:
+            return response
+        body = json.loads(response.read())
+        self.tamper(request, body)
+        return httpx.Response(200, json=body)
 
     @staticmethod
     def _scripted(entry: httpx.Response | Responder | None, request: httpx.Request) -> httpx.Response | None:
