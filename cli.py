@@ -11,7 +11,7 @@ import asyncpg
 import typer
 
 from db.migrate import migrate as apply_migrations
-from settings import Settings, SettingsError, load_settings
+from settings import Settings, SettingsError, load_settings, masked_url
 
 app = typer.Typer(help="wovepaper: the GraphQL API over arXiv, Semantic Scholar and OpenAlex.", no_args_is_help=True)
 ingest_app = typer.Typer(help="Harvest arXiv and enrich from Semantic Scholar and OpenAlex.", no_args_is_help=True)
@@ -154,8 +154,12 @@ def up(
             for started in env.started:
                 typer.echo(f"started project-local {started}")
             if env.started:
-                # Other commands (ingest, demo, psql) can share these servers while this one runs.
-                typer.echo(f"other shells: export DATABASE_URL='{env.database_url}' REDIS_URL='{env.redis_url}'")
+                # Other commands (ingest, demo, psql) can share these servers while this one runs. A URL the user
+                # gave is in their environment already, and may carry a password: it is never printed.
+                started = {"DATABASE_URL": settings.database_url is None, "REDIS_URL": settings.redis_url is None}
+                urls = {"DATABASE_URL": env.database_url, "REDIS_URL": env.redis_url}
+                exports = " ".join(f"{k}='{masked_url(urls[k])}'" for k, ours in started.items() if ours)
+                typer.echo(f"other shells: export {exports}")
             # The app, the demo loader and any worker read their settings from the environment.
             os.environ["DATABASE_URL"] = env.database_url
             os.environ["REDIS_URL"] = env.redis_url

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Annotated
 
@@ -87,6 +88,20 @@ class Settings(BaseSettings):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must be an http(s) URL")
         return v.rstrip("/")
+
+
+def masked_url(url: str) -> str:
+    """A server URL fit to print: its password (in the user part or a `password=` parameter) replaced by `***`."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, tail = rest.partition("/")
+    if "@" in authority:
+        userinfo, _, hostport = authority.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        authority = f"{user}{':***' if colon else ''}@{hostport}"
+    tail = re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", tail)
+    return f"{scheme}{sep}{authority}{slash}{tail}"
 
 
 def _env_name(loc: tuple[int | str, ...]) -> str:
