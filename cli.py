@@ -156,9 +156,11 @@ def up(
             if env.started:
                 # Other commands (ingest, demo, psql) can share these servers while this one runs. A URL the user
                 # gave is in their environment already, and may carry a password: it is never printed.
-                started = {"DATABASE_URL": settings.database_url is None, "REDIS_URL": settings.redis_url is None}
-                urls = {"DATABASE_URL": env.database_url, "REDIS_URL": env.redis_url}
-                exports = " ".join(f"{k}='{masked_url(urls[k])}'" for k, ours in started.items() if ours)
+                urls = [
+                    ("DATABASE_URL", env.database_url, settings.database_url),
+                    ("REDIS_URL", env.redis_url, settings.redis_url),
+                ]
+                exports = " ".join(f"{name}='{masked_url(url)}'" for name, url, given in urls if given is None)
                 typer.echo(f"other shells: export {exports}")
             # The app, the demo loader and any worker read their settings from the environment.
             os.environ["DATABASE_URL"] = env.database_url
@@ -309,6 +311,28 @@ def ingest_all() -> None:
     _ingest_logging(settings)
     code = _ingest_arxiv(settings, None, None, None)
     raise typer.Exit(max(code, _ingest_enrich(settings, None)))
+
+
+@ingest_app.command("status")
+def ingest_status(
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object, for scripts and monitoring."),
+    failures: int = typer.Option(10, "--failures", min=0, help="List at most N papers set aside."),
+) -> None:
+    """What each source has committed (records, pages, last success, lag behind arXiv), the enrichment backlog
+    and the papers set aside with their reasons."""
+    import json
+
+    from ingest.progress import status_json, status_lines
+    from ingest.runner import read_status
+
+    settings = settings_or_exit()
+    database_url_or_exit(settings)
+    status, set_aside = asyncio.run(read_status(settings, failures=failures))
+    if as_json:
+        typer.echo(json.dumps(status_json(status, set_aside), indent=2))
+    else:
+        for line in status_lines(status, set_aside):
+            typer.echo(line)
 
 
 def main() -> None:
