@@ -10,6 +10,7 @@ from datetime import date
 import asyncpg
 
 from db.cache.store import CacheStore, create_redis
+from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_failures, fetch_ingest_status
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
@@ -84,6 +85,15 @@ async def run_enrich(settings: Settings, *, limit: int | None, batch_size: int |
     finally:
         await s2c.aclose()
         await oac.aclose()
+
+
+async def read_status(settings: Settings, *, failures: int = 10) -> tuple[IngestStatus, list[EnrichFailure]]:
+    """Every source's progress, the enrichment backlog and the latest papers set aside."""
+    conn = await connect(settings)
+    try:
+        return await fetch_ingest_status(conn), await fetch_enrich_failures(conn, limit=failures)
+    finally:
+        await conn.close()
 
 
 def exit_code(summary: Summary) -> int:

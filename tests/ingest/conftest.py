@@ -167,7 +167,7 @@ async def conn(ingest_dsn: str) -> AsyncIterator[asyncpg.Connection]:
     """A connection to the ingest database, emptied first: each test starts from nothing."""
     c = await asyncpg.connect(ingest_dsn)
     await c.execute(
-        "TRUNCATE papers, researchers, institutions, ingest_checkpoints, researcher_works,"
+        "TRUNCATE papers, researchers, institutions, ingest_checkpoints, ingest_progress, researcher_works,"
         " researcher_institutions RESTART IDENTITY CASCADE"
     )
     try:
