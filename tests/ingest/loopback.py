@@ -7,6 +7,7 @@ Each request is handed to the fakes of `conftest.py` / `upstreams.py` as the htt
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +41,15 @@ class Loopback:
             "WOVEPAPER_OPENALEX_API_URL": f"{self.base}/oa",
             "WOVEPAPER_OPENALEX_RPS": "1000000",
         }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A client killed mid-request (the kill drill does that) is no error of the server's.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 @contextmanager
@@ -79,8 +89,7 @@ def serve(oai: FakeOAI, scholarly: FakeScholarly) -> Iterator[Loopback]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), Handler)
     box.append(Loopback(f"http://127.0.0.1:{server.server_address[1]}", oai, scholarly))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
