@@ -35,7 +35,7 @@ from typing import Any
 
 import asyncpg
 
-from tests.ingest.conftest import OAI_CURRENT, FakeOAI, fixture_records, list_records_page
+from tests.ingest.conftest import FakeOAI, list_records_page, three_page_archive
 from tests.ingest.loopback import Loopback, serve
 from tests.ingest.upstreams import CHEMCROW_JOURNAL_DOI, FakeScholarly, arxiv_raw, enrich_archive_page
 
@@ -137,13 +137,7 @@ def drill_upstreams() -> tuple[FakeOAI, FakeScholarly]:
     """Five arXiv pages: the two recorded ListRecords pages, the recorded withdrawn and five-version papers, the
     three papers S2 and OpenAlex know (recorded bodies), then a page that withdraws one paper and revises another
     harvested on the page before. Then S2 and OpenAlex as in upstreams.py."""
-    page1 = (OAI_CURRENT / "listrecords_arXivRaw_page1_with-resumptionToken.xml").read_bytes()
-    page2 = (OAI_CURRENT / "listrecords_arXivRaw_page2_via-resumptionToken.xml").read_bytes()
-    page3 = list_records_page(
-        fixture_records(OAI_CURRENT / "getrecord_arXivRaw_withdrawn_cond-mat-0703772_source_type-I.xml")
-        + fixture_records(OAI_CURRENT / "getrecord_arXivRaw_oldstyle-id_hep-th-0703166_5-versions.xml"),
-        token="t3",
-    )
+    oai = three_page_archive(last_token="t3")
     page4 = enrich_archive_page().replace(b"<resumptionToken/>", b"<resumptionToken>t4</resumptionToken>")
     v2 = datetime(2023, 6, 1, 9, 30, tzinfo=UTC)
     revised = arxiv_raw(
@@ -163,11 +157,7 @@ def drill_upstreams() -> tuple[FakeOAI, FakeScholarly]:
         b"<identifier>oai:arXiv.org:0704.0248</identifier><datestamp>2026-11-30</datestamp></header></record>"
     )
     page5 = list_records_page([deleted, revised], token="")
-    tokens = [
-        "verb%3DListRecords%26metadataPrefix%3DarXivRaw%26from%3D2009-09-17%26skip%3D0",
-        "verb%3DListRecords%26metadataPrefix%3DarXivRaw%26from%3D2011-02-03%26skip%3D0",
-    ]
-    oai = FakeOAI(first=page1, by_token={tokens[0]: page2, tokens[1]: page3, "t3": page4, "t4": page5})
+    oai.by_token |= {"t3": page4, "t4": page5}
     return oai, FakeScholarly()
 
 
@@ -228,7 +218,8 @@ class Outcome:
     killed: bool  # False: the run finished before the kill point
     resumes: int  # runs it took to complete afterwards
     diff: Diff
-    seconds: float
+    seconds: float  # the killed run and its resumption
+    resume_s: float = 0.0  # the resumption alone: from the restart to a completed phase
 
 
 class Drill:
@@ -354,9 +345,11 @@ class Drill:
                 self.complete(phase)
                 continue
             killed = self.run(phase, kill_after=point.after_requests, delay_s=point.delay_s, in_write=point.in_write)
+            resumed = time.monotonic()
             resumes = self.complete(phase) if killed else 0
+            done = time.monotonic()
             diff = compare(self.reference[phase], asyncio.run(snapshot(self.dsn)))
-            outcomes.append(Outcome(point, killed, resumes, diff, time.monotonic() - started))
+            outcomes.append(Outcome(point, killed, resumes, diff, done - started, done - resumed))
             if diff:
                 break  # the next phase would start from a wrong state
         return outcomes

@@ -52,32 +52,22 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
+# (method, path with query, headers, body) -> (status, headers, body)
+Answer = Callable[[str, str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
+
+
 @contextmanager
-def serve(oai: FakeOAI, scholarly: FakeScholarly) -> Iterator[Loopback]:
-    box: list[Loopback] = []
+def http_server(answer: Answer, host: str = "127.0.0.1") -> Iterator[int]:
+    """An HTTP/1.1 server on a free port of `host` (yielded) that answers every GET and POST with `answer`."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def _serve(self) -> None:
-            loop = box[0]
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            with loop.lock:
-                loop.requests += 1
-            if loop.on_request is not None:
-                loop.on_request(self.path)
-            fake: Callable[[httpx.Request], httpx.Response]
-            if self.path.startswith("/oai"):
-                url, fake = "https://oaipmh.arxiv.org" + self.path, loop.oai
-            elif self.path.startswith("/s2"):
-                url, fake = "https://s2.test/graph/v1" + self.path.removeprefix("/s2"), loop.scholarly
-            else:
-                url, fake = "https://api.openalex.test" + self.path.removeprefix("/oa"), loop.scholarly
-            with loop.lock:  # the fakes count their requests: one at a time
-                resp = fake(httpx.Request(self.command, url, content=body, headers=dict(self.headers)))
-            content = resp.read()
-            self.send_response(resp.status_code)
-            for k, v in resp.headers.items():
+            status, headers, content = answer(self.command, self.path, dict(self.headers), body)
+            self.send_response(status)
+            for k, v in headers.items():
                 if k.lower() not in ("content-length", "transfer-encoding", "content-encoding"):
                     self.send_header(k, v)
             self.send_header("Content-Length", str(len(content)))
@@ -89,13 +79,38 @@ def serve(oai: FakeOAI, scholarly: FakeScholarly) -> Iterator[Loopback]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = _Server(("127.0.0.1", 0), Handler)
-    box.append(Loopback(f"http://127.0.0.1:{server.server_address[1]}", oai, scholarly))
+    server = _Server((host, 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield box[0]
+        yield int(server.server_address[1])
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@contextmanager
+def serve(oai: FakeOAI, scholarly: FakeScholarly) -> Iterator[Loopback]:
+    box: list[Loopback] = []
+
+    def answer(method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+        loop = box[0]
+        with loop.lock:
+            loop.requests += 1
+        if loop.on_request is not None:
+            loop.on_request(path)
+        fake: Callable[[httpx.Request], httpx.Response]
+        if path.startswith("/oai"):
+            url, fake = "https://oaipmh.arxiv.org" + path, loop.oai
+        elif path.startswith("/s2"):
+            url, fake = "https://s2.test/graph/v1" + path.removeprefix("/s2"), loop.scholarly
+        else:
+            url, fake = "https://api.openalex.test" + path.removeprefix("/oa"), loop.scholarly
+        with loop.lock:  # the fakes count their requests: one at a time
+            resp = fake(httpx.Request(method, url, content=body, headers=headers))
+        return resp.status_code, dict(resp.headers), resp.read()
+
+    with http_server(answer) as port:
+        box.append(Loopback(f"http://127.0.0.1:{port}", oai, scholarly))
+        yield box[0]

@@ -251,8 +251,7 @@ async def test_numbers_past_int32_in_a_record_do_not_stop_the_harvest(
     record = arxiv_raw("2401.00002", "Big numbers", "Ann Lee", datetime(2024, 1, 2, tzinfo=UTC))
     record = record.replace(b"<size>100kb</size>", b"<size>99999999999kb</size>").replace(
         b"</version>",
-        b'</version><version version="v4294967297"><date>Wed, 3 Jan 2024 00:00:00 GMT</date><size>1kb</size>'
-        b"</version>",
+        b'</version><version version="v4294967297"><date>Wed, 3 Jan 2024 00:00:00 GMT</date><size>1kb</size></version>',
     )
     summary = await harvest_arxiv(conn, FakeOAI(first=list_records_page([record], "")).client(clock))
     assert summary.inserted == 1 and summary.failed == 0

@@ -6,10 +6,8 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import asyncpg
@@ -23,7 +21,7 @@ from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import UpstreamError
 from ingest.pipeline import enrich, harvest_arxiv
 from tests.ingest.conftest import FakeClock, FakeOAI
-from tests.ingest.loopback import serve
+from tests.ingest.loopback import http_server, serve
 from tests.ingest.upstreams import FakeScholarly, Responder, enrich_archive_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,40 +130,16 @@ Seen = list[tuple[str, str, dict[str, str], bytes]]  # method, path with query, 
 
 
 @contextmanager
-def http_server(
-    host: str, answer: Callable[[str, str], tuple[int, dict[str, str], bytes]]
-) -> Iterator[tuple[int, Seen]]:
+def recording(host: str, answer: Callable[[str, str], tuple[int, dict[str, str], bytes]]) -> Iterator[tuple[int, Seen]]:
     """A loopback HTTP server on `host` that records every request and answers `answer(method, path)`."""
     seen: Seen = []
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def record(method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+        seen.append((method, path, {k.lower(): v for k, v in headers.items()}, body))
+        return answer(method, path)
 
-        def _serve(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            seen.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-            status, headers, content = answer(self.command, self.path)
-            self.send_response(status)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
-
-        do_GET = do_POST = _serve
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer((host, 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1], seen
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with http_server(record, host) as port:
+        yield port, seen
 
 
 def _target(method: str, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -176,7 +150,7 @@ def _target(method: str, path: str) -> tuple[int, dict[str, str], bytes]:
 @pytest.fixture
 def other_host() -> Iterator[tuple[int, Seen]]:
     """The host a redirect sends the client to: `localhost`, where the client was given `127.0.0.1`."""
-    with http_server("127.0.0.1", _target) as server:
+    with recording("127.0.0.1", _target) as server:
         yield server
 
 
@@ -190,7 +164,7 @@ def _redirecting_to(port: int) -> Callable[[str, str], tuple[int, dict[str, str]
 
 async def test_s2_key_header_does_not_follow_a_redirect_to_another_host(other_host: tuple[int, Seen]) -> None:
     port, seen = other_host
-    with http_server("127.0.0.1", _redirecting_to(port)) as (origin_port, origin_seen):
+    with recording("127.0.0.1", _redirecting_to(port)) as (origin_port, origin_seen):
         s2 = SemanticScholarClient(f"http://127.0.0.1:{origin_port}/graph/v1", api_key=S2_KEY)
         try:
             assert await s2.papers_by_arxiv_id(["2312.07559"]) == {}
@@ -208,7 +182,7 @@ async def test_openalex_key_parameter_does_not_follow_a_redirect_to_another_host
     other_host: tuple[int, Seen],
 ) -> None:
     port, seen = other_host
-    with http_server("127.0.0.1", _redirecting_to(port)) as (origin_port, origin_seen):
+    with recording("127.0.0.1", _redirecting_to(port)) as (origin_port, origin_seen):
         oa = OpenAlexClient(f"http://127.0.0.1:{origin_port}", api_key=OA_KEY, mailto="ops@example.org")
         try:
             assert await oa.works_by_doi(["10.48550/arxiv.2312.07559"]) == []
@@ -226,7 +200,7 @@ async def test_a_redirect_within_the_origin_keeps_the_key() -> None:
             return 308, {"Location": path.replace("/graph/v1/", "/graph/v2/")}, b""
         return _target(method, path.removeprefix("/graph/v2"))
 
-    with http_server("127.0.0.1", answer) as (port, seen):
+    with recording("127.0.0.1", answer) as (port, seen):
         s2 = SemanticScholarClient(f"http://127.0.0.1:{port}/graph/v1", api_key=S2_KEY)
         try:
             await s2.papers_by_arxiv_id(["2312.07559"])
@@ -237,7 +211,7 @@ async def test_a_redirect_within_the_origin_keeps_the_key() -> None:
 
 
 async def test_a_redirect_loop_is_an_error_not_a_hang() -> None:
-    with http_server("127.0.0.1", lambda m, p: (302, {"Location": p}, b"")) as (port, seen):
+    with recording("127.0.0.1", lambda m, p: (302, {"Location": p}, b"")) as (port, seen):
         oa = OpenAlexClient(f"http://127.0.0.1:{port}", api_key=OA_KEY)
         try:
             with pytest.raises(UpstreamError) as err:
