@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Coroutine
 from datetime import date, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import asyncpg
 import typer
 
 from db.migrate import migrate as apply_migrations
 from settings import Settings, SettingsError, load_settings, masked_url
+
+if TYPE_CHECKING:
+    from ingest.progress import Summary
 
 app = typer.Typer(help="wovepaper: the GraphQL API over arXiv, Semantic Scholar and OpenAlex.", no_args_is_help=True)
 ingest_app = typer.Typer(help="Harvest arXiv and enrich from Semantic Scholar and OpenAlex.", no_args_is_help=True)
@@ -260,20 +264,29 @@ def _day(value: datetime | None) -> date | None:
     return value.date() if value is not None else None
 
 
-def _ingest_arxiv(settings: Settings, from_: datetime | None, until: datetime | None, set_spec: str | None) -> int:
-    from ingest.runner import exit_code, run_arxiv
+def _ingest_run(what: str, run: Coroutine[Any, Any, Summary]) -> int:
+    from ingest.runner import exit_code
 
-    summary = asyncio.run(run_arxiv(settings, from_=_day(from_), until=_day(until), set_spec=set_spec))
-    typer.echo(summary.line("arxiv"))
+    try:
+        summary = asyncio.run(run)
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+        # A timeout (WOVEPAPER_INGEST_*), a lost connection: every commit so far is kept, the next run resumes.
+        typer.echo(f"{what}: stopped: database: {type(exc).__name__}: {exc}; committed work is kept", err=True)
+        return 1
+    typer.echo(summary.line(what))
     return exit_code(summary)
+
+
+def _ingest_arxiv(settings: Settings, from_: datetime | None, until: datetime | None, set_spec: str | None) -> int:
+    from ingest.runner import run_arxiv
+
+    return _ingest_run("arxiv", run_arxiv(settings, from_=_day(from_), until=_day(until), set_spec=set_spec))
 
 
 def _ingest_enrich(settings: Settings, limit: int | None, batch_size: int | None = None) -> int:
-    from ingest.runner import exit_code, run_enrich
+    from ingest.runner import run_enrich
 
-    summary = asyncio.run(run_enrich(settings, limit=limit, batch_size=batch_size))
-    typer.echo(summary.line("enrich"))
-    return exit_code(summary)
+    return _ingest_run("enrich", run_enrich(settings, limit=limit, batch_size=batch_size))
 
 
 @ingest_app.command("arxiv")

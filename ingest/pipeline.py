@@ -462,7 +462,7 @@ FAILED_PAPER_RETRY = timedelta(hours=1)
 
 
 def failure_reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:500]
+    return f"{type(exc).__name__}: {exc}".replace("\x00", "")[:500]
 
 
 async def write_isolating(

@@ -98,3 +98,29 @@ def test_a_paper_set_aside_exits_1_with_the_count(
         caplog.text
     )
     assert asyncio.run(_count(ingest_dsn, "SELECT count(*) FROM papers WHERE enriched_at IS NULL")) == 1
+
+
+def test_a_lock_waited_on_too_long_stops_the_run_with_a_line(
+    upstreams: Loopback, conn: asyncpg.Connection, ingest_dsn: str
+) -> None:
+    env = upstreams.env(ingest_dsn)
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", "arxiv"], env=env).exit_code == 0
+
+    async def enrich_while_locked() -> object:
+        locker = await asyncpg.connect(ingest_dsn)
+        try:
+            await locker.execute("BEGIN")
+            await locker.execute("LOCK TABLE researchers IN EXCLUSIVE MODE")
+            return await asyncio.to_thread(
+                runner.invoke, app, ["ingest", "enrich"], env=env | {"WOVEPAPER_INGEST_LOCK_TIMEOUT_MS": "300"}
+            )
+        finally:
+            await locker.close()
+
+    result = asyncio.run(enrich_while_locked())
+    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
+    assert "enrich: stopped: database: LockNotAvailableError: canceling statement due to lock timeout" in (
+        result.output  # type: ignore[attr-defined]
+    )
+    assert asyncio.run(_count(ingest_dsn, "SELECT count(*) FROM papers WHERE enriched_at IS NULL")) == 3
