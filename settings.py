@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Annotated
 
@@ -53,6 +54,10 @@ class Settings(BaseSettings):
     openalex_api_key: str | None = None
     openalex_mailto: str | None = None
     openalex_rps: float = Field(10.0, gt=0)
+    # Ingest connections: no statement, lock wait or open transaction may last for ever.
+    ingest_statement_timeout_ms: int = Field(300_000, ge=1000)
+    ingest_lock_timeout_ms: int = Field(60_000, ge=100)
+    ingest_idle_timeout_ms: int = Field(600_000, ge=1000)
 
     # Where `make run` / `make test` keep project-local servers when no URL is set.
     local_dir: str = ".wovepaper"
@@ -83,6 +88,20 @@ class Settings(BaseSettings):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must be an http(s) URL")
         return v.rstrip("/")
+
+
+def masked_url(url: str) -> str:
+    """A server URL fit to print: its password (in the user part or a `password=` parameter) replaced by `***`."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, tail = rest.partition("/")
+    if "@" in authority:
+        userinfo, _, hostport = authority.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        authority = f"{user}{':***' if colon else ''}@{hostport}"
+    tail = re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", tail)
+    return f"{scheme}{sep}{authority}{slash}{tail}"
 
 
 def _env_name(loc: tuple[int | str, ...]) -> str:
