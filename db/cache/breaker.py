@@ -1,14 +1,24 @@
-"""A small circuit breaker for the Redis cache, built for one asyncio event loop.
+"""The Redis cache's circuit breaker, built for one asyncio event loop.
 
-After `threshold` consecutive failures it opens: callers skip Redis entirely for `reset_after_s`.
-Then it lets one probe through (half-open); a success closes it, a failure opens it again.
+It opens on a failure rate, not on a streak: once at least `min_calls` calls ended within the last
+`window_s` seconds and `failure_rate` of them failed, callers skip Redis for `reset_after_s`. A few slow
+answers among many good ones (a Redis that just restarted, a busy moment) leave it closed.
+Then one probe goes through at a time (half-open): a success closes it, a failure opens it again, and a
+probe that ends neither way (cancelled with its request) hands its turn to the next caller.
+
+purgatory (the library) counts consecutive failures only, so this stays ours.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from enum import IntEnum
+from typing import Final
+
+# The window is kept as this many buckets: old outcomes leave it a bucket at a time.
+BUCKETS: Final = 10
 
 
 class BreakerState(IntEnum):
@@ -18,20 +28,55 @@ class BreakerState(IntEnum):
     HALF_OPEN = 2
 
 
+class Permit:
+    """One call's pass through the breaker; report its outcome, then `release()` it (in `finally`)."""
+
+    __slots__ = ("_breaker", "_probe", "_done")
+
+    def __init__(self, breaker: CircuitBreaker, *, probe: bool) -> None:
+        self._breaker = breaker
+        self._probe = probe
+        self._done = False
+
+    def success(self) -> None:
+        if not self._done:
+            self._done = True
+            self._breaker._record(ok=True, probe=self._probe)
+
+    def failure(self) -> None:
+        if not self._done:
+            self._done = True
+            self._breaker._record(ok=False, probe=self._probe)
+
+    def release(self) -> None:
+        """Ends the permit; a probe that reported nothing (cancelled, or ended by a local error) lets the next
+        caller probe instead of keeping the breaker half-open for good."""
+        if not self._done:
+            self._done = True
+            if self._probe:
+                self._breaker._probing = False
+
+
 class CircuitBreaker:
     def __init__(
         self,
         *,
-        threshold: int = 5,
+        failure_rate: float = 0.5,
+        min_calls: int = 10,
+        window_s: float = 10.0,
         reset_after_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if threshold < 1 or reset_after_s <= 0:
-            raise ValueError("threshold must be >= 1 and reset_after_s > 0")
-        self.threshold = threshold
+        if not 0 < failure_rate <= 1 or min_calls < 1 or window_s <= 0 or reset_after_s <= 0:
+            raise ValueError("need 0 < failure_rate <= 1, min_calls >= 1, window_s > 0 and reset_after_s > 0")
+        self.failure_rate = failure_rate
+        self.min_calls = min_calls
+        self.window_s = window_s
         self.reset_after_s = reset_after_s
         self._clock = clock
-        self._failures = 0
+        self._bucket_s = window_s / BUCKETS
+        # (bucket number, calls, failures), oldest first
+        self._buckets: deque[list[int]] = deque()
         self._opened_at: float | None = None
         self._probing = False
         self.opens = 0
@@ -44,28 +89,48 @@ class CircuitBreaker:
             return BreakerState.HALF_OPEN
         return BreakerState.OPEN
 
-    def allow(self) -> bool:
-        """Whether a call may go to Redis now. In half-open state only one probe at a time."""
+    def allow(self) -> Permit | None:
+        """A permit for a call to Redis now, or None: skip Redis. In half-open state one probe at a time."""
         state = self.state
         if state is BreakerState.CLOSED:
-            return True
+            return Permit(self, probe=False)
         if state is BreakerState.HALF_OPEN and not self._probing:
             self._probing = True
-            return True
-        return False
+            return Permit(self, probe=True)
+        return None
 
-    def success(self) -> None:
-        self._failures = 0
-        self._opened_at = None
-        self._probing = False
+    def window(self) -> tuple[int, int]:
+        """(calls, failures) ended within the window."""
+        self._roll()
+        return sum(b[1] for b in self._buckets), sum(b[2] for b in self._buckets)
 
-    def failure(self) -> None:
-        self._probing = False
-        if self._opened_at is not None:
-            # A failed probe: stay open for another full period.
-            self._opened_at = self._clock()
+    def _roll(self) -> int:
+        bucket = int(self._clock() // self._bucket_s)
+        while self._buckets and self._buckets[0][0] <= bucket - BUCKETS:
+            self._buckets.popleft()
+        return bucket
+
+    def _record(self, *, ok: bool, probe: bool) -> None:
+        if probe:
+            self._probing = False
+            if ok:
+                self._opened_at = None
+                self._buckets.clear()
+            else:
+                # A failed probe: stay open for another full period.
+                self._opened_at = self._clock()
             return
-        self._failures += 1
-        if self._failures >= self.threshold:
-            self._opened_at = self._clock()
-            self.opens += 1
+        if self._opened_at is not None:
+            return  # a call that started before the breaker opened: already accounted for
+        bucket = self._roll()
+        if not self._buckets or self._buckets[-1][0] != bucket:
+            self._buckets.append([bucket, 0, 0])
+        last = self._buckets[-1]
+        last[1] += 1
+        last[2] += 0 if ok else 1
+        if not ok:
+            calls, failures = self.window()
+            if calls >= self.min_calls and failures >= self.failure_rate * calls:
+                self._opened_at = self._clock()
+                self._buckets.clear()
+                self.opens += 1
