@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import hashlib
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TypedDict
@@ -31,6 +32,7 @@ from resolvers.feeds import latest_papers_rss
 from schema import Schema, build_schema
 from schema.view import BodySizeLimit, GraphQLView
 from settings import Settings, get_settings
+from telemetry import logs
 from telemetry import metrics as telemetry_metrics
 from telemetry.ingest_progress import IngestProgressCollector
 from telemetry.requests import RequestTelemetry
@@ -81,6 +83,9 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[State]:
         if not settings.database_url:
             raise RuntimeError("DATABASE_URL is not set")
+        if not logging.getLogger().handlers:
+            # A worker process started by uvicorn (`--workers N`) or `uvicorn app:app`: nobody set up logging.
+            logs.configure(settings.log_format)
         pool = await create_pool(
             settings.database_url,
             min_size=settings.pool_min_size,
