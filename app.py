@@ -109,6 +109,7 @@ def create_app(
             breaker=CircuitBreaker(
                 failure_rate=settings.redis_breaker_failure_rate,
                 min_calls=settings.redis_breaker_min_calls,
+                window_calls=settings.redis_breaker_window_calls,
                 window_s=settings.redis_breaker_window_s,
                 reset_after_s=settings.redis_breaker_reset_s,
             ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Annotated
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from edge.identity import parse_networks
@@ -58,11 +58,12 @@ class Settings(BaseSettings):
     redis_timeout_s: float = Field(0.25, gt=0)
     # redis-py connections per process; callers wait at most redis_timeout_s for one.
     redis_max_connections: int = Field(16, ge=2)
-    # The Redis breaker opens when at least redis_breaker_min_calls calls ended in the last
-    # redis_breaker_window_s seconds and redis_breaker_failure_rate of them failed; it probes every
-    # redis_breaker_reset_s seconds.
+    # The Redis breaker's window is the last redis_breaker_window_calls calls that ended within
+    # redis_breaker_window_s seconds; it opens when the window holds at least redis_breaker_min_calls and
+    # redis_breaker_failure_rate of them failed; it probes every redis_breaker_reset_s seconds.
     redis_breaker_failure_rate: float = Field(0.5, gt=0, le=1)
     redis_breaker_min_calls: int = Field(10, ge=1)
+    redis_breaker_window_calls: int = Field(20, ge=1)
     redis_breaker_window_s: float = Field(10.0, gt=0)
     redis_breaker_reset_s: float = Field(10.0, gt=0)
 
@@ -79,6 +80,12 @@ class Settings(BaseSettings):
 
     # Where `make run` / `make test` keep project-local servers when no URL is set.
     local_dir: str = ".wovepaper"
+
+    @model_validator(mode="after")
+    def _breaker_window(self) -> Settings:
+        if self.redis_breaker_min_calls > self.redis_breaker_window_calls:
+            raise ValueError("redis_breaker_min_calls must not exceed redis_breaker_window_calls")
+        return self
 
     @field_validator("trusted_proxies")
     @classmethod

@@ -124,7 +124,7 @@ class ServingPool(asyncpg.Pool):
         self.report()
         return conn
 
-    async def release(self, connection: Any, *, timeout: float | None = None) -> None:
+    async def release(self, connection: Any, *, timeout: float | None = None) -> None:  # noqa: ASYNC109 (asyncpg's signature)
         try:
             await super().release(connection, timeout=timeout)
         finally:
@@ -132,9 +132,15 @@ class ServingPool(asyncpg.Pool):
             self.report()
 
     async def _give_back(self, conn: Any, failure: BaseException | None) -> None:
-        if failure is not None and is_lost_connection(failure) and not conn.is_closed():
-            # It may still be reading the error of its dead backend: never lend it out again.
-            conn.terminate()
+        if failure is not None and is_lost_connection(failure):
+            # A connection closed under us was already handed back by asyncpg (its proxy then refuses calls).
+            with contextlib.suppress(asyncpg.InterfaceError):
+                if not conn.is_closed():
+                    # It may still be reading the error of its dead backend: never lend it out again.
+                    conn.terminate()
+            # One lost connection usually means a restart or failover: the idle ones got the same FATAL and would
+            # each fail once more. They are replaced on their next acquire instead.
+            await self.expire_connections()
         await self.release(conn)
 
 

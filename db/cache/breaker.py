@@ -1,8 +1,10 @@
 """The Redis cache's circuit breaker, built for one asyncio event loop.
 
-It opens on a failure rate, not on a streak: once at least `min_calls` calls ended within the last
-`window_s` seconds and `failure_rate` of them failed, callers skip Redis for `reset_after_s`. A few slow
-answers among many good ones (a Redis that just restarted, a busy moment) leave it closed.
+It opens on a failure rate, not on a streak: the window is the last `window_calls` calls that ended within
+`window_s` seconds; once it holds at least `min_calls` of them and `failure_rate` of them failed, callers
+skip Redis for `reset_after_s`. A few slow answers among good ones (a Redis that just restarted, a busy
+moment) leave it closed; a Redis that stopped answering opens it after about `window_calls * failure_rate`
+failed calls, however busy the process was before.
 Then one probe goes through at a time (half-open): a success closes it, a failure opens it again, and a
 probe that ends neither way (cancelled with its request) hands its turn to the next caller.
 
@@ -15,10 +17,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from enum import IntEnum
-from typing import Final
-
-# The window is kept as this many buckets: old outcomes leave it a bucket at a time.
-BUCKETS: Final = 10
 
 
 class BreakerState(IntEnum):
@@ -63,20 +61,22 @@ class CircuitBreaker:
         *,
         failure_rate: float = 0.5,
         min_calls: int = 10,
+        window_calls: int = 20,
         window_s: float = 10.0,
         reset_after_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not 0 < failure_rate <= 1 or min_calls < 1 or window_s <= 0 or reset_after_s <= 0:
-            raise ValueError("need 0 < failure_rate <= 1, min_calls >= 1, window_s > 0 and reset_after_s > 0")
+        if not 0 < failure_rate <= 1 or not 1 <= min_calls <= window_calls or window_s <= 0 or reset_after_s <= 0:
+            raise ValueError(
+                "need 0 < failure_rate <= 1, 1 <= min_calls <= window_calls, window_s > 0 and reset_after_s > 0"
+            )
         self.failure_rate = failure_rate
         self.min_calls = min_calls
         self.window_s = window_s
         self.reset_after_s = reset_after_s
         self._clock = clock
-        self._bucket_s = window_s / BUCKETS
-        # (bucket number, calls, failures), oldest first
-        self._buckets: deque[list[int]] = deque()
+        # (ended at, ok), oldest first
+        self._calls: deque[tuple[float, bool]] = deque(maxlen=window_calls)
         self._opened_at: float | None = None
         self._probing = False
         self.opens = 0
@@ -100,37 +100,28 @@ class CircuitBreaker:
         return None
 
     def window(self) -> tuple[int, int]:
-        """(calls, failures) ended within the window."""
-        self._roll()
-        return sum(b[1] for b in self._buckets), sum(b[2] for b in self._buckets)
-
-    def _roll(self) -> int:
-        bucket = int(self._clock() // self._bucket_s)
-        while self._buckets and self._buckets[0][0] <= bucket - BUCKETS:
-            self._buckets.popleft()
-        return bucket
+        """(calls, failures) in the window."""
+        horizon = self._clock() - self.window_s
+        while self._calls and self._calls[0][0] < horizon:
+            self._calls.popleft()
+        return len(self._calls), sum(1 for _, ok in self._calls if not ok)
 
     def _record(self, *, ok: bool, probe: bool) -> None:
         if probe:
             self._probing = False
             if ok:
                 self._opened_at = None
-                self._buckets.clear()
+                self._calls.clear()
             else:
                 # A failed probe: stay open for another full period.
                 self._opened_at = self._clock()
             return
         if self._opened_at is not None:
             return  # a call that started before the breaker opened: already accounted for
-        bucket = self._roll()
-        if not self._buckets or self._buckets[-1][0] != bucket:
-            self._buckets.append([bucket, 0, 0])
-        last = self._buckets[-1]
-        last[1] += 1
-        last[2] += 0 if ok else 1
+        self._calls.append((self._clock(), ok))
         if not ok:
             calls, failures = self.window()
             if calls >= self.min_calls and failures >= self.failure_rate * calls:
                 self._opened_at = self._clock()
-                self._buckets.clear()
+                self._calls.clear()
                 self.opens += 1

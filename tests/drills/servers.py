@@ -114,8 +114,8 @@ class ServedApi:
         full = {**os.environ, **env, "WOVEPAPER_SEMANTIC_SEARCH": "false", "PYTHONUNBUFFERED": "1"}
         args = [str(Path(sys.executable).parent / "wovepaper"), "serve", "--host", "127.0.0.1", "--port", str(port)]
         args += ["--workers", str(workers)]
-        out = log.open("wb")
-        proc = subprocess.Popen(args, env=full, stdout=out, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[2])
+        with log.open("wb") as out:
+            proc = subprocess.Popen(args, env=full, stdout=out, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[2])
         api = cls(proc, port, log)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -29,7 +29,7 @@ def test_a_streak_of_slow_answers_among_many_good_ones_leaves_it_closed() -> Non
     _calls(b, "." * 20)
     _calls(b, "x" * 5)  # five timeouts in a row: the old rule opened here
     assert b.state is BreakerState.CLOSED
-    assert b.window() == (25, 5)
+    assert b.window() == (20, 5)  # the last 20 calls: a quarter failed
 
 
 def test_opens_at_the_failure_rate_once_enough_calls_ended() -> None:
