@@ -17,6 +17,7 @@ EVENTS: Final = {
     "response_hits": ("response", "hit"),
     "response_misses": ("response", "miss"),
     "response_stores": ("response", "store"),
+    "calls": ("redis", "call"),  # round trips to Redis (an MGET batch, a pipeline, a script)
     "errors": ("redis", "error"),  # calls that failed or timed out
     "short_circuits": ("redis", "short_circuit"),  # calls skipped: breaker open
     "saturated": ("redis", "saturated"),  # calls skipped: this process already had its share in flight
@@ -51,6 +52,7 @@ class CacheMetrics:
     response_hits = _Count()
     response_misses = _Count()
     response_stores = _Count()
+    calls = _Count()
     errors = _Count()
     short_circuits = _Count()
     saturated = _Count()

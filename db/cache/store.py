@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 TAG_TTL_FACTOR: Final = 2
 # Keys per MGET: a larger batch is split, in one pipeline.
 MGET_CHUNK: Final = 500
+# While several computations are in flight, a store waits this long for others to share its pipeline.
+STORE_LINGER_S: Final = 0.005
 
 # KEYS[1] value, KEYS[2] generation (guard), KEYS[3..] tag sets; ARGV value, expected generation, ttl, tag ttl.
 _STORE_GUARDED = """
@@ -138,6 +140,8 @@ class CacheStore:
         self._read_scheduled = False
         self._store_scheduled = False
         self._batches: set[asyncio.Task[None]] = set()
+        self.max_in_flight = max_in_flight
+        self.peak_in_flight = 0
         self._store_sha = hashlib.sha1(_STORE_GUARDED.encode()).hexdigest()
 
     async def call(self, op: Callable[[aioredis.Redis], Awaitable[R]]) -> R | Unavailable:
@@ -150,6 +154,7 @@ class CacheStore:
             self.metrics.short_circuits += 1
             return UNAVAILABLE
         opens = self.breaker.opens
+        self.metrics.calls += 1
         try:
             # The socket timeout bounds each read; this bounds the whole call (pool wait + connect + command).
             async with asyncio.timeout(self.timeout_s * 2):
@@ -189,7 +194,7 @@ class CacheStore:
             self._spawn(self._flush_reads)
         return await future
 
-    def _spawn(self, flush: Callable[[], Awaitable[None]]) -> None:
+    def _spawn(self, flush: Callable[[], Awaitable[None]], *, delay: float = 0.0) -> None:
         loop = asyncio.get_running_loop()
 
         def start() -> None:
@@ -197,7 +202,10 @@ class CacheStore:
             self._batches.add(task)
             task.add_done_callback(self._batches.discard)
 
-        loop.call_soon(start)
+        if delay:
+            loop.call_later(delay, start)
+        else:
+            loop.call_soon(start)
 
     async def _slot(self) -> bool:
         try:
@@ -205,6 +213,8 @@ class CacheStore:
                 await self._slots.acquire()
         except TimeoutError:
             return False
+        in_flight = self.max_in_flight - self._slots._value
+        self.peak_in_flight = max(self.peak_in_flight, in_flight)
         return True
 
     async def _flush_reads(self) -> None:
@@ -355,9 +365,10 @@ class CacheStore:
         value = await compute()
         tag_refs = {owner, *(tags(value) if tags is not None else ())}
         tag_keys = [keys.entity_tag(self.namespace, t.kind, t.id) for t in sorted(tag_refs, key=_ref_order)]
-        await self.store_guarded(
-            key, orjson.dumps(value), guard_key=gen_key, guard_value=generation, tag_keys=tag_keys, ttl_s=ttl_s
-        )
+        if self.redis is not None:
+            # With other computations in flight (a request fanning out), stores wait a moment to share a pipeline.
+            linger = STORE_LINGER_S if len(self._inflight) > 1 else 0.0
+            await self._queue_store(key, orjson.dumps(value), gen_key, generation, tag_keys, ttl_s, linger=linger)
         return value
 
     async def fetch_guarded(self, key: str, guard_key: str) -> tuple[bytes | None, bytes | None] | Unavailable:
@@ -380,22 +391,44 @@ class CacheStore:
         """SET `key` with a TTL and add it to every tag set, unless the guard moved since it was read."""
         if self.redis is None:
             return False
+        stored = await self._queue_store(key, payload, guard_key, guard_value, tag_keys, ttl_s)
+        return stored is True
+
+    def _queue_store(
+        self,
+        key: str,
+        payload: bytes,
+        guard_key: str,
+        guard_value: bytes | None,
+        tag_keys: Sequence[str],
+        ttl_s: int,
+        *,
+        linger: float = 0.0,
+    ) -> asyncio.Future[bool | Unavailable]:
+        """Queue a guarded store for the next batch: sent on the next loop turn, or `linger` seconds from now with
+        every store queued by then."""
         expected = guard_value if guard_value is not None else b"0"
         future: asyncio.Future[bool | Unavailable] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(self._count_store)
         self._stores.append(([key, guard_key, *tag_keys], [payload, expected, ttl_s, ttl_s * TAG_TTL_FACTOR], future))
         if not self._store_scheduled:
             self._store_scheduled = True
-            self._spawn(self._flush_stores)
-        stored = await future
-        if isinstance(stored, Unavailable):
-            return False
-        if not stored:
+            self._spawn(self._flush_stores, delay=linger)
+        return future
+
+    def _count_store(self, future: asyncio.Future[bool | Unavailable]) -> None:
+        if not future.cancelled() and future.result() is False:
             self.metrics.stale_stores_skipped += 1
-        return stored
+
+    async def settle(self) -> None:
+        """Wait until every queued read and store has been sent (tests, shutdown)."""
+        while self._batches or self._read_scheduled or self._store_scheduled:
+            await asyncio.sleep(STORE_LINGER_S / 2 if not self._batches else 0)
+            if self._batches:
+                await asyncio.gather(*self._batches, return_exceptions=True)
 
     async def aclose(self) -> None:
-        if self._batches:
-            await asyncio.gather(*self._batches, return_exceptions=True)
+        await self.settle()
         if self.redis is not None:
             await self.redis.aclose()
 
