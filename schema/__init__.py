@@ -6,6 +6,7 @@ its own `@strawberry.type class XQuery` and appends it there.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -70,6 +71,8 @@ class Schema(strawberry.Schema):
                 if renew is not None:
                     renew()
                 DB_RETRIES.inc()
+                # A restart takes a few hundred milliseconds: retrying at once would meet it still going on.
+                await asyncio.sleep(LOST_CONNECTION_RETRY_DELAY_S)
                 result = await super().execute(*args, operation_extensions=operation_extensions)
         codes = _codes(result)
         retryable = codes & RETRYABLE_CODES
@@ -98,6 +101,7 @@ class Schema(strawberry.Schema):
         return None
 
 
+LOST_CONNECTION_RETRY_DELAY_S = 0.25
 # What a 503 asks the client to wait: about what a restarted PostgreSQL takes to accept connections again.
 RETRY_AFTER_S = 1
 

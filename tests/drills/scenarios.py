@@ -69,6 +69,7 @@ async def redis_drill(
 ) -> DrillResult:
     """Redis frozen (SIGSTOP), back (SIGCONT), killed (SIGKILL) and restarted, under a steady load; an ingest-side
     invalidation made while it is frozen is delivered by the next one."""
+    os.makedirs(work, exist_ok=True)
     port = localservices.free_port()
     redis = localservices.start_redis(work / "redis", port=port)
     namespace = f"drill{uuid.uuid4().hex[:8]}"
@@ -149,6 +150,7 @@ async def _breaker_closed(client: httpx.AsyncClient) -> bool:
 async def postgres_drill(work: Path, *, phase_s: float, concurrency: int = 8) -> DrillResult:
     """A PostgreSQL the drill owns, restarted (`pg_ctl restart -m fast`), stopped and started, and its API
     connections terminated, under a steady load of the site's operations; /readyz followed throughout."""
+    os.makedirs(work, exist_ok=True)
     pg = await asyncio.to_thread(DrillPostgres.create)
     facts: dict[str, Any] = {}
     api: ServedApi | None = None
@@ -221,6 +223,7 @@ async def postgres_drill(work: Path, *, phase_s: float, concurrency: int = 8) ->
 async def shutdown_drill(dsn: str, work: Path, *, drain_s: float = 1.5, grace_s: float = 10.0) -> DrillResult:
     """SIGTERM under load: /readyz says draining while requests are still answered, in-flight requests complete,
     the process exits within drain + grace."""
+    os.makedirs(work, exist_ok=True)
     api = ServedApi.start(
         {
             "DATABASE_URL": dsn,

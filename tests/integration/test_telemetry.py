@@ -108,3 +108,28 @@ async def test_opentelemetry_spans_for_requests_and_sql(database_url) -> None:
 
 def test_tracing_is_off_by_default() -> None:
     assert Settings().otel_enabled is False
+
+
+async def test_ingest_progress_is_exported_from_the_database(make_database) -> None:
+    import asyncpg
+
+    from db.migrate import migrate
+
+    dsn = await make_database("progress")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+        await conn.execute(
+            "INSERT INTO ingest_checkpoints (source, state, updated_at) VALUES ('arxiv:all', $1::text::jsonb, now())",
+            json.dumps({"token": None, "next_from": "2026-11-29", "pages": 42}),
+        )
+    finally:
+        await conn.close()
+    async with served(dsn) as client:
+        lines = (await client.get("/metrics")).text.splitlines()
+    assert 'wovepaper_ingest_pages{source="arxiv:all"} 42.0' in lines
+    assert 'wovepaper_ingest_running{source="arxiv:all"} 0.0' in lines
+    assert any(line.startswith('wovepaper_ingest_lag_seconds{source="arxiv:all"}') for line in lines)
+    assert any(line.startswith('wovepaper_ingest_last_success_timestamp_seconds{source="arxiv:all"}') for line in lines)
+    assert "wovepaper_ingest_enrich_queue 0.0" in lines
+    assert any(line.startswith('wovepaper_db_pool_connections{state="open"}') for line in lines)
