@@ -365,10 +365,16 @@ class CacheStore:
         value = await compute()
         tag_refs = {owner, *(tags(value) if tags is not None else ())}
         tag_keys = [keys.entity_tag(self.namespace, t.kind, t.id) for t in sorted(tag_refs, key=_ref_order)]
-        if self.redis is not None:
-            # With other computations in flight (a request fanning out), stores wait a moment to share a pipeline.
-            linger = STORE_LINGER_S if len(self._inflight) > 1 else 0.0
-            await self._queue_store(key, orjson.dumps(value), gen_key, generation, tag_keys, ttl_s, linger=linger)
+        # With other computations in flight (a request fanning out), the store waits a moment to share a pipeline.
+        await self.store_guarded(
+            key,
+            orjson.dumps(value),
+            guard_key=gen_key,
+            guard_value=generation,
+            tag_keys=tag_keys,
+            ttl_s=ttl_s,
+            linger=STORE_LINGER_S if len(self._inflight) > 1 else 0.0,
+        )
         return value
 
     async def fetch_guarded(self, key: str, guard_key: str) -> tuple[bytes | None, bytes | None] | Unavailable:
@@ -387,26 +393,14 @@ class CacheStore:
         guard_value: bytes | None,
         tag_keys: Sequence[str],
         ttl_s: int,
+        linger: float = 0.0,
     ) -> bool:
-        """SET `key` with a TTL and add it to every tag set, unless the guard moved since it was read."""
+        """SET `key` with a TTL and add it to every tag set, unless the guard moved since it was read.
+
+        It goes out with the other stores of the batch: on the next loop turn, or `linger` seconds from now with
+        every store queued by then."""
         if self.redis is None:
             return False
-        stored = await self._queue_store(key, payload, guard_key, guard_value, tag_keys, ttl_s)
-        return stored is True
-
-    def _queue_store(
-        self,
-        key: str,
-        payload: bytes,
-        guard_key: str,
-        guard_value: bytes | None,
-        tag_keys: Sequence[str],
-        ttl_s: int,
-        *,
-        linger: float = 0.0,
-    ) -> asyncio.Future[bool | Unavailable]:
-        """Queue a guarded store for the next batch: sent on the next loop turn, or `linger` seconds from now with
-        every store queued by then."""
         expected = guard_value if guard_value is not None else b"0"
         future: asyncio.Future[bool | Unavailable] = asyncio.get_running_loop().create_future()
         future.add_done_callback(self._count_store)
@@ -414,7 +408,7 @@ class CacheStore:
         if not self._store_scheduled:
             self._store_scheduled = True
             self._spawn(self._flush_stores, delay=linger)
-        return future
+        return await future is True
 
     def _count_store(self, future: asyncio.Future[bool | Unavailable]) -> None:
         if not future.cancelled() and future.result() is False:

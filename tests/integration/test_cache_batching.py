@@ -3,18 +3,10 @@ never trips the breaker on its own (it used to exhaust redis-py's pool: MaxConne
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
-
-import httpx
-from starlette.types import Receive, Scope, Send
-
 import localservices
-from app import create_app
 from db.cache.breaker import BreakerState
 from db.cache.store import CacheStore
-from settings import Settings
+from tests.integration.inprocess import served
 
 FAN_OUT = """
 query FanOut {
@@ -22,20 +14,6 @@ query FanOut {
   b: researchers(first: 100, page: 2) { nodes { id network(depth: 1, limit: 2) { nodes { depth weight } } } }
 }
 """
-
-
-@contextlib.asynccontextmanager
-async def served(dsn: str, redis_url: str, **overrides: Any) -> AsyncIterator[tuple[httpx.AsyncClient, CacheStore]]:
-    application = create_app(Settings(DATABASE_URL=dsn, REDIS_URL=redis_url, **overrides))
-    async with application.router.lifespan_context(application) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            await application({**scope, "state": dict(state)}, receive, send)
-
-        transport = httpx.ASGITransport(app=with_state)
-        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test", timeout=60) as client:
-            yield client, state["cache"]
 
 
 async def test_a_fan_out_request_batches_its_redis_calls(demo_database_url, cache_namespace, tmp_path) -> None:
@@ -48,7 +26,8 @@ async def test_a_fan_out_request_batches_its_redis_calls(demo_database_url, cach
             redis_max_connections=4,
             operation_timeout_s=60,
             statement_timeout_ms=30_000,
-        ) as (client, store):
+        ) as (client, state):
+            store: CacheStore = state["cache"]
             for attempt in ("cold", "warm"):
                 calls = store.metrics.calls
                 response = await client.post("/graphql", json={"query": FAN_OUT})

@@ -4,18 +4,12 @@ endless wait, and /readyz does not call a busy database down."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
 
-import httpx
 import pytest
-from starlette.types import Receive, Scope, Send
 
-from app import create_app
-from db.pool import PoolExhausted, ServingPool, create_pool, request_budget
-from settings import Settings
+from db.pool import PoolExhausted, create_pool, request_budget
 from tests.integration.agg_data import handmade_database
+from tests.integration.inprocess import served
 
 FAN_OUT = """
 query FanOut {
@@ -30,22 +24,9 @@ async def limits_db(make_database) -> tuple[str, dict[str, int]]:
     return await handmade_database(make_database, "limits")
 
 
-@contextlib.asynccontextmanager
-async def served(dsn: str, **overrides: Any) -> AsyncIterator[tuple[httpx.AsyncClient, ServingPool]]:
-    application = create_app(Settings(DATABASE_URL=dsn, REDIS_URL=None, **overrides))
-    async with application.router.lifespan_context(application) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            await application({**scope, "state": dict(state)}, receive, send)
-
-        transport = httpx.ASGITransport(app=with_state)
-        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test") as client:
-            yield client, state["pool"]
-
-
 async def test_a_request_holds_at_most_its_share_of_connections(limits_db) -> None:
-    async with served(limits_db[0], pool_max_size=6, pool_max_per_request=2) as (client, pool):
+    async with served(limits_db[0], pool_max_size=6, pool_max_per_request=2) as (client, state):
+        pool = state["pool"]
         peak = 0
         done = asyncio.Event()
 
@@ -106,10 +87,8 @@ async def test_the_budget_queues_a_requests_own_reads(limits_db) -> None:
 
 
 async def test_no_free_connection_answers_overloaded_and_readyz_stays_up(limits_db) -> None:
-    async with served(limits_db[0], pool_min_size=1, pool_max_size=1, pool_acquire_timeout_s=0.2) as (
-        client,
-        pool,
-    ):
+    async with served(limits_db[0], pool_min_size=1, pool_max_size=1, pool_acquire_timeout_s=0.2) as (client, state):
+        pool = state["pool"]
         taken = await pool.acquire()  # someone else holds the only connection
         try:
             response = await client.post("/graphql", json={"query": "{ researchers(first: 1) { nodes { id } } }"})

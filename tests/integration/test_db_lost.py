@@ -5,21 +5,16 @@ INTERNAL_SERVER_ERROR, and never one connection driven by two operations."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
 import pytest
-from starlette.types import Receive, Scope, Send
 
-from app import create_app
-from settings import Settings
 from tests.drills.proxy import DelayedCloseProxy
 from tests.integration.agg_data import handmade_database
+from tests.integration.inprocess import served
 
 PAGE = """
 query Page($id: String!) {
@@ -31,20 +26,6 @@ query Page($id: String!) {
 @pytest.fixture(scope="module")
 async def lost_db(make_database) -> tuple[str, dict[str, int]]:
     return await handmade_database(make_database, "lost")
-
-
-@contextlib.asynccontextmanager
-async def served(dsn: str, **overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
-    application = create_app(Settings(DATABASE_URL=dsn, REDIS_URL=None, **overrides))
-    async with application.router.lifespan_context(application) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            await application({**scope, "state": dict(state)}, receive, send)
-
-        transport = httpx.ASGITransport(app=with_state)
-        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test", timeout=30) as client:
-            yield client
 
 
 async def terminate_api_backends(admin_dsn: str, database: str) -> int:
@@ -79,7 +60,7 @@ def assert_answered_or_retryable(response: httpx.Response) -> None:
 
 async def test_next_request_after_pg_terminate_backend_is_answered(lost_db) -> None:
     dsn, ids = lost_db
-    async with served(dsn, pool_min_size=3, pool_max_size=3) as client:
+    async with served(dsn, pool_min_size=3, pool_max_size=3) as (client, _):
         first = await page(client, ids["A"])
         assert first.status_code == 200 and "errors" not in first.json()
         assert await terminate_api_backends(dsn, database_name(dsn)) >= 1
@@ -95,7 +76,7 @@ async def test_a_fatal_message_read_before_the_close_does_not_break_the_next_req
     parts = urlsplit(dsn)
     async with DelayedCloseProxy(parts.hostname or "127.0.0.1", parts.port or 5432, close_delay_s=3.0) as proxy:
         via_proxy = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}"))
-        async with served(via_proxy, pool_min_size=1, pool_max_size=1) as client:
+        async with served(via_proxy, pool_min_size=1, pool_max_size=1) as (client, _):
             first = await page(client, ids["A"])
             assert first.status_code == 200 and "errors" not in first.json()
             assert await terminate_api_backends(dsn, database_name(dsn)) == 1
@@ -110,7 +91,7 @@ async def test_a_fatal_message_read_before_the_close_does_not_break_the_next_req
 async def test_terminations_under_load_answer_data_or_a_retryable_503(lost_db) -> None:
     dsn, ids = lost_db
     rids = [ids[k] for k in ("A", "B", "C", "D", "E")]
-    async with served(dsn, pool_min_size=4, pool_max_size=8) as client:
+    async with served(dsn, pool_min_size=4, pool_max_size=8) as (client, _):
         stop = asyncio.Event()
         responses: list[httpx.Response] = []
 

@@ -4,40 +4,23 @@ summed over `serve --workers N`, and OpenTelemetry spans when switched on."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
 import pytest
-from starlette.types import Receive, Scope, Send
 
 from app import create_app
 from settings import Settings
 from telemetry.logs import JsonFormatter
 from tests.drills.servers import ServedApi
+from tests.integration.inprocess import served
 
 QUERY = "query Names { researchers(first: 2) { nodes { id name } } }"
 
 
-@contextlib.asynccontextmanager
-async def served(dsn: str, application: Any = None, **overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
-    application = application or create_app(Settings(DATABASE_URL=dsn, REDIS_URL=None, **overrides))
-    async with application.router.lifespan_context(application) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            await application({**scope, "state": dict(state)}, receive, send)
-
-        transport = httpx.ASGITransport(app=with_state)
-        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test") as client:
-            yield client
-
-
 async def test_request_id_is_echoed_or_made(database_url) -> None:
-    async with served(database_url) as client:
+    async with served(database_url) as (client, _):
         given = await client.post("/graphql", json={"query": QUERY}, headers={"X-Request-Id": "edge-7f3a.1"})
         assert given.headers["x-request-id"] == "edge-7f3a.1"
         made = await client.post("/graphql", json={"query": QUERY})
@@ -48,7 +31,7 @@ async def test_request_id_is_echoed_or_made(database_url) -> None:
 
 
 async def test_one_json_line_per_request_with_its_operation_and_statements(database_url, caplog) -> None:
-    async with served(database_url) as client:
+    async with served(database_url) as (client, _):
         with caplog.at_level(logging.INFO, logger="wovepaper.request"):
             response = await client.post("/graphql", json={"query": QUERY}, headers={"X-Request-Id": "req-1"})
             await client.get("/healthz")  # probes are not logged
@@ -94,7 +77,7 @@ async def test_opentelemetry_spans_for_requests_and_sql(database_url) -> None:
     application = create_app(Settings(DATABASE_URL=database_url, REDIS_URL=None))
     instrument(application, service_name="wovepaper-test", provider=tracer_provider("wovepaper-test", exporter))
     try:
-        async with served(database_url, application) as client:
+        async with served(database_url, application=application) as (client, _):
             response = await client.post("/graphql", json={"query": QUERY})
         assert response.status_code == 200
         spans = exporter.get_finished_spans()
@@ -125,7 +108,7 @@ async def test_ingest_progress_is_exported_from_the_database(make_database) -> N
         )
     finally:
         await conn.close()
-    async with served(dsn) as client:
+    async with served(dsn) as (client, _):
         lines = (await client.get("/metrics")).text.splitlines()
     assert 'wovepaper_ingest_pages{source="arxiv:all"} 42.0' in lines
     assert 'wovepaper_ingest_running{source="arxiv:all"} 0.0' in lines
