@@ -10,8 +10,9 @@ import contextlib
 
 
 class DelayedCloseProxy:
-    def __init__(self, upstream_host: str, upstream_port: int, *, close_delay_s: float) -> None:
-        self.upstream = (upstream_host, upstream_port)
+    def __init__(self, upstream: tuple[str, int] | str, *, close_delay_s: float) -> None:
+        """`upstream`: (host, port), or the path of a Unix socket."""
+        self.upstream = upstream
         self.close_delay_s = close_delay_s
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -35,7 +36,10 @@ class DelayedCloseProxy:
         assert task is not None
         self._tasks.add(task)
         try:
-            server_reader, server_writer = await asyncio.open_connection(*self.upstream)
+            if isinstance(self.upstream, str):
+                server_reader, server_writer = await asyncio.open_unix_connection(self.upstream)
+            else:
+                server_reader, server_writer = await asyncio.open_connection(*self.upstream)
             up = asyncio.create_task(self._pipe(client_reader, server_writer, delay=0))
             down = asyncio.create_task(self._pipe(server_reader, client_writer, delay=self.close_delay_s))
             await asyncio.gather(up, down, return_exceptions=True)

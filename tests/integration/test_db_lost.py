@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import asyncpg
 import httpx
@@ -39,6 +39,15 @@ async def terminate_api_backends(admin_dsn: str, database: str) -> int:
         return killed
     finally:
         await conn.close()
+
+
+def _upstream(dsn: str) -> tuple[str, int] | str:
+    """Where the DSN's server listens: (host, port), or its Unix socket (`?host=/dir`, as the local server)."""
+    parts = urlsplit(dsn)
+    socket_dir = parse_qs(parts.query).get("host", [""])[0]
+    if socket_dir.startswith("/"):
+        return f"{socket_dir}/.s.PGSQL.{parts.port or 5432}"
+    return parts.hostname or "127.0.0.1", parts.port or 5432
 
 
 def database_name(dsn: str) -> str:
@@ -74,8 +83,8 @@ async def test_a_fatal_message_read_before_the_close_does_not_break_the_next_req
     progress" (INTERNAL_SERVER_ERROR). Now that connection is dropped and the read runs again."""
     dsn, ids = lost_db
     parts = urlsplit(dsn)
-    async with DelayedCloseProxy(parts.hostname or "127.0.0.1", parts.port or 5432, close_delay_s=3.0) as proxy:
-        via_proxy = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}"))
+    async with DelayedCloseProxy(_upstream(dsn), close_delay_s=3.0) as proxy:
+        via_proxy = urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}@127.0.0.1:{proxy.port}", query=""))
         async with served(via_proxy, pool_min_size=1, pool_max_size=1) as (client, _):
             first = await page(client, ids["A"])
             assert first.status_code == 200 and "errors" not in first.json()
