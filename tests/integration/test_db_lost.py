@@ -84,7 +84,8 @@ async def test_a_fatal_message_read_before_the_close_does_not_break_the_next_req
     dsn, ids = lost_db
     parts = urlsplit(dsn)
     async with DelayedCloseProxy(_upstream(dsn), close_delay_s=3.0) as proxy:
-        via_proxy = urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}@127.0.0.1:{proxy.port}", query=""))
+        user = parts.username or "postgres"
+        via_proxy = urlunsplit(parts._replace(netloc=f"{user}@127.0.0.1:{proxy.port}", query=""))
         async with served(via_proxy, pool_min_size=1, pool_max_size=1) as (client, _):
             first = await page(client, ids["A"])
             assert first.status_code == 200 and "errors" not in first.json()
