@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -141,6 +141,7 @@ class CacheStore:
         self._store_scheduled = False
         self._batches: set[asyncio.Task[None]] = set()
         self.max_in_flight = max_in_flight
+        self._in_flight = 0
         self.peak_in_flight = 0
         self._store_sha = hashlib.sha1(_STORE_GUARDED.encode()).hexdigest()
 
@@ -194,11 +195,11 @@ class CacheStore:
             self._spawn(self._flush_reads)
         return await future
 
-    def _spawn(self, flush: Callable[[], Awaitable[None]], *, delay: float = 0.0) -> None:
+    def _spawn(self, flush: Callable[[], Coroutine[Any, Any, None]], *, delay: float = 0.0) -> None:
         loop = asyncio.get_running_loop()
 
         def start() -> None:
-            task: asyncio.Task[None] = loop.create_task(flush())  # type: ignore[arg-type]
+            task = loop.create_task(flush())
             self._batches.add(task)
             task.add_done_callback(self._batches.discard)
 
@@ -213,9 +214,13 @@ class CacheStore:
                 await self._slots.acquire()
         except TimeoutError:
             return False
-        in_flight = self.max_in_flight - self._slots._value
-        self.peak_in_flight = max(self.peak_in_flight, in_flight)
+        self._in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
         return True
+
+    def _free_slot(self) -> None:
+        self._in_flight -= 1
+        self._slots.release()
 
     async def _flush_reads(self) -> None:
         got_slot = await self._slot()
@@ -235,7 +240,7 @@ class CacheStore:
                     future.set_result(UNAVAILABLE if isinstance(values, Unavailable) else [found[k] for k in keys_])
         finally:
             if got_slot:
-                self._slots.release()
+                self._free_slot()
 
     async def _flush_stores(self) -> None:
         got_slot = await self._slot()
@@ -252,7 +257,7 @@ class CacheStore:
                     future.set_result(UNAVAILABLE if isinstance(results, Unavailable) else bool(results[i]))
         finally:
             if got_slot:
-                self._slots.release()
+                self._free_slot()
 
     async def _eval_stores(
         self, redis: aioredis.Redis, calls: list[tuple[list[str], list[bytes | int]]]
