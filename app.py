@@ -7,6 +7,7 @@ import contextlib
 import gc
 import hashlib
 import logging
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TypedDict
@@ -133,6 +134,8 @@ def create_app(
                     await pool.close()
             except TimeoutError:
                 pool.terminate()
+            # This worker's pool and breaker gauges leave the multi-worker sum (its counters stay counted).
+            telemetry_metrics.mark_process_dead(os.getpid())
             if preload is not None:
                 await asyncio.to_thread(preload.join)
 
