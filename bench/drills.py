@@ -13,15 +13,10 @@ import asyncio
 import os
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-import asyncpg
-
-from db.admin import create_database
-from localservices import with_database
 from tests.drills.load import format_summary
-from tests.drills.scenarios import load_small_demo, postgres_drill, redis_drill, shutdown_drill
+from tests.drills.scenarios import postgres_drill, redis_drill, shutdown_drill, throwaway_demo_database
 
 
 async def main() -> None:
@@ -31,16 +26,7 @@ async def main() -> None:
     parser.add_argument("--papers", type=int, default=2000)
     parser.add_argument("--only", choices=["redis", "postgres", "shutdown"], default=None)
     args = parser.parse_args()
-    admin_dsn = os.environ["DATABASE_URL"]
-    name = f"wovepaper_drill_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await create_database(admin, name)
-    finally:
-        await admin.close()
-    dsn = with_database(admin_dsn, name)
-    try:
-        await load_small_demo(dsn, papers=args.papers)
+    async with throwaway_demo_database(os.environ["DATABASE_URL"], papers=args.papers, prefix="wovepaper_drill") as dsn:
         with tempfile.TemporaryDirectory(prefix="wovepaper-drills-") as tmp:
             work = Path(tmp)
             print(f"# drills, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}")
@@ -56,13 +42,6 @@ async def main() -> None:
                 r = await shutdown_drill(dsn, work / "shutdown", drain_s=5.0, grace_s=20.0)
                 print(format_summary("\n## SIGTERM under load", r.summary))
                 print(r.facts, "bad:", len(r.bad))
-    finally:
-        admin = await asyncpg.connect(admin_dsn)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
-
 
 if __name__ == "__main__":
     asyncio.run(main())

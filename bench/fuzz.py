@@ -21,14 +21,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 
-import asyncpg
-
-from db.admin import create_database
-from localservices import with_database
-from tests.drills.scenarios import load_small_demo
+from tests.drills.scenarios import throwaway_demo_database
 from tests.drills.servers import ServedApi
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,16 +40,7 @@ async def main() -> int:
     if tool is None:
         print("schemathesis not found: set SCHEMATHESIS to its executable (see this file's docstring)", file=sys.stderr)
         return 2
-    admin_dsn = os.environ["DATABASE_URL"]
-    name = f"wovepaper_fuzz_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await create_database(admin, name)
-    finally:
-        await admin.close()
-    dsn = with_database(admin_dsn, name)
-    try:
-        await load_small_demo(dsn, papers=args.papers)
+    async with throwaway_demo_database(os.environ["DATABASE_URL"], papers=args.papers, prefix="wovepaper_fuzz") as dsn:
         with tempfile.TemporaryDirectory(prefix="wovepaper-fuzz-") as tmp:
             api = ServedApi.start({"DATABASE_URL": dsn}, Path(tmp) / "api.log")
             try:
@@ -83,13 +69,6 @@ async def main() -> int:
                 return done.returncode
             finally:
                 api.stop()
-    finally:
-        admin = await asyncpg.connect(admin_dsn)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
-
 
 if __name__ == "__main__":
     sys.exit(asyncio.run(main()))

@@ -4,10 +4,12 @@ bench/RESULTS.md). Each starts what it breaks, on loopback, and stops everything
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,10 +18,12 @@ import asyncpg
 import httpx
 
 import localservices
+from db.admin import create_database
 from db.cache.invalidation import invalidate
 from db.cache.store import CacheStore, create_redis
 from db.migrate import migrate
 from db.records import Touched
+from localservices import with_database
 from tests.drills.load import Load, operation_text, site_calls
 from tests.drills.servers import DrillPostgres, ServedApi
 
@@ -32,6 +36,27 @@ class DrillResult:
     summary: dict[str, dict[str, Any]]
     bad: list[Any]
     facts: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.asynccontextmanager
+async def throwaway_demo_database(admin_dsn: str, *, papers: int, prefix: str) -> AsyncIterator[str]:
+    """A database of its own on the server of `admin_dsn`, with the demo data; dropped at the end."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(admin_dsn)
+    try:
+        await create_database(admin, name)
+    finally:
+        await admin.close()
+    try:
+        dsn = with_database(admin_dsn, name)
+        await load_small_demo(dsn, papers=papers)
+        yield dsn
+    finally:
+        admin = await asyncpg.connect(admin_dsn)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
 
 
 async def load_small_demo(dsn: str, papers: int = 300) -> None:
