@@ -43,11 +43,39 @@ def serve(
     port: int = typer.Option(8000, help="Port to listen on."),
     workers: int = typer.Option(1, min=1, help="Worker processes."),
 ) -> None:
-    """Serve the API (GraphiQL at /graphql) with uvicorn."""
+    """Serve the API (GraphiQL at /graphql) with uvicorn.
+
+    SIGTERM drains first (`/readyz` answers 503 for WOVEPAPER_SHUTDOWN_DRAIN_S), then in-flight requests get
+    WOVEPAPER_SHUTDOWN_GRACE_S to finish. With several workers, /metrics sums them all."""
+    import os
+    import shutil
+    import tempfile
+
     import uvicorn
 
-    settings_or_exit()
-    uvicorn.run("app:app", host=host, port=port, workers=workers, log_level="info", timeout_keep_alive=5)
+    from telemetry import logs
+
+    settings = settings_or_exit()
+    logs.configure(settings.log_format)
+    own_metrics_dir = None
+    if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Set before any worker imports prometheus_client: each writes its values here, /metrics reads them all.
+        own_metrics_dir = tempfile.mkdtemp(prefix="wovepaper-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_metrics_dir
+    try:
+        uvicorn.run(
+            "app:app",
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="info",
+            log_config=None,
+            timeout_keep_alive=5,
+            timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_s)),
+        )
+    finally:
+        if own_metrics_dir is not None:
+            shutil.rmtree(own_metrics_dir, ignore_errors=True)
 
 
 @app.command()

@@ -6,7 +6,7 @@ import re
 from functools import lru_cache
 from typing import Annotated
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from edge.identity import parse_networks
@@ -31,8 +31,22 @@ class Settings(BaseSettings):
     max_tokens: int = Field(2000, ge=100)
     pool_min_size: int = Field(2, ge=1)
     pool_max_size: int = Field(10, ge=1)
+    # Connections one request may hold at once (its other reads wait for them), and the longest wait for a free
+    # connection before answering OVERLOADED (503).
+    pool_max_per_request: int = Field(3, ge=1)
+    pool_acquire_timeout_s: float = Field(3.0, gt=0)
     # Proxies whose X-Forwarded-For is believed (comma-separated addresses or CIDR networks).
     trusted_proxies: str = ""
+
+    # Graceful shutdown: after SIGTERM, serve this long with /readyz failing (so load balancers move away),
+    # then stop accepting and give in-flight requests at most shutdown_grace_s.
+    shutdown_drain_s: float = Field(5.0, ge=0)
+    shutdown_grace_s: float = Field(20.0, gt=0)
+    # Logs: one JSON object per line (`json`) or plain text (`text`).
+    log_format: str = Field("json", pattern=r"^(json|text)$")
+    # OpenTelemetry traces (needs the `otel` extra); exported over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT.
+    otel_enabled: bool = False
+    otel_service_name: str = "wovepaper-api"
 
     # Semantic and hybrid search (needs the `semantic` extra and pgvector); false answers SEMANTIC_UNAVAILABLE.
     semantic_search: bool = True
@@ -43,6 +57,16 @@ class Settings(BaseSettings):
     cache_namespace: str = Field("wp", pattern=r"^[a-z0-9_-]{1,32}$")
     cache_ttl_s: int = Field(3600, ge=1)
     redis_timeout_s: float = Field(0.25, gt=0)
+    # redis-py connections per process; callers wait at most redis_timeout_s for one.
+    redis_max_connections: int = Field(16, ge=2)
+    # The Redis breaker's window is the last redis_breaker_window_calls calls that ended within
+    # redis_breaker_window_s seconds; it opens when the window holds at least redis_breaker_min_calls and
+    # redis_breaker_failure_rate of them failed; it probes every redis_breaker_reset_s seconds.
+    redis_breaker_failure_rate: float = Field(0.5, gt=0, le=1)
+    redis_breaker_min_calls: int = Field(10, ge=1)
+    redis_breaker_window_calls: int = Field(20, ge=1)
+    redis_breaker_window_s: float = Field(10.0, gt=0)
+    redis_breaker_reset_s: float = Field(10.0, gt=0)
 
     # Upstreams.
     arxiv_oai_url: str = "https://oaipmh.arxiv.org/oai"
@@ -61,6 +85,12 @@ class Settings(BaseSettings):
 
     # Where `make run` / `make test` keep project-local servers when no URL is set.
     local_dir: str = ".wovepaper"
+
+    @model_validator(mode="after")
+    def _breaker_window(self) -> Settings:
+        if self.redis_breaker_min_calls > self.redis_breaker_window_calls:
+            raise ValueError("redis_breaker_min_calls must not exceed redis_breaker_window_calls")
+        return self
 
     @field_validator("trusted_proxies")
     @classmethod
