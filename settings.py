@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Annotated
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from edge.identity import parse_networks
@@ -31,8 +32,22 @@ class Settings(BaseSettings):
     max_tokens: int = Field(2000, ge=100)
     pool_min_size: int = Field(2, ge=1)
     pool_max_size: int = Field(10, ge=1)
+    # Connections one request may hold at once (its other reads wait for them), and the longest wait for a free
+    # connection before answering OVERLOADED (503).
+    pool_max_per_request: int = Field(3, ge=1)
+    pool_acquire_timeout_s: float = Field(3.0, gt=0)
     # Proxies whose X-Forwarded-For is believed (comma-separated addresses or CIDR networks).
     trusted_proxies: str = ""
+
+    # Graceful shutdown: after SIGTERM, serve this long with /readyz failing (so load balancers move away),
+    # then stop accepting and give in-flight requests at most shutdown_grace_s.
+    shutdown_drain_s: float = Field(5.0, ge=0)
+    shutdown_grace_s: float = Field(20.0, gt=0)
+    # Logs: one JSON object per line (`json`) or plain text (`text`).
+    log_format: str = Field("json", pattern=r"^(json|text)$")
+    # OpenTelemetry traces (needs the `otel` extra); exported over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT.
+    otel_enabled: bool = False
+    otel_service_name: str = "wovepaper-api"
 
     # Semantic and hybrid search (needs the `semantic` extra and pgvector); false answers SEMANTIC_UNAVAILABLE.
     semantic_search: bool = True
@@ -43,6 +58,16 @@ class Settings(BaseSettings):
     cache_namespace: str = Field("wp", pattern=r"^[a-z0-9_-]{1,32}$")
     cache_ttl_s: int = Field(3600, ge=1)
     redis_timeout_s: float = Field(0.25, gt=0)
+    # redis-py connections per process; callers wait at most redis_timeout_s for one.
+    redis_max_connections: int = Field(16, ge=2)
+    # The Redis breaker's window is the last redis_breaker_window_calls calls that ended within
+    # redis_breaker_window_s seconds; it opens when the window holds at least redis_breaker_min_calls and
+    # redis_breaker_failure_rate of them failed; it probes every redis_breaker_reset_s seconds.
+    redis_breaker_failure_rate: float = Field(0.5, gt=0, le=1)
+    redis_breaker_min_calls: int = Field(10, ge=1)
+    redis_breaker_window_calls: int = Field(20, ge=1)
+    redis_breaker_window_s: float = Field(10.0, gt=0)
+    redis_breaker_reset_s: float = Field(10.0, gt=0)
 
     # Upstreams.
     arxiv_oai_url: str = "https://oaipmh.arxiv.org/oai"
@@ -54,6 +79,10 @@ class Settings(BaseSettings):
     openalex_api_key: str | None = None
     openalex_mailto: str | None = None
     openalex_rps: float = Field(10.0, gt=0)
+    # Ingest connections: no statement, lock wait or open transaction may last for ever.
+    ingest_statement_timeout_ms: int = Field(300_000, ge=1000)
+    ingest_lock_timeout_ms: int = Field(60_000, ge=100)
+    ingest_idle_timeout_ms: int = Field(600_000, ge=1000)
 
     # The language model behind `ingest analyse` and chat: any OpenAI-compatible endpoint (a hosted provider,
     # vLLM, llama.cpp, Ollama). Without a URL and a model, analysis and chat are off and the rest works.
@@ -69,6 +98,12 @@ class Settings(BaseSettings):
 
     # Where `make run` / `make test` keep project-local servers when no URL is set.
     local_dir: str = ".wovepaper"
+
+    @model_validator(mode="after")
+    def _breaker_window(self) -> Settings:
+        if self.redis_breaker_min_calls > self.redis_breaker_window_calls:
+            raise ValueError("redis_breaker_min_calls must not exceed redis_breaker_window_calls")
+        return self
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -113,6 +148,20 @@ class Settings(BaseSettings):
         return ModelConfig(
             self.llm_api_url, self.llm_model, api_key=key or None, rps=self.llm_rps, timeout_s=self.llm_timeout_s
         )
+
+
+def masked_url(url: str) -> str:
+    """A server URL fit to print: its password (in the user part or a `password=` parameter) replaced by `***`."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, tail = rest.partition("/")
+    if "@" in authority:
+        userinfo, _, hostport = authority.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        authority = f"{user}{':***' if colon else ''}@{hostport}"
+    tail = re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", tail)
+    return f"{scheme}{sep}{authority}{slash}{tail}"
 
 
 def _env_name(loc: tuple[int | str, ...]) -> str:

@@ -163,6 +163,18 @@ async def analyse(
             result = BatchResult()
             await asyncio.gather(*(_one(client, paper, result) for paper in queue))
             budget.tokens += client.usage.total_tokens - spent_before
+            stop = None
+            if result.upstream:
+                whole_batch = not result.analyses and not result.failures
+                failed_in_row = failed_in_row + 1 if whole_batch else 0
+                log.error("%d request(s) failed: %s; they stay queued", len(result.upstream), result.upstream[0])
+                stop = _stop_reason(result.upstream, failed_in_row, client.policy.max_retry_after_s)
+            else:
+                failed_in_row = 0
+            if stop is not None and "budget" in stop:
+                # Not failures: papers the provider's spent budget left unanswered, as the token budget would.
+                summary.seen -= len(result.upstream)
+                result.upstream.clear()
             touched = Touched()
             async with conn.transaction():
                 await commit_without_flush_wait(conn)
@@ -174,18 +186,9 @@ async def analyse(
             summary.failed += len(result.failures) + len(result.upstream)
             _count_requests(summary, client)
             progress.update(summary)
-            if result.upstream:
-                whole_batch = not result.analyses and not result.failures
-                failed_in_row = failed_in_row + 1 if whole_batch else 0
-                log.error(
-                    "%d request(s) failed: %s; those papers stay queued", len(result.upstream), result.upstream[0]
-                )
-                stop = _stop_reason(result.upstream, failed_in_row, client.policy.max_retry_after_s)
-                if stop:
-                    summary.stopped = stop
-                    break
-            else:
-                failed_in_row = 0
+            if stop is not None:
+                summary.stopped = stop
+                break
     _count_requests(summary, client)
     return summary
 

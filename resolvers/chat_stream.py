@@ -25,6 +25,7 @@ import logging
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
+import asyncpg
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
@@ -32,6 +33,7 @@ from starlette.types import Receive, Scope, Send
 
 from chat.service import ChatError, Delta, Done, Sources, unavailable
 from db.paging import encode_global_id
+from db.pool import PoolExhausted, is_lost_connection
 from db.queries.papers import PaperRow
 from resolvers.chat import CONVERSATION, MESSAGE, question_of
 from resolvers.context import Context
@@ -40,6 +42,8 @@ from resolvers.errors import PublicError
 log = logging.getLogger("chat")
 
 KEEP_ALIVE_S = 15.0
+# What a 503 asks the reader to wait, as for GraphQL's (schema/__init__.py).
+RETRY_AFTER_S = 1
 SCOPE_KEYS = frozenset({"paper", "researcher", "institution", "papers"})
 STATUS = {"UNAUTHENTICATED": 401, "BAD_USER_INPUT": 400, "NOT_FOUND": 404, "RATE_LIMITED": 429}
 HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
@@ -163,10 +167,27 @@ async def chat_stream(request: Request) -> Response:
         return refused(exc.code, str(exc), status=STATUS.get(exc.code, 400))
     except ChatError as exc:
         return refused(exc.code, exc.message, status=exc.status, **exc.extensions)
-    except Exception:
-        log.exception("chat question failed request_id=%s", ctx.request_id)
-        return refused("INTERNAL_SERVER_ERROR", "Unexpected error.", status=500, requestId=ctx.request_id)
+    except Exception as exc:
+        code, message, status = _failure(exc, ctx.request_id)
+        extra: dict[str, Any] = {"retryAfterS": RETRY_AFTER_S} if status == 503 else {}
+        return refused(code, message, status=status, requestId=ctx.request_id, **extra)
     return EventStream(_answer_events(answer.events(), ctx.request_id))
+
+
+def _failure(exc: Exception, request_id: str) -> tuple[str, str, int]:
+    """What an unexpected failure is for the reader, as the GraphQL errors name the same ones (schema/errors.py);
+    logged with the request's id."""
+    if isinstance(exc, PoolExhausted):
+        log.warning("database pool exhausted request_id=%s (chat)", request_id)
+        return "OVERLOADED", "The service is overloaded; retry shortly.", 503
+    if is_lost_connection(exc):
+        log.warning("database connection lost request_id=%s (chat): %s: %s", request_id, type(exc).__name__, exc)
+        return "SERVICE_UNAVAILABLE", "The database is unavailable; retry shortly.", 503
+    if isinstance(exc, asyncpg.QueryCanceledError):
+        log.warning("statement timeout request_id=%s (chat)", request_id)
+        return "TIMEOUT", "A database statement took too long; retry.", 504
+    log.exception("chat failed request_id=%s", request_id)
+    return "INTERNAL_SERVER_ERROR", "Unexpected error.", 500
 
 
 async def _answer_events(events: AsyncGenerator[Any, None], request_id: str) -> AsyncGenerator[bytes, None]:
@@ -190,7 +211,6 @@ async def _answer_events(events: AsyncGenerator[Any, None], request_id: str) -> 
                     )
         except ChatError as exc:
             yield sse("error", {"code": exc.code, "message": exc.message, **exc.extensions})
-        except Exception:
-            log.exception("chat answer failed request_id=%s", request_id)
-            failure = {"code": "INTERNAL_SERVER_ERROR", "message": "Unexpected error.", "requestId": request_id}
-            yield sse("error", failure)
+        except Exception as exc:
+            code, message, _ = _failure(exc, request_id)
+            yield sse("error", {"code": code, "message": message, "requestId": request_id})

@@ -36,6 +36,10 @@ class Context:
     # The operation's time budget, set by the view; a resolver that waits on the model extends it.
     operation_budget: asyncio.Timeout | None = None
 
+    def renew(self) -> None:
+        """Fresh loaders, to run the operation again: the first run's cached failures must not answer it."""
+        self.loaders = Loaders(self.pool)
+
     @classmethod
     def create(
         cls,
@@ -53,4 +57,8 @@ class Context:
         if identity is not None:
             ctx.identity = identity
         ctx.chat = chat
+        # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors.
+        request_id = request.scope.get("state", {}).get("request_id") if request is not None else None
+        if isinstance(request_id, str):
+            ctx.request_id = request_id
         return ctx

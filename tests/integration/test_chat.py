@@ -439,3 +439,13 @@ async def test_the_chat_docks_list_runs_within_its_statement_budget(serve: Serve
     assert conversations["totalCount"] == 3 and all(len(c["messages"]) == 2 for c in conversations["nodes"])
     assert sum(len(m["citations"]) for c in conversations["nodes"] for m in c["messages"]) == 6
     assert counter.count <= budgets()["ViewerConversations"], counter.statements
+
+
+def test_database_trouble_is_named_as_graphql_names_it() -> None:
+    from db.pool import PoolExhausted
+    from resolvers.chat_stream import _failure
+
+    assert _failure(PoolExhausted("busy"), "r1")[::2] == ("OVERLOADED", 503)
+    assert _failure(ConnectionResetError(), "r1")[::2] == ("SERVICE_UNAVAILABLE", 503)
+    assert _failure(asyncpg.QueryCanceledError("statement timeout"), "r1")[::2] == ("TIMEOUT", 504)
+    assert _failure(ValueError("a bug"), "r1")[::2] == ("INTERNAL_SERVER_ERROR", 500)
