@@ -33,6 +33,7 @@ from db.queries.chat import (
 from db.queries.papers import PaperRow
 from llm import ModelClient, ModelConfig, ModelRequestFailed, TextPart, Usage
 from retry_rules import RetryPolicy
+from telemetry.metrics import CHAT_ANSWERS, MODEL_TOKENS, count_rejection
 
 log = logging.getLogger("chat")
 
@@ -162,6 +163,7 @@ class ChatService:
         scope = scope or ChatScope()
         day = self.today()
         if not await reserve_chat_message(self.pool, question.viewer_id, day, self.daily_messages):
+            count_rejection("RATE_LIMITED")
             reset = _tomorrow(day)
             raise ChatError(
                 "RATE_LIMITED",
@@ -195,6 +197,21 @@ class Answer:
 
     async def events(self) -> AsyncGenerator[ChatEvent, None]:
         """Sources, Deltas, then Done. Raises ChatError (MODEL_UNAVAILABLE, NOT_FOUND) after Sources."""
+        outcome = "cancelled"
+        try:
+            # Each generator below closes the one it reads (aclosing): a reader who leaves closes the model's stream.
+            async with contextlib.aclosing(self._events()) as events:
+                async for event in events:
+                    if isinstance(event, Done):
+                        outcome = "answered" if self.sources else "nothing_found"
+                    yield event
+        except ChatError:
+            outcome = "model_unavailable"
+            raise
+        finally:
+            CHAT_ANSWERS.labels(outcome).inc()
+
+    async def _events(self) -> AsyncGenerator[ChatEvent, None]:
         yield Sources(self.sources)
         allowed = {p.arxiv_id: p for p in self.sources}
         citations = CitationFilter(allowed)
@@ -205,9 +222,10 @@ class Answer:
             yield Delta(NOTHING_FOUND)
         else:
             try:
-                async for text in self._model_text(citations):
-                    shown.append(text)
-                    yield Delta(text)
+                async with contextlib.aclosing(self._model_text(citations)) as texts:
+                    async for text in texts:
+                        shown.append(text)
+                        yield Delta(text)
             except (ModelRequestFailed, TimeoutError) as exc:
                 log.warning("chat answer failed: %s", exc)
                 await release_chat_message(self.service.pool, self.question.viewer_id, self.day)
@@ -217,6 +235,8 @@ class Answer:
                     status=502,
                 ) from None
             usage = self._usage
+            MODEL_TOKENS.labels("prompt").inc(usage.prompt_tokens)
+            MODEL_TOKENS.labels("completion").inc(usage.completion_tokens)
         text = "".join(shown)
         cited = [allowed[a] for a in citations.cited]
         async with self.service.pool.acquire() as conn:

@@ -449,3 +449,27 @@ def test_database_trouble_is_named_as_graphql_names_it() -> None:
     assert _failure(ConnectionResetError(), "r1")[::2] == ("SERVICE_UNAVAILABLE", 503)
     assert _failure(asyncpg.QueryCanceledError("statement timeout"), "r1")[::2] == ("TIMEOUT", 504)
     assert _failure(ValueError("a bug"), "r1")[::2] == ("INTERNAL_SERVER_ERROR", 500)
+
+
+async def test_answers_and_their_tokens_are_counted_in_metrics(serve: Serve) -> None:
+    async def counted(client: httpx.AsyncClient) -> dict[str, float]:
+        text = (await client.get("/metrics")).text
+        wanted = (
+            'wovepaper_chat_answers_total{outcome="answered"}',
+            'wovepaper_chat_model_tokens_total{kind="prompt"}',
+            'wovepaper_chat_model_tokens_total{kind="completion"}',
+        )
+        values = {name: 0.0 for name in wanted}
+        for line in text.splitlines():
+            name, _, value = line.rpartition(" ")
+            if name in values:
+                values[name] = float(value)
+        return values
+
+    async with serve() as client:
+        before = await counted(client)
+        _, events = await ask(client, {"question": QUESTION}, reader="reader-metrics")
+        after = await counted(client)
+    assert events[-1].name == "done"
+    deltas = [after[k] - before[k] for k in before]
+    assert deltas == [1.0, 900.0, 60.0]
