@@ -237,6 +237,55 @@ PAPER_SORTS: Mapping[str, Sort] = _frozen(
     ]
 )
 
+# A viewer's feed ($1 the viewer id): papers by the researchers or at the institutions they follow, each once.
+# Two forms of one set. `followed` collects the followed entities' paper ids and fetches those papers by primary
+# key: its cost grows with how many papers they have. `followed_scan` walks papers in the sort's index order and
+# keeps those with a followed author or institution: its cost grows with how rare such papers are. `FEED_GATE`
+# ($1 the viewer, $2 the rows the page needs) says when to scan: when the followed entities' papers (M, from
+# their stored paper counts) are many enough that the scan's expected T * rows / M papers read cost less than
+# collecting M (T: the archive's papers, from the planner's statistics). Equal costs at M = sqrt(T * rows), and
+# both sides measured about as costly per paper (bench/viewer_feed.py).
+FEED_FILTERS: Mapping[str, Fragment] = MappingProxyType(
+    {
+        "followed": Fragment(
+            "p.id = ANY (ARRAY(SELECT a.paper_id FROM follows f JOIN authorships a ON a.researcher_id = f.researcher_id"
+            " WHERE f.viewer_id = $1::text"
+            " UNION SELECT ai.paper_id FROM institution_follows fi"
+            " JOIN authorship_institutions ai ON ai.institution_id = fi.institution_id WHERE fi.viewer_id = $1::text))",
+            1,
+        ),
+        "followed_scan": Fragment(
+            "(EXISTS (SELECT 1 FROM authorships a JOIN follows f ON f.researcher_id = a.researcher_id"
+            " WHERE a.paper_id = p.id AND f.viewer_id = $1::text)"
+            " OR EXISTS (SELECT 1 FROM authorship_institutions ai JOIN institution_follows fi"
+            " ON fi.institution_id = ai.institution_id WHERE ai.paper_id = p.id AND fi.viewer_id = $1::text))",
+            1,
+        ),
+    }
+)
+FEED_GATE = Fragment(
+    "((SELECT coalesce(sum(r.paper_count), 0) FROM follows f JOIN researchers r ON r.id = f.researcher_id"
+    " WHERE f.viewer_id = $1::text)"
+    " + (SELECT coalesce(sum(i.paper_count), 0) FROM institution_follows f JOIN institutions i"
+    " ON i.id = f.institution_id WHERE f.viewer_id = $1::text)"
+    " > sqrt((SELECT greatest(c.reltuples, 1) FROM pg_class c WHERE c.oid = 'papers'::regclass) * $2::int))",
+    2,
+)
+
+# A viewer's follows (alias f), most recently followed first.
+FOLLOWED_RESEARCHERS_SORT = Sort(
+    "FOLLOWED",
+    "f.created_at DESC, f.researcher_id DESC",
+    Fragment("(f.created_at, f.researcher_id) < ($1::timestamptz, $2::bigint)", 2),
+    (("followed_at", "ts"), ("id", "int")),
+)
+FOLLOWED_INSTITUTIONS_SORT = Sort(
+    "FOLLOWED",
+    "f.created_at DESC, f.institution_id DESC",
+    Fragment("(f.created_at, f.institution_id) < ($1::timestamptz, $2::bigint)", 2),
+    (("followed_at", "ts"), ("id", "int")),
+)
+
 # Researchers (alias r) and institutions (alias i): figures descending, id ascending, as their indexes are.
 RESEARCHER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
     {

@@ -18,6 +18,7 @@ from strawberry.types import ExecutionContext
 from schema.errors import is_unexpected
 from schema.extensions import default_extensions
 from schema.fast_executor import FastExecutor
+from schema.follows import FollowMutation
 from schema.institution import Institution, InstitutionQuery
 from schema.node import NodeQuery
 from schema.paper import Paper, PaperQuery
@@ -37,7 +38,7 @@ QUERY_TYPES: list[type] = [
     ViewerQuery,
 ]
 # Mutation is merged the same way from MUTATION_TYPES; the schema has no Mutation type while it is empty.
-MUTATION_TYPES: list[type] = []
+MUTATION_TYPES: list[type] = [FollowMutation]
 NODE_TYPES: list[type] = [Paper, Researcher, Institution]
 
 

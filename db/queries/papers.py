@@ -130,6 +130,33 @@ async def page_papers(
     return [paper_from_record(r) for r in await conn.fetch(sql, *args, limit, offset)]
 
 
+async def page_papers_either(
+    conn: Conn,
+    gate: Clause,
+    when: Sequence[Clause],
+    otherwise: Sequence[Clause],
+    sort: Sort,
+    *,
+    limit: int,
+    offset: int = 0,
+) -> list[PaperRow]:
+    """A page of the papers matching `when` if `gate` holds, else `otherwise` (two plans for one set), in one
+    statement. The gate reads no row of `papers`: PostgreSQL evaluates it once and runs only the branch it picks.
+    """
+    negated = Clause(Fragment(f"NOT {gate.fragment.sql}", gate.fragment.arity), gate.args)
+    where_when, args = compose([gate, *when])
+    where_otherwise, more = compose([negated, *otherwise], offset=len(args))
+    args += more
+    n = len(args)
+    page = f"ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}"
+    sql = (
+        f"SELECT * FROM ((SELECT {PAPER_COLUMNS} FROM papers p WHERE {where_when} {page})"
+        f" UNION ALL (SELECT {PAPER_COLUMNS} FROM papers p WHERE {where_otherwise} {page})) p"
+        f" ORDER BY {sort.order_by}"
+    )
+    return [paper_from_record(r) for r in await conn.fetch(sql, *args, limit, offset)]
+
+
 async def page_papers_of_owners(
     conn: Conn,
     owner: Fragment,
