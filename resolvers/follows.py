@@ -6,10 +6,12 @@ is on its page), so the next request on any worker sees the change.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from db.cache.invalidation import invalidate
 from db.queries.follows import FollowKind, follow, unfollow
-from db.queries.institutions import InstitutionRow
-from db.queries.researchers import ResearcherRow
+from db.queries.institutions import InstitutionRow, fetch_institutions_by_ids
+from db.queries.researchers import ResearcherRow, fetch_researchers_by_ids
 from db.queries.viewers import rotate_feed_token
 from db.records import Touched
 from resolvers.context import Context
@@ -42,7 +44,15 @@ async def set_following(
         else:
             outcome = "unfollowed"
             changed = await unfollow(conn, vid, kind, target)
-    if outcome == "not_found":
+        # As it is now, with its new follower count.
+        if kind == "researcher":
+            researchers = await fetch_researchers_by_ids(conn, [target])
+            ctx.loaders.prime_researchers(researchers, force=True)
+            rows: Sequence[ResearcherRow | InstitutionRow] = researchers
+        else:
+            rows = institutions = await fetch_institutions_by_ids(conn, [target])
+            ctx.loaders.prime_institutions(institutions, force=True)
+    if outcome == "not_found" or not rows:
         raise NotFound(f"No {kind} {reference[:80]!r} in the archive.")
     if outcome == "limit":
         raise LimitExceeded(
@@ -52,20 +62,8 @@ async def set_following(
     if changed:
         touched = Touched(researchers={target}) if kind == "researcher" else Touched(institutions={target})
         await invalidate(ctx.cache, touched)
-    loaders = ctx.loaders
-    follows = follows_loader(ctx, kind)
-    follows.clear(target)
-    follows.prime(target, following)
-    row: ResearcherRow | InstitutionRow | None
-    if kind == "researcher":
-        loaders.researcher_by_id.clear(target)
-        row = await loaders.researcher_by_id.load(target)
-    else:
-        loaders.institution_by_id.clear(target)
-        row = await loaders.institution_by_id.load(target)
-    if row is None:
-        raise NotFound(f"No {kind} {reference[:80]!r} in the archive.")
-    return row
+    follows_loader(ctx, kind).prime(target, following, force=True)
+    return rows[0]
 
 
 async def resolve_rotate_feed_token(ctx: Context) -> str:
