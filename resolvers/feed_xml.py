@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from feedgen.ext.base import BaseEntryExtension
 from feedgen.feed import FeedGenerator
+from lxml import etree
 
 from db.queries.papers import PaperRow
 
@@ -40,6 +42,19 @@ class FeedMeta:
 class FeedItem:
     paper: PaperRow
     authors: Sequence[str]
+
+
+class _ArxivLink(BaseEntryExtension):  # type: ignore[misc]
+    """The entry's arXiv page as an Atom `related` link. (feedgen 1.0 writes an Atom entry's links without their
+    `rel`, so a second link would read as a second `alternate`; RSS carries the arXiv URL as the permalink guid.)"""
+
+    def __init__(self) -> None:
+        self.href: str | None = None
+
+    def extend_atom(self, entry: etree._Element) -> etree._Element:
+        if self.href is not None:
+            etree.SubElement(entry, "link", href=self.href, rel="related", type="text/html", title="arXiv")
+        return entry
 
 
 def xml_text(text: str) -> str:
@@ -80,7 +95,8 @@ def _entry(fg: FeedGenerator, item: FeedItem, site_url: str, *, with_creator: bo
     fe.guid(paper.abs_url, permalink=True)
     fe.title(xml_text(paper.title))
     fe.link(href=f"{site_url}/papers/{paper.slug}", rel="alternate", type="text/html")
-    fe.link(href=paper.abs_url, rel="related", type="text/html", title="arXiv")
+    fe.register_extension("arxiv", _ArxivLink, atom=True, rss=False)
+    fe.arxiv.href = paper.abs_url
     fe.published(paper.published)
     fe.updated(paper.updated)
     authors = [xml_text(a) for a in item.authors if a.strip()] or [xml_text(paper.authors_text)]
