@@ -238,38 +238,42 @@ PAPER_SORTS: Mapping[str, Sort] = _frozen(
 )
 
 # A viewer's feed ($1 the viewer id): papers by the researchers or at the institutions they follow, each once.
-# Two forms of one set. `followed` collects the followed entities' paper ids and fetches those papers by primary
-# key: its cost grows with how many papers they have. `followed_scan` walks papers in the sort's index order and
-# keeps those with a followed author or institution: its cost grows with how rare such papers are. `FEED_GATE`
-# ($1 the viewer, $2 the rows the page needs) says when to scan: when the followed entities' papers (M, from
-# their stored paper counts) are many enough that the scan's expected T * rows / M papers read cost less than
-# collecting M (T: the archive's papers, from the planner's statistics). Equal costs at M = sqrt(T * rows), and
-# both sides measured about as costly per paper (bench/viewer_feed.py).
+# Two forms of one set (db/queries/papers.py page_papers_scanning uses both). `followed` collects the followed
+# entities' paper ids and fetches those papers by primary key: its cost grows with how many papers they have.
+# `followed_scan` is a per-paper test, for walking papers in the sort's order: its cost grows with how rare such
+# papers are. `followed_count` estimates how many papers the reader follows (M) from the stored paper counts.
+_FOLLOWED_RESEARCHERS = "ARRAY(SELECT f.researcher_id FROM follows f WHERE f.viewer_id = $1::text)"
+_FOLLOWED_INSTITUTIONS = "ARRAY(SELECT f.institution_id FROM institution_follows f WHERE f.viewer_id = $1::text)"
 FEED_FILTERS: Mapping[str, Fragment] = MappingProxyType(
     {
+        # The ids through the (researcher_id, paper_id) and (institution_id, paper_id) indexes, index only.
         "followed": Fragment(
-            "p.id = ANY (ARRAY(SELECT a.paper_id FROM follows f JOIN authorships a ON a.researcher_id = f.researcher_id"
-            " WHERE f.viewer_id = $1::text"
-            " UNION SELECT ai.paper_id FROM institution_follows fi"
-            " JOIN authorship_institutions ai ON ai.institution_id = fi.institution_id WHERE fi.viewer_id = $1::text))",
+            "p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a"
+            f" WHERE a.researcher_id = ANY ({_FOLLOWED_RESEARCHERS})"
+            " UNION SELECT ai.paper_id FROM authorship_institutions ai"
+            f" WHERE ai.institution_id = ANY ({_FOLLOWED_INSTITUTIONS})))",
             1,
         ),
+        # Each paper's authorships probed by primary key, each author looked up among the reader's follows.
+        # OFFSET 0 keeps PostgreSQL from turning the probe into a hash of every followed paper (which is the
+        # other form's work); a kind of follow the reader has none of is skipped once, not per paper.
         "followed_scan": Fragment(
-            "(EXISTS (SELECT 1 FROM authorships a JOIN follows f ON f.researcher_id = a.researcher_id"
-            " WHERE a.paper_id = p.id AND f.viewer_id = $1::text)"
-            " OR EXISTS (SELECT 1 FROM authorship_institutions ai JOIN institution_follows fi"
-            " ON fi.institution_id = ai.institution_id WHERE ai.paper_id = p.id AND fi.viewer_id = $1::text))",
+            "((EXISTS (SELECT 1 FROM follows f WHERE f.viewer_id = $1::text) AND EXISTS (SELECT 1 FROM authorships a"
+            " JOIN follows f ON f.viewer_id = $1::text AND f.researcher_id = a.researcher_id"
+            " WHERE a.paper_id = p.id OFFSET 0))"
+            " OR (EXISTS (SELECT 1 FROM institution_follows f WHERE f.viewer_id = $1::text)"
+            " AND EXISTS (SELECT 1 FROM authorship_institutions ai JOIN institution_follows f"
+            " ON f.viewer_id = $1::text AND f.institution_id = ai.institution_id WHERE ai.paper_id = p.id OFFSET 0)))",
+            1,
+        ),
+        "followed_count": Fragment(
+            "((SELECT coalesce(sum(r.paper_count), 0) FROM follows f JOIN researchers r ON r.id = f.researcher_id"
+            " WHERE f.viewer_id = $1::text)"
+            " + (SELECT coalesce(sum(i.paper_count), 0) FROM institution_follows f JOIN institutions i"
+            " ON i.id = f.institution_id WHERE f.viewer_id = $1::text))",
             1,
         ),
     }
-)
-FEED_GATE = Fragment(
-    "((SELECT coalesce(sum(r.paper_count), 0) FROM follows f JOIN researchers r ON r.id = f.researcher_id"
-    " WHERE f.viewer_id = $1::text)"
-    " + (SELECT coalesce(sum(i.paper_count), 0) FROM institution_follows f JOIN institutions i"
-    " ON i.id = f.institution_id WHERE f.viewer_id = $1::text)"
-    " > sqrt((SELECT greatest(c.reltuples, 1) FROM pg_class c WHERE c.oid = 'papers'::regclass) * $2::int))",
-    2,
 )
 
 # A viewer's follows (alias f), most recently followed first.

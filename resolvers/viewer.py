@@ -10,7 +10,7 @@ from typing import TypeVar
 import strawberry
 from strawberry.dataloader import DataLoader
 
-from db.filters import FEED_FILTERS, FEED_GATE, PAPER_SORTS, Clause, paper_filter_clauses
+from db.filters import FEED_FILTERS, PAPER_SORTS, Clause, paper_filter_clauses
 from db.queries.follows import (
     FOLLOWED_SORTS,
     FollowKind,
@@ -20,7 +20,7 @@ from db.queries.follows import (
     page_followed_researchers,
 )
 from db.queries.institutions import InstitutionRow
-from db.queries.papers import Conn, PaperRow, count_papers, page_papers_either
+from db.queries.papers import Conn, PaperRow, count_papers, page_papers_scanning
 from db.queries.researchers import ResearcherRow
 from db.queries.viewers import feed_token
 from resolvers.context import Context
@@ -136,7 +136,7 @@ async def resolve_viewer_feed(
     info: Info, args: PaperFilterArgs | None, *, first: int | None, after: str | None, page: int | None
 ) -> Connection[PaperRow]:
     """Papers by the researchers or at the institutions the reader follows, newest first, each once: one
-    statement for the page whatever they follow (db/filters.py FEED_GATE picks how it is read)."""
+    statement for the page whatever they follow (db/queries/papers.py page_papers_scanning)."""
     ctx = info.context
     vid = require_viewer(ctx)
     request = page_request(FEED_SORT, first=first, after=after, page=page)
@@ -165,13 +165,13 @@ async def page_followed_papers(
     conn: Conn, vid: str, clauses: Sequence[Clause], after: Clause | None, *, limit: int, offset: int = 0
 ) -> list[PaperRow]:
     """The statement behind the reader's feed, in GraphQL and in RSS."""
-    page_clauses = [*clauses, after] if after is not None else list(clauses)
-    return await page_papers_either(
+    return await page_papers_scanning(
         conn,
-        Clause(FEED_GATE, (vid, limit + offset)),
-        [Clause(FEED_FILTERS["followed_scan"], (vid,)), *page_clauses],
-        [Clause(FEED_FILTERS["followed"], (vid,)), *page_clauses],
-        FEED_SORT,
+        matches=Clause(FEED_FILTERS["followed_count"], (vid,)),
+        scan=Clause(FEED_FILTERS["followed_scan"], (vid,)),
+        collect=Clause(FEED_FILTERS["followed"], (vid,)),
+        clauses=[*clauses, after] if after is not None else clauses,
+        sort=FEED_SORT,
         limit=limit,
         offset=offset,
     )

@@ -17,9 +17,17 @@ import pytest
 
 from app import create_app
 from db.filters import FEED_FILTERS, Clause, Fragment
-from db.queries.papers import page_papers_either
+from db.queries.papers import page_papers_scanning
 from resolvers.viewer import FEED_SORT
-from tests.integration.graph_support import PAPERS, RESEARCHERS, Seeded, seeded_database, serving, settings_for
+from tests.integration.graph_support import (
+    INSTITUTIONS,
+    PAPERS,
+    RESEARCHERS,
+    Seeded,
+    seeded_database,
+    serving,
+    settings_for,
+)
 from tests.jwt_support import SECRET, bearer, hs256
 
 FOLLOW = """
@@ -271,28 +279,42 @@ async def test_the_feed_is_the_followed_papers_newest_first_each_once(shared: Ap
     assert error_code(foreign) == "BAD_USER_INPUT"
 
 
-async def test_both_ways_of_reading_the_feed_give_the_same_pages(shared: Api) -> None:
+@pytest.mark.parametrize(
+    ("researchers", "institutions"), [({"jose"}, {"umontreal"}), ({"jose"}, set()), (set(), {"tokyo"})]
+)
+async def test_every_way_of_reading_the_feed_gives_the_same_pages(
+    shared: Api, researchers: set[str], institutions: set[str]
+) -> None:
+    """Collected (M estimated 0), walked newest first (M estimated huge: a walk of at most 4 * rows papers), and
+    walked but falling back to the collected set when the walk finds too few (José's one paper is the oldest)."""
     who = reader()
-    await shared.data(FOLLOW, {"id": shared.researcher("jose")}, as_=who)
-    await shared.data(FOLLOW_INSTITUTION, {"id": "0161xgx34"}, as_=who)
-    expected = expected_feed(shared.seeded, {"jose"}, {"umontreal"})
+    for key in researchers:
+        await shared.data(FOLLOW, {"id": shared.researcher(key)}, as_=who)
+    for key in institutions:
+        ror = next(i.ror_id for i in INSTITUTIONS if i.key == key)
+        await shared.data(FOLLOW_INSTITUTION, {"id": ror}, as_=who)
+    expected = expected_feed(shared.seeded, researchers, institutions)
     conn = await asyncpg.connect(shared.seeded.dsn)
     try:
-        for gate in ("true", "false"):
-            forced = Clause(Fragment(gate, 0), ())
-            got: list[int] = []
-            for offset in range(0, len(expected) + 5, 5):
-                rows = await page_papers_either(
-                    conn,
-                    forced,
-                    [Clause(FEED_FILTERS["followed_scan"], (who,))],
-                    [Clause(FEED_FILTERS["followed"], (who,))],
-                    FEED_SORT,
-                    limit=5,
-                    offset=offset,
-                )
-                got += [r.id for r in rows]
-            assert got == expected, gate
+        for estimate in ("0", "1e12", None):
+            for size in (1, 5, 40):
+                got: list[int] = []
+                matches = Clause(FEED_FILTERS["followed_count"], (who,))
+                if estimate is not None:
+                    matches = Clause(Fragment(estimate, 0), ())
+                for offset in range(0, len(expected) + size, size):
+                    rows = await page_papers_scanning(
+                        conn,
+                        matches=matches,
+                        scan=Clause(FEED_FILTERS["followed_scan"], (who,)),
+                        collect=Clause(FEED_FILTERS["followed"], (who,)),
+                        clauses=[],
+                        sort=FEED_SORT,
+                        limit=size,
+                        offset=offset,
+                    )
+                    got += [r.id for r in rows]
+                assert got == expected, (estimate, size)
     finally:
         await conn.close()
 
