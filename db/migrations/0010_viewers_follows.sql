@@ -34,35 +34,28 @@ FROM (SELECT viewer_id, count(*) AS n FROM follows GROUP BY viewer_id) c WHERE v
 
 -- The counts follow every insert and delete of a follow, whoever writes it (a cascade from a deleted researcher
 -- or viewer, a merge moving follows): an atomic increment under the row lock, so concurrent follows lose none.
-CREATE FUNCTION wp_count_researcher_follows() RETURNS trigger LANGUAGE plpgsql AS $$
+-- TG_ARGV: the followed table and its id's column in the follows table.
+CREATE FUNCTION wp_count_follows() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    followed text := TG_ARGV[0];
+    followed_id text := TG_ARGV[1];
 BEGIN
     IF TG_OP IN ('DELETE', 'UPDATE') THEN
-        UPDATE researchers SET follower_count = follower_count - 1 WHERE id = OLD.researcher_id;
+        EXECUTE format('UPDATE %I SET follower_count = follower_count - 1 WHERE id = $1', followed)
+            USING (to_jsonb(OLD) ->> followed_id)::bigint;
         UPDATE viewers SET follow_count = follow_count - 1 WHERE id = OLD.viewer_id;
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        UPDATE researchers SET follower_count = follower_count + 1 WHERE id = NEW.researcher_id;
+        EXECUTE format('UPDATE %I SET follower_count = follower_count + 1 WHERE id = $1', followed)
+            USING (to_jsonb(NEW) ->> followed_id)::bigint;
         UPDATE viewers SET follow_count = follow_count + 1 WHERE id = NEW.viewer_id;
     END IF;
     RETURN NULL;
 END $$;
 CREATE TRIGGER follows_count AFTER INSERT OR DELETE OR UPDATE OF viewer_id, researcher_id ON follows
-    FOR EACH ROW EXECUTE FUNCTION wp_count_researcher_follows();
-
-CREATE FUNCTION wp_count_institution_follows() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP IN ('DELETE', 'UPDATE') THEN
-        UPDATE institutions SET follower_count = follower_count - 1 WHERE id = OLD.institution_id;
-        UPDATE viewers SET follow_count = follow_count - 1 WHERE id = OLD.viewer_id;
-    END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        UPDATE institutions SET follower_count = follower_count + 1 WHERE id = NEW.institution_id;
-        UPDATE viewers SET follow_count = follow_count + 1 WHERE id = NEW.viewer_id;
-    END IF;
-    RETURN NULL;
-END $$;
+    FOR EACH ROW EXECUTE FUNCTION wp_count_follows('researchers', 'researcher_id');
 CREATE TRIGGER institution_follows_count AFTER INSERT OR DELETE OR UPDATE OF viewer_id, institution_id
-    ON institution_follows FOR EACH ROW EXECUTE FUNCTION wp_count_institution_follows();
+    ON institution_follows FOR EACH ROW EXECUTE FUNCTION wp_count_follows('institutions', 'institution_id');
 
 -- Follow a researcher (`kind` 'researcher') or an institution ('institution'), at most `cap` follows per viewer.
 -- Answers 'followed', 'following' (already: nothing written), 'limit' or 'not_found'. One statement for the

@@ -6,20 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-import localservices
 from tests.integration.graph_support import seeded_database
 from tests.jwt_support import SECRET, bearer, hs256
+from tests.server_process import ServerProcess, server_process
 
 ROOT = Path(__file__).resolve().parents[2]
 RESEARCHER_PAGE = (ROOT / "frontend_contract" / "operations" / "ResearcherPage.graphql").read_text()
@@ -28,40 +23,9 @@ UNFOLLOW = "mutation U($id: String!) { unfollowResearcher(input: {id: $id}) { re
 STATE = "query S($id: String!) { researcher(id: $id) { viewerIsFollowing followerCount } }"
 
 
-@contextlib.contextmanager
-def worker(env: dict[str, str], log: Path) -> Iterator[str]:
-    """One `uvicorn app:app` process on a free port; its base URL once /healthz answers."""
-    port = localservices.free_port()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"uvicorn exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"uvicorn did not answer within 90 s:\n{log.read_text()}")
-            time.sleep(0.1)
-        yield base
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def worker(env: dict[str, str], log: Path) -> contextlib.AbstractContextManager[ServerProcess]:
+    """One `uvicorn app:app` process; its base URL once /healthz answers."""
+    return server_process([sys.executable, "-m", "uvicorn", "app:app"], env, log, timeout_s=90)
 
 
 def post(base: str, query: str, variables: dict[str, Any], token: str | None = None) -> httpx.Response:
@@ -86,7 +50,8 @@ async def test_a_follow_on_one_worker_is_seen_by_the_other(
     }
     wumo = {"id": str(seeded.researcher_ids["wumo"])}
     reader = hs256("worker-reader")
-    with worker(env, tmp_path / "a.log") as a, worker(env, tmp_path / "b.log") as b:
+    with worker(env, tmp_path / "a.log") as server_a, worker(env, tmp_path / "b.log") as server_b:
+        a, b = server_a.base, server_b.base
         first = post(a, RESEARCHER_PAGE, wumo)
         assert first.json()["data"]["researcher"]["followerCount"] == 0
         cached = post(a, RESEARCHER_PAGE, wumo)

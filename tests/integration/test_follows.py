@@ -125,7 +125,13 @@ async def test_anonymous_readers_see_nulls_and_cannot_write(shared: Api) -> None
     assert (await shared.data("{ viewer { id } }")) == {"viewer": None}
 
 
+async def followers(api: Api, key: str) -> int:
+    count: int = (await api.data(RESEARCHER, {"id": api.researcher(key)}))["researcher"]["followerCount"]
+    return count
+
+
 async def test_follow_and_unfollow_are_idempotent_and_counted(make_database: Any) -> None:
+    # Its own database: every count here is exact, no other test's readers among them.
     async with api_on(make_database, "follows_count") as api:
         wumo, one, two = api.researcher("wumo"), reader(), reader()
         first = (await api.data(FOLLOW, {"id": wumo}, as_=one))["followResearcher"]["researcher"]
@@ -137,7 +143,7 @@ async def test_follow_and_unfollow_are_idempotent_and_counted(make_database: Any
         # Each reader sees their own state; everyone sees the count.
         assert (await api.data(RESEARCHER, {"id": wumo}, as_=one))["researcher"]["viewerIsFollowing"] is True
         assert (await api.data(RESEARCHER, {"id": wumo}, as_=reader()))["researcher"]["viewerIsFollowing"] is False
-        assert (await api.data(RESEARCHER, {"id": wumo}))["researcher"]["followerCount"] == 2
+        assert await followers(api, "wumo") == 2
         gone = (await api.data(UNFOLLOW, {"id": wumo}, as_=one))["unfollowResearcher"]["researcher"]
         assert (gone["viewerIsFollowing"], gone["followerCount"]) == (False, 1)
         still = (await api.data(UNFOLLOW, {"id": wumo}, as_=one))["unfollowResearcher"]["researcher"]
@@ -148,6 +154,17 @@ async def test_follow_and_unfollow_are_idempotent_and_counted(make_database: Any
         assert (inst["viewerIsFollowing"], inst["followerCount"]) == (True, 1)
         inst = (await api.data(UNFOLLOW_INSTITUTION, {"id": "0161xgx34"}, as_=one))["unfollowInstitution"]
         assert inst["institution"]["followerCount"] == 0
+        # Counts stay right whoever writes: follows moved by a merge, follows gone with their researcher.
+        conn = await asyncpg.connect(api.seeded.dsn)
+        try:
+            await conn.execute(
+                "UPDATE follows SET researcher_id = $1 WHERE viewer_id = $2", int(api.researcher("ada")), two
+            )
+            assert (await followers(api, "wumo"), await followers(api, "ada")) == (0, 1)
+            await conn.execute("DELETE FROM researchers WHERE id = $1", int(api.researcher("ada")))
+            assert await conn.fetchval("SELECT follow_count FROM viewers WHERE id = $1", two) == 0
+        finally:
+            await conn.close()
 
 
 async def test_every_id_form_names_the_same_researcher_and_unknown_ids_are_not_found(shared: Api) -> None:
@@ -182,8 +199,9 @@ async def test_follows_per_reader_are_capped_researchers_and_institutions_togeth
 
 
 async def test_concurrent_follows_lose_no_update(make_database: Any) -> None:
-    async with api_on(make_database, "follows_race", pool_max_size=10) as api:
+    async with api_on(make_database, "follows", pool_max_size=10) as api:
         target = api.researcher("ada")
+        before = await followers(api, "ada")
         readers = [reader() for _ in range(2)]
 
         async def churn(who: str) -> None:
@@ -193,8 +211,8 @@ async def test_concurrent_follows_lose_no_update(make_database: Any) -> None:
             await api.data(FOLLOW, {"id": target}, as_=who)
 
         await asyncio.gather(*(churn(who) for who in readers), *(churn(reader()) for _ in range(4)))
-        count = (await api.data(RESEARCHER, {"id": target}))["researcher"]["followerCount"]
-        assert count == 6
+        count = await followers(api, "ada")
+        assert count == before + 6
         conn = await asyncpg.connect(api.seeded.dsn)
         try:
             stored = await conn.fetchval("SELECT count(*) FROM follows WHERE researcher_id = $1", int(target))
@@ -204,7 +222,7 @@ async def test_concurrent_follows_lose_no_update(make_database: Any) -> None:
 
 
 async def test_one_reader_racing_past_the_cap_gets_exactly_the_cap(make_database: Any) -> None:
-    async with api_on(make_database, "follows_cap_race", max_follows=2, pool_max_size=10) as api:
+    async with api_on(make_database, "follows", max_follows=2, pool_max_size=10) as api:
         who = reader()
         bodies = await asyncio.gather(
             *(api.run(FOLLOW, {"id": api.researcher(key)}, as_=who) for key in ("wumo", "ada", "jose")),
