@@ -5,7 +5,8 @@ many prolific researchers, a few quiet ones, or institutions.
     .venv/bin/python -m bench.viewer_feed --database-url ... --calibrate   # where the two plans cross
     .venv/bin/python -m bench.viewer_feed --database-url ... --graphql     # the whole ViewerFeed operation
 
-Readers, created for the run and deleted after it (their follows with them):
+A population of 20,000 background readers (`--population`) is created once and kept, so that the follows tables
+have statistics as on a site with readers. Readers measured, created for the run and deleted after it:
 - prolific: the 1,000 researchers with most papers in the archive
 - quiet: 20 researchers with 2 to 5 papers each
 - institutions: the 5 institutions with most papers
@@ -78,6 +79,40 @@ async def make_reader(conn: asyncpg.Connection, name: str, researchers: str, ins
             viewer,
         )
     return viewer
+
+
+POPULATION = "bench-pop-"
+
+
+async def ensure_population(conn: asyncpg.Connection, readers: int) -> None:
+    """Background readers following 1 to 30 random researchers each (a quarter also an institution), kept
+    between runs: the follows tables' statistics as on a site with readers, which the plans depend on."""
+    if await conn.fetchval("SELECT count(*) FROM viewers WHERE id LIKE $1", POPULATION + "%") >= readers:
+        return
+    async with conn.transaction():
+        await conn.execute(
+            "INSERT INTO viewers (id) SELECT $1 || g FROM generate_series(1, $2::int) g ON CONFLICT DO NOTHING",
+            POPULATION,
+            readers,
+        )
+        await conn.execute(
+            """INSERT INTO follows (viewer_id, researcher_id, created_at)
+               SELECT DISTINCT ON (v, r) $1 || v, r, now() - random() * interval '365 days'
+               FROM (SELECT g AS v, 1 + floor(random() * (SELECT max(id) FROM researchers))::bigint AS r
+                     FROM generate_series(1, $2::int) g, generate_series(1, (1 + floor(random() * 30))::int) k) s
+               WHERE EXISTS (SELECT 1 FROM researchers WHERE id = s.r)
+               ON CONFLICT DO NOTHING""",
+            POPULATION,
+            readers,
+        )
+        await conn.execute(
+            """INSERT INTO institution_follows (viewer_id, institution_id)
+               SELECT $1 || g, (SELECT id FROM institutions ORDER BY random() + g LIMIT 1)
+               FROM generate_series(1, $2::int / 4) g ON CONFLICT DO NOTHING""",
+            POPULATION,
+            readers,
+        )
+    await conn.execute("ANALYZE viewers; ANALYZE follows; ANALYZE institution_follows")
 
 
 NONE = "SELECT id FROM researchers WHERE false"
@@ -222,8 +257,10 @@ async def main_async(args: argparse.Namespace) -> None:
     conn = await asyncpg.connect(args.database_url)
     try:
         await conn.execute(f"DELETE FROM viewers WHERE id LIKE '{PREFIX}%'")  # an interrupted run's readers
+        await ensure_population(conn, args.population)
         papers = await conn.fetchval("SELECT count(*) FROM papers")
-        print({"papers": papers, "runs": args.runs}, flush=True)
+        follows = await conn.fetchval("SELECT count(*) FROM follows")
+        print({"papers": papers, "follows": follows, "runs": args.runs}, flush=True)
         if args.calibrate:
             await calibrate(conn, args.runs)
             return
@@ -243,6 +280,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--population", type=int, default=20_000, help="background readers (kept between runs)")
     parser.add_argument("--calibrate", action="store_true")
     parser.add_argument("--graphql", action="store_true")
     asyncio.run(main_async(parser.parse_args()))

@@ -254,23 +254,24 @@ FEED_FILTERS: Mapping[str, Fragment] = MappingProxyType(
             f" WHERE ai.institution_id = ANY ({_FOLLOWED_INSTITUTIONS})))",
             1,
         ),
-        # Each paper's authorships probed by primary key, each author looked up among the reader's follows.
-        # OFFSET 0 keeps PostgreSQL from turning the probe into a hash of every followed paper (which is the
-        # other form's work); a kind of follow the reader has none of is skipped once, not per paper.
+        # Each paper's authorships by primary key, their researchers (institutions) looked up in the reader's
+        # follows, read once per statement as an array (no index choice per probe: an index on the follows of a
+        # popular researcher would read all their followers). OFFSET 0 keeps each test a test per paper
+        # (PostgreSQL would otherwise hash every followed paper first, the other form's work); a kind of follow
+        # the reader has none of is skipped once, not per paper.
         "followed_scan": Fragment(
-            "((EXISTS (SELECT 1 FROM follows f WHERE f.viewer_id = $1::text) AND EXISTS (SELECT 1 FROM authorships a"
-            " JOIN follows f ON f.viewer_id = $1::text AND f.researcher_id = a.researcher_id"
-            " WHERE a.paper_id = p.id OFFSET 0))"
+            "((EXISTS (SELECT 1 FROM follows f WHERE f.viewer_id = $1::text)"
+            " AND EXISTS (SELECT 1 FROM authorships a WHERE a.paper_id = p.id"
+            f" AND a.researcher_id = ANY ({_FOLLOWED_RESEARCHERS}) OFFSET 0))"
             " OR (EXISTS (SELECT 1 FROM institution_follows f WHERE f.viewer_id = $1::text)"
-            " AND EXISTS (SELECT 1 FROM authorship_institutions ai JOIN institution_follows f"
-            " ON f.viewer_id = $1::text AND f.institution_id = ai.institution_id WHERE ai.paper_id = p.id OFFSET 0)))",
+            " AND EXISTS (SELECT 1 FROM authorship_institutions ai WHERE ai.paper_id = p.id"
+            f" AND ai.institution_id = ANY ({_FOLLOWED_INSTITUTIONS}) OFFSET 0)))",
             1,
         ),
         "followed_count": Fragment(
-            "((SELECT coalesce(sum(r.paper_count), 0) FROM follows f JOIN researchers r ON r.id = f.researcher_id"
-            " WHERE f.viewer_id = $1::text)"
-            " + (SELECT coalesce(sum(i.paper_count), 0) FROM institution_follows f JOIN institutions i"
-            " ON i.id = f.institution_id WHERE f.viewer_id = $1::text))",
+            f"((SELECT coalesce(sum(r.paper_count), 0) FROM researchers r WHERE r.id = ANY ({_FOLLOWED_RESEARCHERS}))"
+            " + (SELECT coalesce(sum(i.paper_count), 0) FROM institutions i"
+            f" WHERE i.id = ANY ({_FOLLOWED_INSTITUTIONS})))",
             1,
         ),
     }

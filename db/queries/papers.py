@@ -164,7 +164,8 @@ async def page_papers_scanning(
 WITH estimate AS MATERIALIZED (
     SELECT e.m * e.m > e.t * $1::int AS walk, greatest(ceil(4 * $1::int * e.t / greatest(e.m, 1)), 4 * $1::int) AS cap
     FROM (SELECT ({where_matches})::float8 AS m,
-                 (SELECT greatest(c.reltuples, 1) FROM pg_class c WHERE c.oid = 'papers'::regclass)::float8 AS t) e
+                 (SELECT greatest(c.reltuples, 1) FROM pg_class c WHERE c.oid = 'papers'::regclass)::float8 AS t
+          OFFSET 0) e
 ), walked AS MATERIALIZED (
     SELECT * FROM (SELECT {PAPER_COLUMNS} FROM papers p WHERE (SELECT walk FROM estimate) AND {where}
                    ORDER BY {order} LIMIT (SELECT cap FROM estimate)::bigint) p
