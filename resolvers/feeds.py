@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
+from typing import TypeVar
 from urllib.parse import quote, urlencode
 
 import orjson
@@ -31,7 +32,9 @@ from starlette.routing import Route
 from db.cache import keys
 from db.cache.store import CacheStore, Unavailable
 from db.filters import PAPER_SORTS, PaperFilterSpec, paper_filter_clauses
+from db.queries.institutions import InstitutionRow
 from db.queries.papers import Conn, PaperRow, fetch_authorships, page_papers
+from db.queries.researchers import ResearcherRow
 from db.queries.search import SEARCH_SORTS, EmptyQuery, search_papers
 from db.queries.viewers import fetch_viewer_by_feed_token
 from resolvers.context import Context
@@ -53,6 +56,7 @@ CACHE_TTL_S = 600
 _CATEGORY = re.compile(r"^[a-z][a-z-]{0,19}(?:\.[A-Za-z][A-Za-z-]{0,19})?$")
 
 PaperSource = Callable[[Conn, int], Awaitable[list[PaperRow]]]
+Row = TypeVar("Row", ResearcherRow, InstitutionRow)
 
 
 class FeedError(Exception):
@@ -132,40 +136,46 @@ async def _category(ctx: Context, name: str, request: Request) -> FeedSource:
 
 
 async def _researcher(ctx: Context, name: str, request: Request) -> FeedSource:
-    try:
-        row = await resolve_researcher(ctx, name)
-    except BadUserInput:
-        row = None
-    if row is None:
-        raise FeedError(404, "No such researcher in the archive.")
-    return FeedSource(
+    row = await _found(lambda: resolve_researcher(ctx, name), "researcher")
+    return _entity_feed(
         "researcher",
-        str(row.id),
-        f"wovepaper: papers by {row.name}",
+        row,
+        f"papers by {row.name}",
         f"The newest papers by {row.name} in the wovepaper archive.",
-        f"/researchers/{row.slug}",
-        f"/researchers/{row.slug}.xml",
-        _newest(PaperFilterSpec(researcher_id=row.id)),
+        PaperFilterSpec(researcher_id=row.id),
     )
 
 
 async def _institution(ctx: Context, name: str, request: Request) -> FeedSource:
+    async def lookup() -> InstitutionRow | None:
+        # An id, a slug or a ROR id, not a name: a name could match another institution by similarity.
+        return await resolve_institution(ctx, name) if parse_institution_id(name).kind != "name" else None
+
+    row = await _found(lookup, "institution")
+    return _entity_feed(
+        "institution",
+        row,
+        f"papers from {row.name}",
+        f"The newest papers with an author at {row.name}.",
+        PaperFilterSpec(institution_ids=(row.id,)),
+    )
+
+
+async def _found(lookup: Callable[[], Awaitable[Row | None]], kind: str) -> Row:
     try:
-        # An id, a slug or a ROR id: a name could match another institution by similarity.
-        row = await resolve_institution(ctx, name) if parse_institution_id(name).kind != "name" else None
+        row = await lookup()
     except BadUserInput:
         row = None
     if row is None:
-        raise FeedError(404, "No such institution in the archive.")
-    return FeedSource(
-        "institution",
-        str(row.id),
-        f"wovepaper: papers from {row.name}",
-        f"The newest papers with an author at {row.name}.",
-        f"/institutions/{row.slug}",
-        f"/institutions/{row.slug}.xml",
-        _newest(PaperFilterSpec(institution_ids=(row.id,))),
-    )
+        raise FeedError(404, f"No such {kind} in the archive.")
+    return row
+
+
+def _entity_feed(
+    kind: str, row: ResearcherRow | InstitutionRow, title: str, description: str, spec: PaperFilterSpec
+) -> FeedSource:
+    path = f"/{kind}s/{row.slug}"
+    return FeedSource(kind, str(row.id), f"wovepaper: {title}", description, path, f"{path}.xml", _newest(spec))
 
 
 async def _search(ctx: Context, name: str, request: Request) -> FeedSource:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -13,11 +12,11 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.contract.conftest import CONTRACT, ROOT
+from tests.contract.conftest import CONTRACT
 from tests.jwt_support import SECRET, hs256
+from tests.server_process import server_process
 
 NODE = shutil.which("node")
 NPM = shutil.which("npm")
@@ -43,50 +42,16 @@ def node_modules() -> Path:
     return CONTRACT / "node_modules"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def server_url(demo_database_url: str) -> Iterator[str]:
+def server_url(demo_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """uvicorn serving the app on the demo database, one worker, on a free port."""
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env["DATABASE_URL"] = demo_database_url
     env["WOVEPAPER_SEMANTIC_PRELOAD"] = "false"  # no operation here searches semantically
     env["WOVEPAPER_JWT_SECRET"] = SECRET  # the harness signs the signed-in reader's token with it
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"uvicorn exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not answer /healthz within 60 s")
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/graphql"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
+    log = tmp_path_factory.mktemp("node-contract") / "uvicorn.log"
+    with server_process([sys.executable, "-m", "uvicorn", "app:app", "--workers", "1"], env, log) as server:
+        yield f"{server.base}/graphql"
 
 
 def test_codegen_types_every_operation_and_tsc_accepts_them(node_modules: Path, tmp_path: Path) -> None:
