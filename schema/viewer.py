@@ -48,7 +48,8 @@ class Viewer:
 
     @strawberry.field(
         description="Papers by the researchers or at the institutions the reader follows, newest first, each "
-        "once. `first` 1 to 100 (default 24); `page` or `after`."
+        "once. `first` 1 to 100 (default 24); `page` or `after`. `totalCount` counts every followed paper (its "
+        "cost grows with them): ask for it only where it is shown."
     )
     async def feed(
         self,

@@ -148,7 +148,8 @@ async def page_papers_scanning(
     after about R*T/M papers, and collecting costs M primary-key fetches: equal at M = sqrt(R*T). Above that the
     walk is tried first, over at most 4*R*T/M papers (four times what it should need, at least 4*R): matches
     bunched in the past (a researcher who stopped publishing) must not make it read the whole archive. When it
-    finds fewer than R, the collected set answers instead. `clauses` (filters, a cursor) apply to both.
+    finds fewer than R, the collected set answers instead. `clauses` (filters, a cursor) apply to both. (The
+    estimate's OFFSET 0 keeps PostgreSQL from computing M once for each place it is used.)
     """
     want = limit + offset
     where_matches, args = compose([matches], offset=1)
