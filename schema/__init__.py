@@ -24,6 +24,7 @@ from db.pool import request_budget
 from schema.errors import RETRYABLE_CODES, is_unexpected
 from schema.extensions import default_extensions
 from schema.fast_executor import FastExecutor
+from schema.follows import FollowMutation
 from schema.institution import Institution, InstitutionQuery
 from schema.node import NodeQuery
 from schema.paper import Paper, PaperQuery
@@ -44,7 +45,7 @@ QUERY_TYPES: list[type] = [
     ViewerQuery,
 ]
 # Mutation is merged the same way from MUTATION_TYPES; the schema has no Mutation type while it is empty.
-MUTATION_TYPES: list[type] = []
+MUTATION_TYPES: list[type] = [FollowMutation]
 NODE_TYPES: list[type] = [Paper, Researcher, Institution]
 
 
