@@ -30,9 +30,11 @@ from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
 from db.queries.embeddings import has_embeddings
 from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
+from edge.jwt import JwtAuthenticator, build_bearer_authenticator
+from edge.private import PrivateResponses
 from resolvers.cacheable_operations import load_cacheable_operations
 from resolvers.chat_stream import chat_stream
-from resolvers.feeds import latest_papers_rss
+from resolvers.feeds import feed_routes
 from schema import Schema, build_schema
 from schema.view import BodySizeLimit, GraphQLView
 from settings import Settings, get_settings
@@ -70,8 +72,18 @@ def create_app(
     bearer_authenticator: BearerAuthenticator | None = None,
 ) -> Starlette:
     """`schema` defaults to `build_schema(settings)`; `query_logger` sees every SQL statement (tests count them);
-    the authenticators verify `X-Api-Key` and `Authorization: Bearer` (without one, that credential is refused)."""
+    the authenticators verify `X-Api-Key` and `Authorization: Bearer` (without a key authenticator, keys are
+    refused; the bearer authenticator defaults to the JWT settings')."""
     settings = settings or get_settings()
+    if bearer_authenticator is None:
+        bearer_authenticator = build_bearer_authenticator(
+            secret=settings.jwt_secret.get_secret_value() if settings.jwt_secret else None,
+            jwks_url=settings.jwks_url,
+            jwks_file=settings.jwks_file,
+            issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience,
+        )
+    verifier = bearer_authenticator
     schema = schema or build_schema(settings)
     graphql = GraphQLView(schema, settings)
     cacheable = load_cacheable_operations(OPERATIONS_DIR)
@@ -147,6 +159,8 @@ def create_app(
                     await pool.close()
             except TimeoutError:
                 pool.terminate()
+            if isinstance(verifier, JwtAuthenticator):
+                await verifier.aclose()
             # This worker's pool and breaker gauges leave the multi-worker sum (its counters stay counted).
             telemetry_metrics.mark_process_dead(os.getpid())
             if preload is not None:
@@ -207,10 +221,6 @@ def create_app(
         text = await asyncio.to_thread(telemetry_metrics.generate_latest, [ingest_progress])
         return Response(text, media_type=telemetry_metrics.CONTENT_TYPE)
 
-    async def rss_latest(request: Request) -> Response:
-        feed = await latest_papers_rss(request.state.pool, feed_url=str(request.url))
-        return Response(feed, media_type="application/rss+xml", headers={"cache-control": "public, max-age=300"})
-
     ingest_progress = IngestProgressCollector()
     app = Starlette(
         routes=[
@@ -218,7 +228,7 @@ def create_app(
             Route("/readyz", readyz),
             Route("/graphql", cached_graphql, methods=["GET", "POST"]),
             Route("/metrics", metrics),
-            Route("/rss/latest.xml", rss_latest),
+            *feed_routes(),
             Route("/chat", chat_stream, methods=["POST"]),
         ],
         middleware=[
@@ -230,6 +240,7 @@ def create_app(
                 key_authenticator=key_authenticator,
                 bearer_authenticator=bearer_authenticator,
             ),
+            Middleware(PrivateResponses),
         ],
         lifespan=lifespan,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -11,6 +12,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from edge.identity import parse_networks
 from llm.config import ModelConfig
+
+# Written into feeds and links as is: a scheme, a host and a path, nothing that needs escaping.
+_PUBLIC_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d{1,5})?(?:/[A-Za-z0-9._~/-]*)?$")
 
 
 class SettingsError(Exception):
@@ -53,6 +57,21 @@ class Settings(BaseSettings):
     semantic_search: bool = True
     # Load the embedding model when the server starts (in the background), not on the first semantic request.
     semantic_preload: bool = True
+
+    # Signed-in readers: the site's `Authorization: Bearer <JWT>`, HS256 with a shared secret and/or RS256/ES256
+    # with keys from a JWKS (a URL, fetched and cached, or a file). Issuer and audience are checked when set.
+    jwt_secret: SecretStr | None = None
+    jwks_url: str | None = None
+    jwks_file: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    # Researchers and institutions one reader may follow, together.
+    max_follows: int = Field(5000, ge=1)
+
+    # Feeds: entry links point at the site; the feeds' own URLs (self links, `Viewer.feedUrl`) at where the API's
+    # /rss and /atom paths are served, the site's host unless set.
+    site_url: str = "https://www.wovepaper.com"
+    feeds_url: str | None = None
 
     # Cache.
     cache_namespace: str = Field("wp", pattern=r"^[a-z0-9_-]{1,32}$")
@@ -111,6 +130,32 @@ class Settings(BaseSettings):
         parse_networks(v.split(","))
         return v
 
+    @field_validator("jwt_secret")
+    @classmethod
+    def _secret_length(cls, v: SecretStr | None) -> SecretStr | None:
+        # HS256 keys shorter than the hash (RFC 7518 3.2) are refused; PyJWT would only warn.
+        if v is not None and len(v.get_secret_value().encode()) < 32:
+            raise ValueError("must be at least 32 bytes")
+        return v
+
+    @field_validator("jwks_file")
+    @classmethod
+    def _readable_file(cls, v: str | None) -> str | None:
+        if v is not None and not Path(v).is_file():
+            raise ValueError(f"no such file: {v}")
+        return v
+
+    @field_validator("site_url", "feeds_url")
+    @classmethod
+    def _public_url(cls, v: str | None) -> str | None:
+        if v is not None and not _PUBLIC_URL.match(v):
+            raise ValueError("must be an http(s) URL")
+        return v.rstrip("/") if v is not None else None
+
+    @property
+    def feeds_base_url(self) -> str:
+        return self.feeds_url or self.site_url
+
     @field_validator("database_url")
     @classmethod
     def _postgres_scheme(cls, v: str | None) -> str | None:
@@ -148,6 +193,13 @@ class Settings(BaseSettings):
         return ModelConfig(
             self.llm_api_url, self.llm_model, api_key=key or None, rps=self.llm_rps, timeout_s=self.llm_timeout_s
         )
+
+    @field_validator("jwks_url")
+    @classmethod
+    def _jwks_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL")
+        return v
 
 
 def masked_url(url: str) -> str:

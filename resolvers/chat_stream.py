@@ -46,7 +46,7 @@ KEEP_ALIVE_S = 15.0
 RETRY_AFTER_S = 1
 SCOPE_KEYS = frozenset({"paper", "researcher", "institution", "papers"})
 STATUS = {"UNAUTHENTICATED": 401, "BAD_USER_INPUT": 400, "NOT_FOUND": 404, "RATE_LIMITED": 429}
-HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
+HEADERS = {"cache-control": "private, no-store", "x-accel-buffering": "no"}
 
 
 def sse(event: str, data: object) -> bytes:

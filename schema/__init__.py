@@ -25,6 +25,7 @@ from schema.chat import ChatMutation
 from schema.errors import RETRYABLE_CODES, is_unexpected
 from schema.extensions import default_extensions
 from schema.fast_executor import FastExecutor
+from schema.follows import FollowMutation
 from schema.institution import Institution, InstitutionQuery
 from schema.node import NodeQuery
 from schema.paper import Paper, PaperQuery
@@ -45,7 +46,7 @@ QUERY_TYPES: list[type] = [
     ViewerQuery,
 ]
 # Mutation is merged the same way from MUTATION_TYPES; the schema has no Mutation type while it is empty.
-MUTATION_TYPES: list[type] = [ChatMutation]
+MUTATION_TYPES: list[type] = [FollowMutation, ChatMutation]
 NODE_TYPES: list[type] = [Paper, Researcher, Institution]
 
 

@@ -127,7 +127,7 @@ async def test_an_answer_streams_sources_then_text_then_done_and_is_stored(serve
         response, events = await ask(client, {"question": QUESTION}, reader="reader-stream")
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
-        assert response.headers["cache-control"] == "no-store"
+        assert response.headers["cache-control"] == "private, no-store"
         assert names(events) == ["sources", "delta", "done"]
         assert sum(e.name == "delta" for e in events) > 3  # it streamed, piece by piece
 

@@ -79,3 +79,18 @@ def test_contract_operations_cacheability() -> None:
         }
     }
     assert entity_refs(data) == {EntityRef("researcher", 7), EntityRef("paper", 3), EntityRef("institution", 2)}
+
+
+def test_documents_selecting_what_depends_on_the_reader_are_never_cached() -> None:
+    from pathlib import Path
+
+    from resolvers.cacheable_operations import cacheable_operation, load_cacheable_operations
+
+    for field in ("viewerIsFollowing", "followingInstitutions", "feedUrl"):
+        assert cacheable_operation(f"query P($id: String!) {{ researcher(id: $id) {{ id {field} }} }}") == []
+    # A follower count is everyone's: the researcher page stays cacheable with it.
+    assert cacheable_operation('query P { researcher(id: "1") { id followerCount } }') != []
+    operations = Path(__file__).resolve().parents[2] / "frontend_contract" / "operations"
+    names = {op.name for op in load_cacheable_operations(operations)}
+    assert "ResearcherPage" in names
+    assert not names & {"ViewerFeed", "FollowResearcher", "UnfollowResearcher"}
