@@ -46,6 +46,7 @@ class GraphQLView(GraphQL[Context, None]):
             response=response if isinstance(response, Response) else None,
             cache=getattr(state, "cache", None),
             identity=getattr(state, "identity", None),
+            budget=getattr(state, "budget", None),
         )
 
     def encode_json(self, data: object) -> bytes:
