@@ -14,26 +14,38 @@ import asyncpg
 import redis.asyncio as aioredis
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 import embeddings
 from db.cache.metrics import render as render_metrics
-from db.cache.response_cache import ResponseCache
 from db.cache.store import CacheStore, create_redis
 from db.migrate import pending_migrations
 from db.pool import QueryLogger, create_pool
 from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
-from resolvers.cacheable_operations import load_cacheable_operations
+from edge.persisted import PersistedDocuments, build_manifest
+from edge.ratelimit import RateLimiter, RateLimitHeaders, RateLimitPolicy
+from edge.request import RequestParser
+from edge.response_cache import CdnPolicy, ResponseCache, cacheable_operations
 from resolvers.feeds import latest_papers_rss
 from schema import Schema, build_schema
 from schema.view import BodySizeLimit, GraphQLView
-from settings import Settings, get_settings
+from settings import Settings, cors_origin_list, get_settings
 
 OPERATIONS_DIR = Path(__file__).resolve().parent / "frontend_contract" / "operations"
 RESPONSE_TTL_S = 600
 READY_TIMEOUT_S = 2.0
+# Response headers a browser page may read on a cross-origin call.
+RATE_LIMIT_HEADERS = [
+    "x-ratelimit-limit",
+    "x-ratelimit-remaining",
+    "x-ratelimit-used",
+    "x-ratelimit-reset",
+    "x-ratelimit-resource",
+    "retry-after",
+]
 # What /readyz reports as "down" rather than a 500. InternalClientError: a pooled connection whose backend was
 # just terminated (a server restart) until asyncpg notices.
 POSTGRES_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, TimeoutError)
@@ -44,6 +56,7 @@ class State(TypedDict):
     pool: asyncpg.Pool
     redis: aioredis.Redis | None
     cache: CacheStore
+    rate_limiter: RateLimiter
 
 
 def create_app(
@@ -58,14 +71,32 @@ def create_app(
     the authenticators verify `X-Api-Key` and `Authorization: Bearer` (without one, that credential is refused)."""
     settings = settings or get_settings()
     schema = schema or build_schema(settings)
-    graphql = GraphQLView(schema, settings)
-    # Whole responses of the site's anonymous operations; a new schema never serves old entries.
-    cached_graphql = ResponseCache(
-        graphql,
-        operations=load_cacheable_operations(OPERATIONS_DIR),
-        schema_version=hashlib.sha256(schema.as_str().encode()).hexdigest()[:12],
-        ttl_s=min(settings.cache_ttl_s, RESPONSE_TTL_S),
+    manifest = build_manifest(OPERATIONS_DIR)
+    # The edge, in the order a request passes it (identity and the body limit are app middleware):
+    # rate-limit headers -> request parsing -> persisted documents -> whole-response cache -> GraphQL.
+    graphql_endpoint = RateLimitHeaders(
+        RequestParser(
+            PersistedDocuments(
+                ResponseCache(
+                    GraphQLView(schema, settings),
+                    operations=cacheable_operations(manifest.values()),
+                    schema=schema._schema,
+                    # A new schema never serves old entries.
+                    schema_version=hashlib.sha256(schema.as_str().encode()).hexdigest()[:12],
+                    ttl_s=min(settings.cache_ttl_s, RESPONSE_TTL_S),
+                    cdn=CdnPolicy(settings.cdn_max_age_s, settings.cdn_stale_while_revalidate_s),
+                ),
+                manifest={k.removeprefix("sha256:"): v for k, v in manifest.items()},
+                mode=settings.trusted_documents,
+            )
+        ),
+        policy=RateLimitPolicy(
+            enabled=settings.rate_limits == "on",
+            anonymous_points_per_hour=settings.anon_points_per_hour,
+            key_points_per_hour=settings.key_points_per_hour,
+        ),
     )
+    cors_origins = cors_origin_list(settings.cors_origins)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[State]:
@@ -90,7 +121,13 @@ def create_app(
         # full passes, which otherwise scan all of it and stall a request for tens of milliseconds.
         gc.freeze()
         try:
-            yield {"settings": settings, "pool": pool, "redis": redis, "cache": cache}
+            yield {
+                "settings": settings,
+                "pool": pool,
+                "redis": redis,
+                "cache": cache,
+                "rate_limiter": RateLimiter(cache if redis is not None else None),
+            }
         finally:
             if redis is not None:
                 await redis.aclose()
@@ -144,11 +181,21 @@ def create_app(
         routes=[
             Route("/healthz", healthz),
             Route("/readyz", readyz),
-            Route("/graphql", cached_graphql, methods=["GET", "POST"]),
+            Route("/graphql", graphql_endpoint, methods=["GET", "POST"]),
             Route("/metrics", metrics),
             Route("/rss/latest.xml", rss_latest),
         ],
         middleware=[
+            # The site's browser-side calls (co-author network, search as you type); preflights end here.
+            Middleware(
+                CORSMiddleware,
+                allow_origins=cors_origins,
+                allow_credentials="*" not in cors_origins,
+                allow_methods=["GET", "POST"],
+                allow_headers=["content-type", "authorization", "x-api-key"],
+                expose_headers=RATE_LIMIT_HEADERS,
+                max_age=600,
+            ),
             Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes),
             Middleware(
                 IdentityMiddleware,

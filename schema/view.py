@@ -7,12 +7,15 @@ import logging
 from typing import Any
 
 import orjson
+from cross_web import AsyncHTTPRequestAdapter, HTTPException, StarletteRequestAdapter
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLRequestData
 
+from edge.request import GraphQLRequest
 from resolvers.context import Context
 from settings import Settings
 
@@ -28,13 +31,40 @@ def error_response(status: int, message: str, code: str) -> JSONResponse:
     return JSONResponse({"errors": [{"message": message, "extensions": {"code": code}}]}, status_code=status)
 
 
+class _RequestAdapter(StarletteRequestAdapter):
+    @property
+    def state(self) -> Any:
+        return self._request.state
+
+
 class GraphQLView(GraphQL[Context, None]):
-    """GraphiQL for browsers (GET with Accept: text/html); queries only over POST; one operation per
-    request; the whole operation under a time budget (504 when it runs out)."""
+    """GraphiQL for browsers (GET with Accept: text/html) unless turned off; the request as the edge parsed
+    it (GET only for persisted documents, which the edge checks); one operation per request; the whole
+    operation under a time budget (504 when it runs out)."""
 
     def __init__(self, schema: Any, settings: Settings) -> None:
-        super().__init__(schema, graphql_ide="graphiql", allow_queries_via_get=False, multipart_uploads_enabled=False)
+        super().__init__(
+            schema,
+            graphql_ide="graphiql" if settings.graphiql else None,
+            allow_queries_via_get=True,
+            multipart_uploads_enabled=False,
+        )
         self.settings = settings
+
+    request_adapter_class = _RequestAdapter
+
+    async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> GraphQLRequestData:
+        parsed = getattr(request.state, "graphql_request", None) if isinstance(request, _RequestAdapter) else None
+        if not isinstance(parsed, GraphQLRequest):
+            # Only the edge's RequestParser reads bodies; without it nothing reaches GraphQL.
+            raise HTTPException(400, "The request was not parsed at the edge.")
+        return GraphQLRequestData(
+            query=parsed.query,
+            variables=parsed.variables,
+            operation_name=parsed.operation_name,
+            extensions=parsed.extensions,
+            protocol="http",
+        )
 
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
         state = request.state

@@ -86,3 +86,8 @@ def missing_tag(ns: str, kind: str, key: str) -> str:
     entity of that kind is written, so a paper asked for before it was ingested is found right after."""
     _check_kind(kind)
     return f"{ns}:tag:missing:{kind}:{key}"
+
+
+def surrogate_key(ns: str, tag_key: str) -> str:
+    """A tag as a CDN sees it (`Surrogate-Key`, purges): the tag key without the namespace."""
+    return tag_key.removeprefix(f"{ns}:tag:")
