@@ -24,6 +24,7 @@ from db.cache.metrics import render as render_metrics
 from db.cache.store import CacheStore, create_redis
 from db.migrate import pending_migrations
 from db.pool import QueryLogger, create_pool
+from edge.api_keys import ApiKeyAuthenticator
 from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
 from edge.persisted import PersistedDocuments, build_manifest
 from edge.ratelimit import RateLimiter, RateLimitHeaders, RateLimitPolicy
@@ -68,7 +69,8 @@ def create_app(
     bearer_authenticator: BearerAuthenticator | None = None,
 ) -> Starlette:
     """`schema` defaults to `build_schema(settings)`; `query_logger` sees every SQL statement (tests count them);
-    the authenticators verify `X-Api-Key` and `Authorization: Bearer` (without one, that credential is refused)."""
+    the authenticators verify `X-Api-Key` (default: the `api_keys` table) and `Authorization: Bearer` (without
+    one, a bearer token is refused)."""
     settings = settings or get_settings()
     schema = schema or build_schema(settings)
     manifest = build_manifest(OPERATIONS_DIR)
@@ -200,7 +202,7 @@ def create_app(
             Middleware(
                 IdentityMiddleware,
                 trusted_proxies=parse_networks(settings.trusted_proxies.split(",")),
-                key_authenticator=key_authenticator,
+                key_authenticator=key_authenticator or ApiKeyAuthenticator(),
                 bearer_authenticator=bearer_authenticator,
             ),
         ],

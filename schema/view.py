@@ -53,6 +53,11 @@ class GraphQLView(GraphQL[Context, None]):
 
     request_adapter_class = _RequestAdapter
 
+    def should_render_graphql_ide(self, request: Any) -> bool:
+        # The edge's rule (edge/request.py): a browser opening /graphql, no query string; a GET with one is
+        # a persisted document, whatever the Accept header.
+        return request.method == "GET" and not request.query_params and "text/html" in request.headers.get("accept", "")
+
     async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> GraphQLRequestData:
         parsed = getattr(request.state, "graphql_request", None) if isinstance(request, _RequestAdapter) else None
         if not isinstance(parsed, GraphQLRequest):
