@@ -25,6 +25,7 @@ from db.cache.store import CacheStore, create_redis
 from db.migrate import pending_migrations
 from db.pool import QueryLogger, create_pool
 from edge.api_keys import ApiKeyAuthenticator
+from edge.body_limit import BodySizeLimit
 from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
 from edge.persisted import PersistedDocuments, build_manifest
 from edge.ratelimit import RateLimiter, RateLimitHeaders, RateLimitPolicy
@@ -32,7 +33,7 @@ from edge.request import RequestParser
 from edge.response_cache import CdnPolicy, ResponseCache, cacheable_operations
 from resolvers.feeds import latest_papers_rss
 from schema import Schema, build_schema
-from schema.view import BodySizeLimit, GraphQLView
+from schema.view import GraphQLView
 from settings import Settings, cors_origin_list, get_settings
 
 OPERATIONS_DIR = Path(__file__).resolve().parent / "frontend_contract" / "operations"

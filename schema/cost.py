@@ -7,7 +7,8 @@ each spread the next twice measures in microseconds instead of walking 2^n paths
 `nodeCount` follows GitHub's rule: for every connection or list field, its size (`first`, `limit`,
 the number of `ids`, or the default) multiplied by the sizes of the lists above it. `cost` in points
 is the number of calls the document needs (every connection or list field once per parent item,
-aggregates by their weight) divided by 100, rounded up, at least 1.
+aggregates by their weight; lists without a size argument are batched and count no call) divided by
+100, rounded up, at least 1.
 """
 
 from __future__ import annotations
@@ -205,8 +206,11 @@ class _Measurer:
             times = 1
             inner = self.selection_set(node.selection_set, child_type, container_size=size)
         elif is_list:
+            # A list without a size argument (a paper's authors) is loaded in one batch with its siblings:
+            # its items count as nodes, not as calls (GitHub counts calls for connections only).
             items = size if size is not None else LIST_ESTIMATES.get(qualified, DEFAULT_LIST_ESTIMATE)
-            own.nodes, own.calls = items, self.weight(qualified, node)
+            own.nodes = items
+            own.calls = self.weight(qualified, node) if size is not None or qualified in WEIGHTS else 0
             times = items
             inner = self.selection_set(node.selection_set, child_type, container_size=None)
         else:
