@@ -24,6 +24,7 @@ from starlette.types import Scope
 from db.queries.api_keys import ApiKeyRow, use_api_key
 from edge.errors import EdgeError
 from edge.identity import ApiKey
+from edge.request import header
 
 CHECK_TTL_S: Final = 10.0
 MAX_REMEMBERED: Final = 10_000
@@ -51,13 +52,6 @@ def _refused() -> EdgeError:
     return EdgeError(401, "UNAUTHENTICATED", "Unknown or revoked API key.")
 
 
-def _header(scope: Scope, wanted: bytes) -> str | None:
-    for name, value in scope.get("headers", ()):
-        if name == wanted:
-            return str(value.decode("latin-1"))
-    return None
-
-
 class ApiKeyAuthenticator:
     """The `key_authenticator` of edge/identity.py; reads the pool from the lifespan state."""
 
@@ -74,7 +68,8 @@ class ApiKeyAuthenticator:
         row = await self._row(scope, key_hash(key))
         if row is None:
             raise _refused()
-        origin = _header(scope, b"origin")
+        raw_origin = header(scope, b"origin")
+        origin = raw_origin.decode("latin-1") if raw_origin is not None else None
         if row.allowed_origins and origin is not None and origin.rstrip("/") not in row.allowed_origins:
             raise EdgeError(403, "FORBIDDEN_ORIGIN", f"This API key may not be used from {origin[:100]}.")
         return ApiKey(row.id, row.name, row.prefix or "", row.points_per_hour or 0)

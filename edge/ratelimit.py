@@ -59,6 +59,15 @@ class Decision:
     reset_at: int  # epoch seconds when the budget is full again
     retry_after: int  # seconds until `cost` fits (0 when allowed)
 
+    def refusal(self) -> tuple[str, dict[str, int]]:
+        """The RATE_LIMITED error's message and figures."""
+        message = (
+            f"This query costs {self.cost} points and {self.remaining} of {self.limit} remain this hour; "
+            f"retry in {self.retry_after} s."
+        )
+        figures = {"cost": self.cost, "limit": self.limit, "remaining": self.remaining, "retryAfter": self.retry_after}
+        return message, figures
+
     def headers(self) -> list[tuple[bytes, bytes]]:
         """GitHub's names."""
         return [

@@ -118,16 +118,19 @@ def parse_post(content_type: bytes, body: bytes) -> GraphQLRequest:
     return from_fields("POST", data)
 
 
-def _header(scope: Scope, name: bytes) -> bytes:
+def header(scope: Scope, name: bytes) -> bytes | None:
+    """The first value of a request header (`name` in lower case)."""
     for key, value in scope.get("headers", ()):
         if key == name:
             return bytes(value)
-    return b""
+    return None
 
 
 def wants_graphiql(scope: Scope) -> bool:
     """A browser opening /graphql: no query string, HTML accepted."""
-    return scope["method"] == "GET" and not scope.get("query_string") and b"text/html" in _header(scope, b"accept")
+    return (
+        scope["method"] == "GET" and not scope.get("query_string") and b"text/html" in (header(scope, b"accept") or b"")
+    )
 
 
 class RequestParser:
@@ -144,7 +147,7 @@ class RequestParser:
             if scope["method"] == "GET":
                 request = parse_get(scope.get("query_string", b""))
             elif scope["method"] == "POST":
-                request = parse_post(_header(scope, b"content-type"), await read_body(receive))
+                request = parse_post(header(scope, b"content-type") or b"", await read_body(receive))
             else:
                 raise EdgeError(
                     405, "METHOD_NOT_ALLOWED", "GraphQL takes GET and POST.", headers={"allow": "GET, POST"}

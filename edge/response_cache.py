@@ -43,7 +43,7 @@ from edge.entity_keys import database_id, entity_key, paper_key
 from edge.errors import EdgeError, send_error
 from edge.identity import Identity
 from edge.ratelimit import Budget
-from edge.request import GraphQLRequest
+from edge.request import GraphQLRequest, header
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ class ResponseCache:
             await self.app(scope, receive, send)
             return
         budget = state.get("budget")
-        inm = _header(scope, b"if-none-match")
+        inm = header(scope, b"if-none-match")
         epoch_key, epoch = "", None
         if key is not None:
             assert isinstance(store, CacheStore)
@@ -243,7 +243,11 @@ class ResponseCache:
                         if isinstance(budget, Budget):
                             decision = await budget.charge(entry.cost)
                             if not decision.allowed:
-                                await send_error(send, _refused(decision.cost, decision.retry_after))
+                                message, figures = decision.refusal()
+                                retry = {"retry-after": str(decision.retry_after)}
+                                await send_error(
+                                    send, EdgeError(429, "RATE_LIMITED", message, headers=retry, **figures)
+                                )
                                 return
                         store.metrics.response_hits += 1
                         await self._send(send, entry.body, entry.tags, public=public, hit=True, inm=inm)
@@ -339,17 +343,6 @@ class ResponseCache:
         await send({"type": "http.response.body", "body": body})
 
 
-def _refused(cost: int, retry_after: int) -> EdgeError:
-    return EdgeError(
-        429,
-        "RATE_LIMITED",
-        f"This query costs {cost} points, more than remain this hour; retry in {retry_after} s.",
-        headers={"retry-after": str(retry_after)},
-        cost=cost,
-        retryAfter=retry_after,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class _Entry:
     """What Redis holds: the cost charged and the tags, one line of JSON, then the body."""
@@ -375,13 +368,6 @@ def _json(raw: bytes) -> object:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-
-
-def _header(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope.get("headers", ()):
-        if key == name:
-            return bytes(value)
-    return None
 
 
 def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:

@@ -116,6 +116,8 @@ class Measure:
     fields: int
     node_count: int
     calls: int
+    # The variables the figures read (page sizes, ids, depth): the same values give the same figures.
+    variables: frozenset[str] = frozenset()
 
     @property
     def cost(self) -> int:
@@ -129,6 +131,7 @@ class _Measurer:
         self.fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
         self.memo: dict[str, Figures] = {}
         self.in_progress: set[str] = set()
+        self.read: set[str] = set()
 
     def fragment(self, name: str) -> Figures:
         done = self.memo.get(name)
@@ -245,6 +248,7 @@ class _Measurer:
             if arg.name.value == name:
                 value = arg.value
                 if isinstance(value, VariableNode):
+                    self.read.add(value.name.value)
                     return self.variables.get(value.name.value)
                 return value
         return None
@@ -307,5 +311,12 @@ def measure(
             total.aliases += unused.aliases
             total.directives += unused.directives
     return Measure(
-        total.depth, total.aliases, total.directives, total.same_name, total.fields, total.nodes, total.calls
+        total.depth,
+        total.aliases,
+        total.directives,
+        total.same_name,
+        total.fields,
+        total.nodes,
+        total.calls,
+        frozenset(measurer.read),
     )

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from graphql import (
     ASTValidationRule,
     BooleanValueNode,
@@ -27,6 +28,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema import validate_document
 from strawberry.types import ExecutionResult
 
+from edge.ratelimit import Decision
 from schema.cost import Measure, measure, select_operation
 from schema.document_cache import DocumentCache
 from schema.errors import MaskUnexpectedErrors
@@ -124,10 +126,41 @@ class Caches:
 
     parsed: DocumentCache[DocumentNode]
     validated: DocumentCache[list[GraphQLError]]
+    # Per document: its measure by operation name and the values of the variables it read.
+    measured: DocumentCache[dict[bytes, Measure]]
 
     @classmethod
     def create(cls) -> Caches:
-        return cls(DocumentCache(CACHE_TEXT_BYTES), DocumentCache(CACHE_TEXT_BYTES))
+        return cls(DocumentCache(CACHE_TEXT_BYTES), DocumentCache(CACHE_TEXT_BYTES), DocumentCache(CACHE_TEXT_BYTES))
+
+    def measure(self, ec: Any, document: DocumentNode) -> Measure:
+        """The document's measure; computed once per document and values of the variables it reads."""
+        variables = ec.variables or {}
+        query = ec.query
+        by_values = self.measured.get(query) if query is not None else None
+        names = next(iter(by_values.values())).variables if by_values else frozenset()
+        key = _measure_key(ec.operation_name, names, variables)
+        found = by_values.get(key) if by_values and key is not None else None
+        if found is not None:
+            return found
+        m = measure(ec.schema._schema, document, operation_name=ec.operation_name, variables=variables)
+        key = _measure_key(ec.operation_name, m.variables, variables)
+        if query is not None and key is not None:
+            if by_values is None:
+                self.measured.put(query, {key: m})
+            elif len(by_values) < MEASURES_PER_DOCUMENT and next(iter(by_values.values())).variables == m.variables:
+                by_values[key] = m
+        return m
+
+
+MEASURES_PER_DOCUMENT = 64
+
+
+def _measure_key(operation_name: str | None, names: frozenset[str], variables: dict[str, Any]) -> bytes | None:
+    try:
+        return orjson.dumps([operation_name, *((n, variables.get(n)) for n in sorted(names))])
+    except TypeError:
+        return None
 
 
 class DocumentGuard(SchemaExtension):
@@ -156,7 +189,7 @@ class DocumentGuard(SchemaExtension):
         document = ec.graphql_document
         assert document is not None
         schema = ec.schema._schema
-        m = measure(schema, document, operation_name=ec.operation_name, variables=ec.variables or {})
+        m = self.caches.measure(ec, document)
         self.measure = m
         errors = self.limits.structure_errors(m)
         if not errors:
@@ -197,19 +230,9 @@ class DocumentGuard(SchemaExtension):
         yield
 
 
-def rate_limited(decision: Any) -> GraphQLError:
-    message = (
-        f"This query costs {decision.cost} points and {decision.remaining} of {decision.limit} remain this hour; "
-        f"retry in {decision.retry_after} s."
-    )
-    return coded(
-        GraphQLError(message),
-        "RATE_LIMITED",
-        cost=decision.cost,
-        limit=decision.limit,
-        remaining=decision.remaining,
-        retryAfter=decision.retry_after,
-    )
+def rate_limited(decision: Decision) -> GraphQLError:
+    message, figures = decision.refusal()
+    return coded(GraphQLError(message), "RATE_LIMITED", **figures)
 
 
 def undeclared_variables(

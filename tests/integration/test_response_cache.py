@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -24,7 +25,7 @@ from db.cache.store import CacheStore
 from db.migrate import migrate
 from db.paging import encode_global_id
 from db.queries.figures import refresh_institution_figures, refresh_researcher_figures
-from db.records import Touched
+from db.records import AuthorRecord, PaperRecord, Touched
 from settings import Settings
 from tests.integration.agg_data import EXPECTED_ADA, build_handmade
 
@@ -433,11 +434,9 @@ async def test_researchers_sorted_and_filtered_by_stored_figures(api, resp_db) -
 async def test_ingest_write_path_then_api_shows_new_figures_at_once(api, resp_db) -> None:
     """The ingest's write functions in one transaction, invalidation after the commit: the very next
     request (a cached page before) shows the new paper and figures."""
-    from datetime import UTC, datetime
-
     from db.queries.figures import refresh_figures
     from db.queries.writes import apply_authorship_matches, update_citations, upsert_papers, upsert_researchers
-    from db.records import AuthorRecord, AuthorshipMatch, CitationRecord, PaperRecord, ResearcherRecord
+    from db.records import AuthorshipMatch, CitationRecord, ResearcherRecord
 
     client, store, _ = api
     when = datetime(2025, 2, 1, tzinfo=UTC)
@@ -450,16 +449,7 @@ async def test_ingest_write_path_then_api_shows_new_figures_at_once(api, resp_db
                 rids = await upsert_researchers(
                     conn, [ResearcherRecord("Ingested Author", s2_author_id="ing-1")], touched=touched
                 )
-                paper = PaperRecord(
-                    arxiv_id=arxiv_id,
-                    version=1,
-                    title=f"Paper {arxiv_id}",
-                    abstract="",
-                    categories=["astro-ph.GA"],
-                    published=when,
-                    updated=when,
-                    authors=[AuthorRecord(1, "Ingested Author")],
-                )
+                paper = paper_record(arxiv_id, f"Paper {arxiv_id}", "astro-ph.GA", "Ingested Author", when)
                 await upsert_papers(conn, [paper], touched=touched)
                 await apply_authorship_matches(conn, [AuthorshipMatch(arxiv_id, 1, "ing-1")], rids, {}, touched=touched)
                 await update_citations(conn, [CitationRecord(arxiv_id, cited, "s2")], touched=touched)
@@ -483,6 +473,19 @@ async def test_ingest_write_path_then_api_shows_new_figures_at_once(api, resp_db
     assert now["authorPositions"]["solo"] == 2 and now["fields"] == [{"category": "astro-ph.GA", "count": 2}]
     assert now["citationSummary"] == {"total": 10, "papersWithCounts": 2}
     assert now["mostCitedPaper"]["arxivId"] == "2502.00002"
+
+
+def paper_record(arxiv_id: str, title: str, category: str, author: str, when: datetime) -> PaperRecord:
+    return PaperRecord(
+        arxiv_id=arxiv_id,
+        version=1,
+        title=title,
+        abstract="",
+        categories=[category],
+        published=when,
+        updated=when,
+        authors=[AuthorRecord(1, author)],
+    )
 
 
 async def response_entries(store: CacheStore) -> int:
@@ -528,10 +531,7 @@ async def test_only_what_graphql_accepts_is_served_from_cache(api, resp_db) -> N
 
 
 async def test_a_paper_asked_for_before_its_ingest_is_found_right_after(api, resp_db) -> None:
-    from datetime import UTC, datetime
-
     from db.queries.writes import upsert_papers
-    from db.records import AuthorRecord, PaperRecord
 
     client, store, _ = api
     arxiv_id = f"2503.{int.from_bytes(os.urandom(2), 'big') % 90000 + 10000:05d}"
@@ -548,16 +548,7 @@ async def test_a_paper_asked_for_before_its_ingest_is_found_right_after(api, res
     conn = await asyncpg.connect(resp_db[0])
     try:
         async with conn.transaction():
-            paper = PaperRecord(
-                arxiv_id=arxiv_id,
-                version=1,
-                title="Found at last",
-                abstract="",
-                categories=["cs.LG"],
-                published=when,
-                updated=when,
-                authors=[AuthorRecord(1, "Some Author")],
-            )
+            paper = paper_record(arxiv_id, "Found at last", "cs.LG", "Some Author", when)
             await upsert_papers(conn, [paper], touched=touched)
     finally:
         await conn.close()
