@@ -121,6 +121,25 @@ async def test_automatic_persisted_queries(seeded: Any, redis_url: str, cache_na
         assert got.headers["cache-control"].startswith("public") and "lists" in got.headers["surrogate-key"].split()
 
 
+async def test_registrations_are_bounded(seeded: Any, redis_url: str, cache_namespace: str, monkeypatch) -> None:
+    """A client cannot fill Redis: past the window's count (and past 16 KB) documents run but are not kept."""
+    import edge.persisted
+
+    monkeypatch.setattr(edge.persisted, "MAX_REGISTRATIONS", 2)
+    documents = [f"query R{i} {{ __typename }}" for i in range(3)] + ["query Big { __typename }" + " " * 17_000]
+    async with api(seeded, redis_url, cache_namespace) as (client, _):
+        for document in documents:
+            pq = {"persistedQuery": {"version": 1, "sha256Hash": hashlib.sha256(document.encode()).hexdigest()}}
+            ran = await client.post("/graphql", json={"query": document, "extensions": pq})
+            assert ran.json() == {"data": {"__typename": "Query"}}
+        kept = []
+        for document in documents:
+            pq = {"persistedQuery": {"version": 1, "sha256Hash": hashlib.sha256(document.encode()).hexdigest()}}
+            body = (await client.post("/graphql", json={"extensions": pq})).json()
+            kept.append("data" in body)
+    assert kept == [True, True, False, False]
+
+
 async def test_only_trusted_documents(seeded: Any, redis_url: str, cache_namespace: str) -> None:
     async with api(seeded, redis_url, cache_namespace, trusted_documents="only") as (client, _):
         refused = await client.post("/graphql", json={"query": AD_HOC})
