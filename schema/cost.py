@@ -91,6 +91,7 @@ class Figures:
     aliases: int = 0
     directives: int = 0
     same_name: int = 0  # most selections sharing one response name in any one selection set
+    spreads: int = 0  # most fragment spreads in any one selection set (graphql-core compares every pair)
     fields: int = 0  # field selections with every fragment spread expanded (what a naive walk visits)
     nodes: int = 0
     calls: int = 0
@@ -100,6 +101,7 @@ class Figures:
         self.aliases += other.aliases
         self.directives += other.directives
         self.same_name = max(self.same_name, other.same_name)
+        self.spreads = max(self.spreads, other.spreads)
         self.fields += other.fields
         self.nodes += other.nodes * times
         self.calls += other.calls * times
@@ -113,6 +115,7 @@ class Measure:
     aliases: int
     directives: int
     same_name: int
+    spreads: int
     fields: int
     node_count: int
     calls: int
@@ -130,6 +133,8 @@ class _Measurer:
         self.variables = variables
         self.fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
         self.memo: dict[str, Figures] = {}
+        # Response names at each fragment's top level (through its own spreads), with their counts.
+        self.top_names: dict[str, dict[str, int]] = {}
         self.in_progress: set[str] = set()
         self.read: set[str] = set()
 
@@ -142,17 +147,28 @@ class _Measurer:
             return Figures()  # unknown or cyclic: validation reports it; nothing to measure
         self.in_progress.add(name)
         parent = self.schema.get_type(definition.type_condition.name.value)
-        figures = self.selection_set(definition.selection_set, parent, container_size=None)
+        names: dict[str, int] = {}
+        figures = self.selection_set(definition.selection_set, parent, container_size=None, names=names)
         figures.directives += len(definition.directives or ())
         self.in_progress.discard(name)
         self.memo[name] = figures
+        self.top_names[name] = names
         return figures
 
     def selection_set(
-        self, selection_set: SelectionSetNode, parent: GraphQLNamedType | None, *, container_size: int | None
+        self,
+        selection_set: SelectionSetNode,
+        parent: GraphQLNamedType | None,
+        *,
+        container_size: int | None,
+        names: dict[str, int] | None = None,
     ) -> Figures:
+        """`names` collects the response names selected at this level, through inline fragments and spreads
+        (GraphQL merges them into one set of fields): given, the caller's level continues here."""
         total = Figures()
-        names: dict[str, int] = {}
+        own_level = names is None
+        names = {} if names is None else names
+        spreads = 0
         stats_counted = False
         for selection in selection_set.selections:
             total.directives += len(selection.directives or ())
@@ -174,11 +190,16 @@ class _Measurer:
             elif isinstance(selection, InlineFragmentNode):
                 condition = selection.type_condition
                 inner = self.schema.get_type(condition.name.value) if condition else parent
-                total.add(self.selection_set(selection.selection_set, inner, container_size=container_size))
+                inline = self.selection_set(selection.selection_set, inner, container_size=container_size, names=names)
+                total.add(inline)
             elif isinstance(selection, FragmentSpreadNode):
+                spreads += 1
                 total.add(self.fragment(selection.name.value))
-        if names:
+                for key, count in self.top_names.get(selection.name.value, {}).items():
+                    names[key] = names.get(key, 0) + count
+        if names and own_level:
             total.same_name = max(total.same_name, max(names.values()))
+        total.spreads = max(total.spreads, spreads)
         return total
 
     def field(self, node: FieldNode, parent: GraphQLNamedType | None, container_size: int | None) -> Figures:
@@ -315,6 +336,7 @@ def measure(
         total.aliases,
         total.directives,
         total.same_name,
+        total.spreads,
         total.fields,
         total.nodes,
         total.calls,

@@ -38,6 +38,8 @@ from settings import Settings
 CACHE_TEXT_BYTES = 1_000_000
 # Selections sharing one response name in one selection set: graphql-core compares every pair of them.
 MAX_SAME_NAME = 20
+# Fragment spreads in one selection set: graphql-core compares every pair of them too (180 took 350 ms).
+MAX_SPREADS = 50
 MAX_DIRECTIVES = 50
 # Field selections once every fragment spread is expanded (the contract's largest operation has about 110).
 MAX_FIELDS = 2000
@@ -88,6 +90,9 @@ class Limits:
                 f"at most {MAX_FIELDS} are allowed."
             )
             errors.append(coded(GraphQLError(message), "TOO_MANY_FIELDS", fields=m.fields, maxFields=MAX_FIELDS))
+        if m.spreads > MAX_SPREADS:
+            message = f"{m.spreads} fragment spreads in one selection; at most {MAX_SPREADS} are allowed."
+            errors.append(coded(GraphQLError(message), "TOO_MANY_FRAGMENTS", spreads=m.spreads))
         if m.same_name > MAX_SAME_NAME:
             message = f"A field is selected {m.same_name} times in one selection; at most {MAX_SAME_NAME} are allowed."
             errors.append(coded(GraphQLError(message), "TOO_MANY_FIELDS", repeated=m.same_name))

@@ -69,6 +69,21 @@ async def test_repeated_fields_are_refused_before_the_quadratic_rules(served: st
     assert body["errors"][0]["extensions"]["repeated"] == 478
 
 
+async def test_repeated_fields_through_fragments_and_many_spreads_are_refused(served: str) -> None:
+    """The same 380 `papers` gathered from 20 fragments took graphql-core a second; 180 spreads 350 ms."""
+    spread = " ".join(f"...F{i}" for i in range(20))
+    fragments = " ".join(f"fragment F{i} on Query {{ " + "papers { totalCount } " * 19 + "}" for i in range(20))
+    many = " ".join(f"...G{i}" for i in range(60))
+    small = " ".join(f"fragment G{i} on Query {{ __typename }}" for i in range(60))
+    async with httpx.AsyncClient(base_url=served, timeout=30) as client:
+        gathered = (await client.post("/graphql", json={"query": f"{{ {spread} }} {fragments}"})).json()
+        spreads = (await client.post("/graphql", json={"query": f"{{ {many} }} {small}"})).json()
+    assert gathered["errors"][0]["extensions"]["code"] == "TOO_MANY_FIELDS"
+    assert gathered["errors"][0]["extensions"]["repeated"] == 380
+    assert spreads["errors"][0]["extensions"]["code"] == "TOO_MANY_FRAGMENTS"
+    assert spreads["errors"][0]["extensions"]["spreads"] == 60
+
+
 @pytest.fixture(scope="module")
 async def seeded(make_database: Any) -> Any:
     return await seeded_database(make_database, "limits")
