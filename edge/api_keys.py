@@ -72,6 +72,7 @@ class ApiKeyAuthenticator:
         origin = raw_origin.decode("latin-1") if raw_origin is not None else None
         if row.allowed_origins and origin is not None and origin.rstrip("/") not in row.allowed_origins:
             raise EdgeError(403, "FORBIDDEN_ORIGIN", f"This API key may not be used from {origin[:100]}.")
+        # 0 points per hour: the key has no budget of its own and takes WOVEPAPER_KEY_POINTS_PER_HOUR.
         return ApiKey(row.id, row.name, row.prefix or "", row.points_per_hour or 0)
 
     async def _row(self, scope: Scope, digest: bytes) -> ApiKeyRow | None:

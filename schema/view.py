@@ -27,7 +27,7 @@ class OperationTimeout(Exception):
 
 
 def error_response(status: int, message: str, code: str) -> JSONResponse:
-    """A GraphQL-shaped error body for failures outside execution (timeout, body too large)."""
+    """A GraphQL-shaped error body for failures outside execution (the operation timeout)."""
     return JSONResponse({"errors": [{"message": message, "extensions": {"code": code}}]}, status_code=status)
 
 
