@@ -21,6 +21,7 @@ from typing import Final
 import asyncpg
 from starlette.types import Scope
 
+from db.pool import PoolExhausted
 from db.queries.api_keys import ApiKeyRow, use_api_key
 from edge.errors import EdgeError
 from edge.identity import ApiKey
@@ -46,6 +47,10 @@ def new_key() -> NewKey:
 
 def key_hash(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
+
+
+def _overloaded() -> EdgeError:
+    return EdgeError(503, "OVERLOADED", "The service is overloaded; retry shortly.", headers={"retry-after": "1"})
 
 
 def _refused() -> EdgeError:
@@ -89,6 +94,10 @@ class ApiKeyAuthenticator:
             pool: asyncpg.Pool = scope["state"]["pool"]
             async with pool.acquire() as conn:
                 row = await use_api_key(conn, key_hash=digest)
+        except PoolExhausted:
+            flight.set_exception(_overloaded())
+            flight.exception()
+            raise _overloaded() from None
         except BaseException as exc:
             flight.set_exception(exc)
             flight.exception()  # retrieved: a failure nobody else awaited is not logged twice

@@ -44,6 +44,7 @@ from edge.errors import EdgeError, send_error
 from edge.identity import Identity
 from edge.ratelimit import Budget
 from edge.request import GraphQLRequest, header
+from telemetry.metrics import count_rejection
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,20 @@ MAX_TAGS = 2000
 ENTITY_ROOT_FIELDS = frozenset({"paper", "researcher", "institution", "node", "nodes", "__typename"})
 LOOKUP_FIELDS = frozenset({"paper", "researcher", "institution"})
 # Fields whose value depends on who asks: an operation selecting one is never cached.
-VIEWER_FIELDS = frozenset({"viewer", "me", "isFollowed", "isFollowing", "following", "follows"})
+VIEWER_FIELDS = frozenset(
+    {
+        "viewer",
+        "me",
+        "isFollowed",
+        "isFollowing",
+        "following",
+        "follows",
+        "viewerIsFollowing",
+        "followingInstitutions",
+        "feedUrl",
+        "rotateFeedToken",
+    }
+)
 PRIVATE = b"private, no-store"
 
 
@@ -243,6 +257,7 @@ class ResponseCache:
                         if isinstance(budget, Budget):
                             decision = await budget.charge(entry.cost)
                             if not decision.allowed:
+                                count_rejection("RATE_LIMITED")
                                 message, figures = decision.refusal()
                                 retry = {"retry-after": str(decision.retry_after)}
                                 await send_error(

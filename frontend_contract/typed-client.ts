@@ -2,6 +2,7 @@
 // site reads: each function is what a page's data loader does with its operation.
 import { GraphQLClient } from "graphql-request";
 import {
+  FollowResearcherDocument,
   InstitutionPageDocument,
   InstitutionsListDocument,
   LatestPapersDocument,
@@ -11,6 +12,8 @@ import {
   ResearchersListDocument,
   ResolvePathDocument,
   SitemapPageDocument,
+  UnfollowResearcherDocument,
+  ViewerFeedDocument,
   type ResearcherPageQuery,
 } from "./generated/graphql";
 
@@ -69,4 +72,20 @@ export async function sitemap(c: GraphQLClient, after: string | null): Promise<[
 export async function resolvePath(c: GraphQLClient, path: string): Promise<string> {
   const { resolvePath } = await c.request(ResolvePathDocument, { path });
   return resolvePath.redirect ? `redirect ${resolvePath.path}` : resolvePath.node.__typename;
+}
+
+// Signed in: the site's server sends the reader's token (`Authorization: Bearer <JWT>`) with these.
+export async function viewerFeed(c: GraphQLClient, after: string | null): Promise<string[] | null> {
+  const { viewer } = await c.request(ViewerFeedDocument, { first: 24, after });
+  return viewer ? viewer.feed.nodes.map((p) => `${p.title} (${p.published})`) : null;
+}
+
+export async function toggleFollow(c: GraphQLClient, id: string, follow: boolean): Promise<number> {
+  if (follow) {
+    const { followResearcher } = await c.request(FollowResearcherDocument, { id });
+    return followResearcher.researcher.followerCount;
+  }
+  const { unfollowResearcher } = await c.request(UnfollowResearcherDocument, { id });
+  const stillFollowing: boolean | null | undefined = unfollowResearcher.researcher.viewerIsFollowing;
+  return stillFollowing ? -1 : unfollowResearcher.researcher.followerCount;
 }

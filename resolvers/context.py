@@ -35,6 +35,10 @@ class Context:
     # The measured cost of the running operation (schema/extensions.py sets it before execution).
     cost: Any = None
 
+    def renew(self) -> None:
+        """Fresh loaders, to run the operation again: the first run's cached failures must not answer it."""
+        self.loaders = Loaders(self.pool)
+
     @classmethod
     def create(
         cls,
@@ -52,4 +56,8 @@ class Context:
         if identity is not None:
             ctx.identity = identity
         ctx.budget = budget
+        # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors.
+        request_id = request.scope.get("state", {}).get("request_id") if request is not None else None
+        if isinstance(request_id, str):
+            ctx.request_id = request_id
         return ctx

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 import asyncpg
 from graphql.error import GraphQLError
 from strawberry.extensions import MaskErrors
 
+from db.pool import PoolExhausted, is_lost_connection
 from resolvers.errors import BadUserInput, NotFound, PublicError
 
 logger = logging.getLogger("wovepaper.graphql")
 
 __all__ = ["BadUserInput", "MaskUnexpectedErrors", "NotFound", "PublicError", "is_unexpected"]
+
+# Codes that mean "not your request's fault, try again shortly": answered with HTTP 503 and Retry-After.
+RETRYABLE_CODES: Final = frozenset({"SERVICE_UNAVAILABLE", "OVERLOADED"})
 
 
 def is_unexpected(error: GraphQLError) -> bool:
@@ -36,6 +41,19 @@ class MaskUnexpectedErrors(MaskErrors):
             # statement_timeout: a known limit, not a bug; the caller can narrow the query.
             logger.warning("statement timeout request_id=%s path=%s", request_id, error.path)
             message, code = "A database statement took too long; narrow the query and retry.", "TIMEOUT"
+        elif isinstance(original, PoolExhausted):
+            logger.warning("database pool exhausted request_id=%s path=%s", request_id, error.path)
+            message, code = "The service is overloaded; retry shortly.", "OVERLOADED"
+        elif original is not None and is_lost_connection(original):
+            # A restart, failover or terminated backend: the pool reconnects by itself.
+            logger.warning(
+                "database connection lost request_id=%s path=%s: %s: %s",
+                request_id,
+                error.path,
+                type(original).__name__,
+                original,
+            )
+            message, code = "The database is unavailable; retry shortly.", "SERVICE_UNAVAILABLE"
         else:
             logger.error(
                 "unexpected error request_id=%s path=%s",

@@ -33,6 +33,7 @@ from schema.cost import Measure, measure, select_operation
 from schema.document_cache import DocumentCache
 from schema.errors import MaskUnexpectedErrors
 from settings import Settings
+from telemetry.metrics import count_rejection
 
 # Text of the documents kept parsed and validated, per process (their ASTs take about 50 times this).
 CACHE_TEXT_BYTES = 1_000_000
@@ -41,6 +42,17 @@ MAX_SAME_NAME = 20
 # Fragment spreads in one selection set: graphql-core compares every pair of them too (180 took 350 ms).
 MAX_SPREADS = 50
 MAX_DIRECTIVES = 50
+# Refusals counted in wovepaper_requests_rejected_total (the document limits' codes).
+COUNTED_REFUSALS = frozenset(
+    {
+        "QUERY_TOO_COMPLEX",
+        "QUERY_TOO_DEEP",
+        "TOO_MANY_ALIASES",
+        "TOO_MANY_DIRECTIVES",
+        "TOO_MANY_FIELDS",
+        "TOO_MANY_FRAGMENTS",
+    }
+)
 # Field selections once every fragment spread is expanded (the contract's largest operation has about 110).
 MAX_FIELDS = 2000
 
@@ -212,6 +224,8 @@ class DocumentGuard(SchemaExtension):
             errors = self.limits.cost_errors(m)
         # Set before Strawberry's own validation step, which then does nothing.
         ec.pre_execution_errors = errors
+        if errors and errors[0].extensions and errors[0].extensions.get("code") in COUNTED_REFUSALS:
+            count_rejection(str(errors[0].extensions["code"]))
         yield
 
     async def on_execute(self) -> AsyncIterator[None]:
@@ -223,8 +237,10 @@ class DocumentGuard(SchemaExtension):
             budget = getattr(context, "budget", None)
             dry_run = is_dry_run(ec.graphql_document, ec.operation_name, ec.variables)
             if budget is not None:
-                decision = await budget.charge(0 if dry_run else m.cost)
+                # Once per request: an operation run again (after a lost connection) is not charged twice.
+                decision = budget.decision or await budget.charge(0 if dry_run else m.cost)
                 if not decision.allowed:
+                    count_rejection("RATE_LIMITED")
                     ec.result = ExecutionResult(data=None, errors=[rate_limited(decision)])
                     response = getattr(context, "response", None)
                     if response is not None:

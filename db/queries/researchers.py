@@ -20,7 +20,9 @@ ExternalIdKind = Literal["s2", "openalex", "orcid"]
 Conn = asyncpg.Connection | PoolConnectionProxy
 
 RESEARCHER_COLUMNS = """r.id, r.name, r.name_slug, r.s2_author_id, r.openalex_id, r.orcid, r.paper_count,
-    r.h_index, r.i10_index, r.citation_count, r.works_count, r.modified_at, wp_fold(r.name) AS fold_name"""
+    r.h_index, r.i10_index, r.citation_count, r.works_count, r.modified_at, wp_fold(r.name) AS fold_name,
+    r.follower_count"""
+RESEARCHER_WIDTH = 14
 
 
 @dataclass(slots=True)
@@ -38,6 +40,8 @@ class ResearcherRow:
     works_count: int
     modified_at: datetime
     fold_name: str
+    # Signed-in readers following the researcher (kept by a trigger on `follows`).
+    follower_count: int
 
     @property
     def slug(self) -> str:
@@ -50,7 +54,7 @@ class ResearcherRow:
 
 def researcher_from_record(record: asyncpg.Record, start: int = 0) -> ResearcherRow:
     """From columns laid out as RESEARCHER_COLUMNS, beginning at `start`."""
-    return ResearcherRow(*record[start : start + 13])
+    return ResearcherRow(*record[start : start + RESEARCHER_WIDTH])
 
 
 SELECT_RESEARCHERS_BY_IDS = f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.id = any($1::bigint[])"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 
 from app import create_app
 from tests.integration.graph_support import StatementCounter, seeded_database, serving, settings_for
-from tests.integration.served import serve_process
+from tests.server_process import server_process, wovepaper_command
 
 
 def fragment_chain(levels: int) -> str:
@@ -29,10 +30,17 @@ FAN_OUT = """{ researchers(first: 100) { nodes { network(depth: 2, limit: 200) {
 
 @pytest.fixture(scope="module")
 def served(database_url: str, redis_url: str, cache_namespace: str, tmp_path_factory: Any) -> Iterator[str]:
-    env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "WOVEPAPER_CACHE_NAMESPACE": cache_namespace}
-    # A server stuck in a synchronous walk cannot stop on SIGINT; it is killed then.
-    with serve_process(env, tmp_path_factory.mktemp("limits") / "serve.log", must_exit_cleanly=False) as base:
-        yield base
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WOVEPAPER_")}
+    env |= {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "WOVEPAPER_CACHE_NAMESPACE": cache_namespace,
+        "WOVEPAPER_SEMANTIC_PRELOAD": "false",
+    }
+    # A server stuck in a synchronous walk (as before the limits) cannot stop on SIGINT; it is killed then.
+    log = tmp_path_factory.mktemp("limits") / "serve.log"
+    with server_process([*wovepaper_command(), "serve"], env, log) as server:
+        yield server.base
 
 
 async def test_fragment_explosion_is_refused_and_the_worker_keeps_answering(served: str) -> None:
@@ -86,7 +94,7 @@ async def test_repeated_fields_through_fragments_and_many_spreads_are_refused(se
 
 @pytest.fixture(scope="module")
 async def seeded(make_database: Any) -> Any:
-    return await seeded_database(make_database, "limits")
+    return await seeded_database(make_database, "query-limits")
 
 
 async def test_fan_out_is_refused_before_any_sql(seeded: Any) -> None:

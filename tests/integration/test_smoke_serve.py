@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.integration.served import serve_process
+from tests.server_process import server_process, wovepaper_command
 
 
 @pytest.fixture(scope="module")
 def served(
     database_url: str, redis_url: str, cache_namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "WOVEPAPER_CACHE_NAMESPACE": cache_namespace}
-    with serve_process(env, tmp_path_factory.mktemp("serve") / "serve.log") as base:
-        yield base
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WOVEPAPER_")}
+    # As everywhere in the tests: no embedding model loading (seconds of CPU) in the server.
+    env |= {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "WOVEPAPER_SEMANTIC_PRELOAD": "false",
+        "WOVEPAPER_CACHE_NAMESPACE": cache_namespace,
+    }
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    with server_process([*wovepaper_command(), "serve"], env, log) as server:
+        yield server.base
+    assert server.process.returncode == 0, log.read_text()
 
 
 def test_healthz(served: str) -> None:
