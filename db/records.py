@@ -148,11 +148,14 @@ class Touched:
     papers: set[int] = field(default_factory=set)
     researchers: set[int] = field(default_factory=set)
     institutions: set[int] = field(default_factory=set)
+    # arXiv ids of papers new to the archive: responses that looked them up and found nothing are dropped.
+    new_papers: set[str] = field(default_factory=set)
 
     def update(self, other: Touched) -> None:
         self.papers |= other.papers
         self.researchers |= other.researchers
         self.institutions |= other.institutions
+        self.new_papers |= other.new_papers
 
     def __bool__(self) -> bool:
-        return bool(self.papers or self.researchers or self.institutions)
+        return bool(self.papers or self.researchers or self.institutions or self.new_papers)

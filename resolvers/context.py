@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from chat.service import ChatService
 from edge.identity import ANONYMOUS_LOCAL, Identity
+from edge.ratelimit import Budget
 from resolvers.loaders import Loaders
 from settings import Settings
 
@@ -35,6 +36,10 @@ class Context:
     chat: ChatService | None = None
     # The operation's time budget, set by the view; a resolver that waits on the model extends it.
     operation_budget: asyncio.Timeout | None = None
+    # The client's rate-limit budget (edge/ratelimit.py), charged once the query's cost is known.
+    budget: Budget | None = None
+    # The measured cost of the running operation (schema/extensions.py sets it before execution).
+    cost: Any = None
 
     def renew(self) -> None:
         """Fresh loaders, to run the operation again: the first run's cached failures must not answer it."""
@@ -52,11 +57,13 @@ class Context:
         cache: Any = None,
         identity: Identity | None = None,
         chat: ChatService | None = None,
+        budget: Budget | None = None,
     ) -> Context:
         ctx = cls(pool, settings, Loaders(pool), redis, request, response, cache)
         if identity is not None:
             ctx.identity = identity
         ctx.chat = chat
+        ctx.budget = budget
         # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors.
         request_id = request.scope.get("state", {}).get("request_id") if request is not None else None
         if isinstance(request_id, str):

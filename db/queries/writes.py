@@ -335,6 +335,7 @@ async def upsert_papers(
             await conn.execute(UPDATE_MATCHED_COUNTS, sorted(relinked))
 
     touched_here.papers = written | relinked
+    touched_here.new_papers = {p.arxiv_id for p in fresh if result.ids[p.arxiv_id] in new}
     # A paper new to the archive has no researcher or institution linked yet.
     await _add_people_of_papers(conn, touched_here.papers - new, touched_here)
     result.touched = touched_here
