@@ -23,10 +23,12 @@ from starlette.routing import Route
 
 import embeddings
 import lifecycle
+from chat.service import ChatService
 from db.cache.breaker import CircuitBreaker
 from db.cache.store import CacheStore, create_redis
 from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
+from db.queries.embeddings import has_embeddings
 from edge.api_keys import ApiKeyAuthenticator
 from edge.body_limit import BodySizeLimit
 from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
@@ -36,6 +38,7 @@ from edge.private import PrivateResponses
 from edge.ratelimit import RateLimiter, RateLimitHeaders, RateLimitPolicy
 from edge.request import RequestParser
 from edge.response_cache import CdnPolicy, ResponseCache, cacheable_operations
+from resolvers.chat_stream import chat_stream
 from resolvers.feeds import feed_routes
 from schema import Schema, build_schema
 from schema.view import GraphQLView
@@ -71,6 +74,7 @@ class State(TypedDict):
     pool: ServingPool
     redis: aioredis.Redis | None
     cache: CacheStore
+    chat: ChatService
     rate_limiter: RateLimiter
 
 
@@ -160,6 +164,14 @@ def create_app(
                 reset_after_s=settings.redis_breaker_reset_s,
             ),
         )
+        # Chat is the one place the API calls an upstream while answering: its own client and retry rules.
+        chat = ChatService.open(
+            pool,
+            settings.llm,
+            daily_messages=settings.chat_daily_messages,
+            # Checked once: without pgvector every question would embed itself for nothing.
+            semantic=settings.semantic_search and embeddings.is_available() and await has_embeddings(pool),
+        )
         restore_sigterm = lifecycle.install_drain(settings.shutdown_drain_s)
         preload = None
         if settings.semantic_search and settings.semantic_preload:
@@ -175,9 +187,11 @@ def create_app(
                 "redis": redis,
                 "cache": cache,
                 "rate_limiter": RateLimiter(cache if redis is not None else None),
+                "chat": chat,
             }
         finally:
             restore_sigterm()
+            await chat.aclose()
             await cache.aclose()
             try:
                 # Connections still out (a request cut short by the grace period) are closed, not awaited.
@@ -255,6 +269,7 @@ def create_app(
             Route("/graphql", graphql_endpoint, methods=["GET", "POST"]),
             Route("/metrics", metrics),
             *feed_routes(),
+            Route("/chat", chat_stream, methods=["POST"]),
         ],
         middleware=[
             Middleware(RequestTelemetry),

@@ -20,7 +20,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 app = typer.Typer(help="wovepaper: the GraphQL API over arXiv, Semantic Scholar and OpenAlex.", no_args_is_help=True)
-ingest_app = typer.Typer(help="Harvest arXiv and enrich from Semantic Scholar and OpenAlex.", no_args_is_help=True)
+ingest_app = typer.Typer(
+    help="Harvest arXiv, enrich from Semantic Scholar and OpenAlex, analyse with the language model.",
+    no_args_is_help=True,
+)
 app.add_typer(ingest_app, name="ingest")
 keys_app = typer.Typer(help="API keys for partners and the site's server (sent in X-Api-Key).", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
@@ -287,7 +290,8 @@ def _ingest_logging(settings: Settings) -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The clients redact their own errors and httpx's request lines; this catches whatever else a line may quote.
-    redacting = RedactingFilter(Redactor([settings.s2_api_key, settings.openalex_api_key]))
+    model_key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    redacting = RedactingFilter(Redactor([settings.s2_api_key, settings.openalex_api_key, model_key]))
     for handler in logging.getLogger().handlers:
         handler.addFilter(redacting)
 
@@ -321,6 +325,12 @@ def _ingest_enrich(settings: Settings, limit: int | None, batch_size: int | None
     return _ingest_run("enrich", run_enrich(settings, limit=limit, batch_size=batch_size))
 
 
+def _ingest_analyse(settings: Settings, limit: int | None, since: datetime | None) -> int:
+    from ingest.runner import run_analyse
+
+    return _ingest_run("analyse", run_analyse(settings, limit=limit, since=_day(since)))
+
+
 @ingest_app.command("arxiv")
 def ingest_arxiv(
     from_: Annotated[datetime | None, typer.Option("--from", formats=_DAY_FORMATS, help="Harvest from.")] = None,
@@ -348,14 +358,42 @@ def ingest_enrich(
     raise typer.Exit(_ingest_enrich(settings, limit, batch_size))
 
 
+@ingest_app.command("analyse")
+def ingest_analyse(
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Analyse at most N papers."),
+    since: Annotated[
+        datetime | None, typer.Option("--since", formats=_DAY_FORMATS, help="Only papers published since.")
+    ] = None,
+) -> None:
+    """Analyse papers newest first with the language model: summary, topics, type, field, novelty, significance.
+
+    Papers not analysed yet, or whose title or abstract changed since; stops cleanly when the day's token
+    budget (WOVEPAPER_LLM_DAILY_TOKENS) is spent.
+    """
+    from llm import not_configured_message
+
+    settings = settings_or_exit()
+    database_url_or_exit(settings)
+    if settings.llm is None:
+        typer.echo(f"error: {not_configured_message()}", err=True)
+        raise typer.Exit(2)
+    _ingest_logging(settings)
+    raise typer.Exit(_ingest_analyse(settings, limit, since))
+
+
 @ingest_app.command("all")
 def ingest_all() -> None:
-    """`ingest arxiv` (from the checkpoint), then `ingest enrich`."""
+    """`ingest arxiv` (from the checkpoint), `ingest enrich`, then `ingest analyse` when a model is configured."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
     _ingest_logging(settings)
     code = _ingest_arxiv(settings, None, None, None)
-    raise typer.Exit(max(code, _ingest_enrich(settings, None)))
+    code = max(code, _ingest_enrich(settings, None))
+    if settings.llm is None:
+        typer.echo("analyse: skipped (no language model configured)")
+    else:
+        code = max(code, _ingest_analyse(settings, None, None))
+    raise typer.Exit(code)
 
 
 @ingest_app.command("status")

@@ -404,7 +404,8 @@ def generate_papers(
                 paper_type=rng.choice(W.PAPER_TYPES),
                 research_field=W.RESEARCH_FIELDS[field],
                 novelty=rng.choice(W.NOVELTY),
-                significance_score=round(rng.uniform(1, 10), 1),
+                significance_score=round(rng.uniform(0.1, 1.0), 2),
+                model="demo",
             )
         yield paper, matches, citation, analysis
 

@@ -858,8 +858,13 @@ def topics(rng: random.Random, field: str) -> list[str]:
     return sorted(set(rng.sample(bank["object"], 2) + rng.sample(bank["method"], 1)))
 
 
-PAPER_TYPES = ["theoretical", "empirical", "methods", "survey", "position", "dataset"]
-NOVELTY = ["incremental", "substantial", "breakthrough"]
+# Kinds from db.records.PAPER_TYPES; six of them, as many as before, so the generator draws the same numbers.
+PAPER_TYPES = ["THEORY", "EMPIRICAL", "METHOD", "SURVEY", "POSITION", "DATASET"]
+NOVELTY = [
+    "An incremental improvement on established methods.",
+    "A substantial advance over earlier approaches.",
+    "A new direction that departs from earlier work.",
+]
 RESEARCH_FIELDS = {
     "ml": "Machine Learning",
     "systems": "Computer Systems",

@@ -11,6 +11,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from edge.identity import parse_networks
+from llm.config import ModelConfig
 
 # Written into feeds and links as is: a scheme, a host and a path, nothing that needs escaping.
 _PUBLIC_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d{1,5})?(?:/[A-Za-z0-9._~/-]*)?$")
@@ -116,6 +117,18 @@ class Settings(BaseSettings):
     ingest_lock_timeout_ms: int = Field(60_000, ge=100)
     ingest_idle_timeout_ms: int = Field(600_000, ge=1000)
 
+    # The language model behind `ingest analyse` and chat: any OpenAI-compatible endpoint (a hosted provider,
+    # vLLM, llama.cpp, Ollama). Without a URL and a model, analysis and chat are off and the rest works.
+    llm_api_url: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_model: str | None = None
+    llm_rps: float = Field(2.0, gt=0)
+    llm_timeout_s: float = Field(60.0, gt=0)
+    # Tokens `ingest analyse` may spend per UTC day (0: no limit).
+    llm_daily_tokens: int = Field(1_000_000, ge=0)
+    # Questions each signed-in reader may ask per UTC day.
+    chat_daily_messages: int = Field(50, ge=0)
+
     # Where `make run` / `make test` keep project-local servers when no URL is set.
     local_dir: str = ".wovepaper"
 
@@ -186,12 +199,29 @@ class Settings(BaseSettings):
             raise ValueError("must start with redis://, rediss:// or unix://")
         return v
 
-    @field_validator("arxiv_oai_url", "s2_api_url", "openalex_api_url")
+    @field_validator("arxiv_oai_url", "s2_api_url", "openalex_api_url", "llm_api_url")
     @classmethod
-    def _http_url(cls, v: str) -> str:
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
         if not v.startswith(("http://", "https://")):
             raise ValueError("must be an http(s) URL")
         return v.rstrip("/")
+
+    @field_validator("llm_model", "llm_api_url")
+    @classmethod
+    def _blank_is_unset(cls, v: str | None) -> str | None:
+        return v.strip() or None if v is not None else None
+
+    @property
+    def llm(self) -> ModelConfig | None:
+        """The model endpoint, or None when analysis and chat are not configured."""
+        if not self.llm_api_url or not self.llm_model:
+            return None
+        key = self.llm_api_key.get_secret_value() if self.llm_api_key is not None else None
+        return ModelConfig(
+            self.llm_api_url, self.llm_model, api_key=key or None, rps=self.llm_rps, timeout_s=self.llm_timeout_s
+        )
 
     @field_validator("jwks_url")
     @classmethod

@@ -68,6 +68,8 @@ PAPER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
         ),
         "position_solo": Fragment(_POSITION_SUBQUERY.format(cond="q.author_count = 1"), 1),
         "nothing": Fragment("false", 0),
+        # A set of papers by database id (chat scoped to the papers a page lists).
+        "ids": Fragment("p.id = ANY($1::bigint[])", 1),
     }
 )
 

@@ -8,6 +8,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
+from typing import Final
+
+# The kinds of paper an analysis names (`papers.paper_type`, held to these by a CHECK); the API serves them as
+# the enum PaperType, with these descriptions, and the analysis prompt offers them with the same words.
+PAPER_TYPES: Final = MappingProxyType(
+    {
+        "THEORY": "Mainly theorems, proofs, derivations or formal models.",
+        "METHOD": "A new method, algorithm, architecture or technique, with its evaluation.",
+        "EMPIRICAL": "Measurements, experiments, observations or analyses of data that test or characterise something.",
+        "SURVEY": "A review or tutorial that organises existing work.",
+        "DATASET": "A new dataset, corpus or catalogue is the main contribution.",
+        "BENCHMARK": "A benchmark, evaluation suite or systematic comparison of existing methods.",
+        "SYSTEM": "A software system, tool, library or instrument: its design and implementation.",
+        "POSITION": "An argument, perspective, vision or critique.",
+        "OTHER": "None of the above (errata, lecture notes, proceedings front matter, ...).",
+    }
+)
+# The scale of `papers.significance_score`: given to the model, and the API's description of `significanceScore`.
+SIGNIFICANCE_SCALE = (
+    "0.0-0.2: a minor or narrow result (a small variation, a note, a confirmation); "
+    "0.2-0.4: a solid contribution of interest within its subfield; "
+    "0.4-0.6: a notable advance that others in the field are likely to build on; "
+    "0.6-0.8: a major contribution likely to influence neighbouring fields; "
+    "0.8-1.0: exceptional, field-changing. Judged from the abstract alone; most papers fall between 0.2 and 0.6."
+)
 
 
 # The harvest builds a few of these per record, millions in a full run: not frozen, since a frozen

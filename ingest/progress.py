@@ -27,6 +27,7 @@ class Summary:
     failed: int = 0
     requests: int = 0
     retries: int = 0
+    tokens: int = 0  # language-model tokens spent (the analysis stage)
     stopped: str | None = None  # why the run stopped early (budget spent, upstream down), if it did
 
     def add(self, other: Summary) -> None:
@@ -40,6 +41,8 @@ class Summary:
             f"{what}: seen {self.seen}, inserted {self.inserted}, updated {self.updated}, "
             f"skipped {self.skipped}, failed {self.failed}, requests {self.requests}, retries {self.retries}"
         )
+        if self.tokens:
+            text += f", tokens {self.tokens}"
         return text + (f"; stopped early: {self.stopped}" if self.stopped else "")
 
 

@@ -13,12 +13,14 @@ from db.cache.invalidation import attach_purge
 from db.cache.purge import HttpPurge
 from db.cache.store import CacheStore, create_redis
 from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_failures, fetch_ingest_status
+from ingest.analyse import ANALYSE_BATCH, analyse
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BudgetExhausted
 from ingest.pipeline import ENRICH_BATCH, enrich, harvest_arxiv
 from ingest.progress import Summary
+from llm import ModelClient
 from settings import Settings
 
 log = logging.getLogger("ingest")
@@ -92,6 +94,21 @@ async def run_enrich(settings: Settings, *, limit: int | None, batch_size: int |
     finally:
         await s2c.aclose()
         await oac.aclose()
+
+
+async def run_analyse(settings: Settings, *, limit: int | None, since: date | None) -> Summary:
+    """`ingest analyse`; the caller has checked that the model is configured (`settings.llm`)."""
+    config = settings.llm
+    assert config is not None
+    # As many connections as a batch has papers: its requests go out side by side (within the rps pacing).
+    client = ModelClient.from_config(config, max_connections=ANALYSE_BATCH)
+    try:
+        async with _resources(settings) as (conn, cache):
+            return await analyse(
+                conn, client, limit=limit, since=since, daily_tokens=settings.llm_daily_tokens, cache=cache
+            )
+    finally:
+        await client.aclose()
 
 
 async def read_status(settings: Settings, *, failures: int = 10) -> tuple[IngestStatus, list[EnrichFailure]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +12,7 @@ import redis.asyncio as aioredis
 from starlette.requests import Request
 from starlette.responses import Response
 
+from chat.service import ChatService
 from edge.identity import ANONYMOUS_LOCAL, Identity
 from edge.ratelimit import Budget
 from resolvers.loaders import Loaders
@@ -30,6 +32,10 @@ class Context:
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     # Who asks (edge/identity.py); in-process callers without an HTTP request are a local anonymous reader.
     identity: Identity = ANONYMOUS_LOCAL
+    # Chat with the papers (None when the server has no language model).
+    chat: ChatService | None = None
+    # The operation's time budget, set by the view; a resolver that waits on the model extends it.
+    operation_budget: asyncio.Timeout | None = None
     # The client's rate-limit budget (edge/ratelimit.py), charged once the query's cost is known.
     budget: Budget | None = None
     # The measured cost of the running operation (schema/extensions.py sets it before execution).
@@ -50,11 +56,13 @@ class Context:
         response: Response | None = None,
         cache: Any = None,
         identity: Identity | None = None,
+        chat: ChatService | None = None,
         budget: Budget | None = None,
     ) -> Context:
         ctx = cls(pool, settings, Loaders(pool), redis, request, response, cache)
         if identity is not None:
             ctx.identity = identity
+        ctx.chat = chat
         ctx.budget = budget
         # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors.
         request_id = request.scope.get("state", {}).get("request_id") if request is not None else None

@@ -22,6 +22,7 @@ from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from db.pool import request_budget
+from schema.chat import ChatMutation
 from schema.errors import RETRYABLE_CODES, is_unexpected
 from schema.extensions import default_extensions
 from schema.fast_executor import FastExecutor
@@ -48,7 +49,7 @@ QUERY_TYPES: list[type] = [
     RateLimitQuery,
 ]
 # Mutation is merged the same way from MUTATION_TYPES; the schema has no Mutation type while it is empty.
-MUTATION_TYPES: list[type] = [FollowMutation]
+MUTATION_TYPES: list[type] = [FollowMutation, ChatMutation]
 NODE_TYPES: list[type] = [Paper, Researcher, Institution]
 
 

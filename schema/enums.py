@@ -4,6 +4,8 @@ from enum import Enum
 
 import strawberry
 
+from db.records import PAPER_TYPES
+
 
 @strawberry.enum(description="Order of a list of papers; ties are broken by id, so pages never overlap.")
 class PaperSort(Enum):
@@ -39,3 +41,16 @@ class SitemapKind(Enum):
     PAPER = "PAPER"
     RESEARCHER = "RESEARCHER"
     INSTITUTION = "INSTITUTION"
+
+
+@strawberry.enum(description="The kind of paper, as its analysis judges it from the title and abstract.")
+class PaperType(Enum):
+    THEORY = strawberry.enum_value("THEORY", description=PAPER_TYPES["THEORY"])
+    METHOD = strawberry.enum_value("METHOD", description=PAPER_TYPES["METHOD"])
+    EMPIRICAL = strawberry.enum_value("EMPIRICAL", description=PAPER_TYPES["EMPIRICAL"])
+    SURVEY = strawberry.enum_value("SURVEY", description=PAPER_TYPES["SURVEY"])
+    DATASET = strawberry.enum_value("DATASET", description=PAPER_TYPES["DATASET"])
+    BENCHMARK = strawberry.enum_value("BENCHMARK", description=PAPER_TYPES["BENCHMARK"])
+    SYSTEM = strawberry.enum_value("SYSTEM", description=PAPER_TYPES["SYSTEM"])
+    POSITION = strawberry.enum_value("POSITION", description=PAPER_TYPES["POSITION"])
+    OTHER = strawberry.enum_value("OTHER", description=PAPER_TYPES["OTHER"])

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import strawberry
 
 from db.queries.papers import AuthorshipRow, PaperRow
+from db.records import SIGNIFICANCE_SCALE
 from resolvers.pagination import Connection
 from resolvers.papers import (
     authorship_institutions,
@@ -15,7 +16,7 @@ from resolvers.papers import (
     resolve_papers,
 )
 from resolvers.search import resolve_similar_papers
-from schema.enums import PaperSort
+from schema.enums import PaperSort, PaperType
 from schema.inputs import PaperFilter, ResearcherPaperFilter
 from schema.node import Node
 from schema.pagination import TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
@@ -78,13 +79,30 @@ class Paper(Node):
     journal_ref: str | None
     comments: str | None
     cited_by_count: int | None = strawberry.field(description="Citations, when a source has counted them.")
-    summary: str | None = strawberry.field(description="Analysis: a short summary; null until analysed.")
-    topics: list[str] | None = strawberry.field(description="Analysis: topics; null until analysed.")
-    paper_type: str | None = strawberry.field(description="Analysis: kind of paper; null until analysed.")
-    research_field: str | None = strawberry.field(description="Analysis: research field; null until analysed.")
-    novelty: str | None = strawberry.field(description="Analysis: novelty; null until analysed.")
-    significance_score: float | None = strawberry.field(description="Analysis: significance; null until analysed.")
+    summary: str | None = strawberry.field(
+        description="Analysis: two or three plain sentences on what the paper does and finds; null until analysed."
+    )
+    topics: list[str] | None = strawberry.field(
+        description="Analysis: three to eight short topic phrases, most specific first; null until analysed."
+    )
+    paper_type: PaperType | None = strawberry.field(description="Analysis: the kind of paper; null until analysed.")
+    research_field: str | None = strawberry.field(
+        description="Analysis: the research field in a few words; null until analysed."
+    )
+    novelty: str | None = strawberry.field(
+        description="Analysis: one sentence on what is new compared with earlier work; null until analysed."
+    )
+    significance_score: float | None = strawberry.field(
+        description="Analysis: significance from 0 to 1, judged from the abstract alone; null until analysed. "
+        + SIGNIFICANCE_SCALE
+    )
     analysed: bool = strawberry.field(description="Whether the analysis fields are filled.")
+    analysed_at: datetime | None = strawberry.field(
+        description="When the current analysis was made; null until analysed (or for analyses older than this field)."
+    )
+    analysis_model: str | None = strawberry.field(
+        description="The language model that made the analysis, as the server names it; null until analysed."
+    )
 
     @strawberry.field(
         description="The papers nearest this one in meaning (embeddings of title and abstract), most similar "

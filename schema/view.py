@@ -81,6 +81,7 @@ class GraphQLView(GraphQL[Context, None]):
             response=response if isinstance(response, Response) else None,
             cache=getattr(state, "cache", None),
             identity=getattr(state, "identity", None),
+            chat=getattr(state, "chat", None),
             budget=getattr(state, "budget", None),
         )
 
@@ -89,7 +90,10 @@ class GraphQLView(GraphQL[Context, None]):
 
     async def execute_operation(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            async with asyncio.timeout(self.settings.operation_timeout_s):
+            async with asyncio.timeout(self.settings.operation_timeout_s) as budget:
+                context = kwargs.get("context")
+                if isinstance(context, Context):
+                    context.operation_budget = budget
                 return await super().execute_operation(*args, **kwargs)
         except TimeoutError:
             raise OperationTimeout from None

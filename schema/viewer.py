@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import strawberry
 
+from resolvers.chat import resolve_conversations
 from resolvers.viewer import (
     resolve_feed_url,
     resolve_following_institutions,
@@ -18,6 +19,9 @@ from schema.institution import InstitutionConnection
 from schema.paper import PaperConnection, as_paper_connection
 from schema.researcher import ResearcherConnection, as_researcher_connection
 from schema.types import Info
+
+if TYPE_CHECKING:
+    from schema.chat import ConversationConnection
 
 
 @strawberry.type(description="The signed-in reader. Never served from or stored in a shared cache.")
@@ -70,6 +74,14 @@ class Viewer:
     )
     async def feed_url(self, info: Info) -> str:
         return await resolve_feed_url(info.context, self.feed_token)
+
+    @strawberry.field(description="The reader's conversations with the papers, most recently active first.")
+    async def conversations(
+        self, info: Info, first: int = 10, after: str | None = None
+    ) -> Annotated[ConversationConnection, strawberry.lazy("schema.chat")]:
+        from schema.chat import as_conversations
+
+        return as_conversations(await resolve_conversations(info.context, str(self.id), first=first, after=after))
 
 
 @strawberry.type

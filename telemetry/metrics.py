@@ -53,9 +53,7 @@ BREAKER_STATE = Gauge(
     multiprocess_mode="livemax",
 )
 BREAKER_OPENS = Counter("wovepaper_cache_breaker_opens_total", "Times the Redis circuit breaker opened.")
-REDIS_CONFIGURED = Gauge(
-    "wovepaper_cache_redis_configured", "1 when REDIS_URL is set.", multiprocess_mode="livemax"
-)
+REDIS_CONFIGURED = Gauge("wovepaper_cache_redis_configured", "1 when REDIS_URL is set.", multiprocess_mode="livemax")
 POOL_CONNECTIONS = Gauge(
     "wovepaper_db_pool_connections",
     "PostgreSQL connections of the API's pools: state=open|in_use|max.",
@@ -64,6 +62,15 @@ POOL_CONNECTIONS = Gauge(
 )
 POOL_WAITERS = Gauge(
     "wovepaper_db_pool_waiters", "Callers waiting for a PostgreSQL connection.", multiprocess_mode="livesum"
+)
+CHAT_ANSWERS = Counter(
+    "wovepaper_chat_answers_total",
+    "Chat questions by outcome: answered, nothing_found (no paper matched; the model is not asked), "
+    "model_unavailable, cancelled (the reader hung up).",
+    ["outcome"],
+)
+MODEL_TOKENS = Counter(
+    "wovepaper_chat_model_tokens_total", "Language-model tokens chat answers cost, kind=prompt|completion.", ["kind"]
 )
 DB_RETRIES = Counter(
     "wovepaper_db_lost_connection_retries_total", "Read operations run again after a lost PostgreSQL connection."
@@ -128,5 +135,3 @@ class _Forward(Collector):
 
     def collect(self) -> Iterable[object]:  # type: ignore[override]
         return self._source.collect()
-
-

@@ -20,8 +20,8 @@ Conn = asyncpg.Connection | PoolConnectionProxy
 PAPER_COLUMNS = """p.id, p.arxiv_id, p.version, p.slug, p.title, p.abstract, p.authors_text, p.categories,
     p.primary_category, p.published, p.updated, p.doi, p.journal_ref, p.comments, p.cited_by_count,
     p.author_count, p.summary, p.topics, p.paper_type, p.research_field, p.novelty, p.significance_score,
-    p.analysed, p.modified_at"""
-_WIDTH = 24
+    p.analysed, p.modified_at, p.analysed_at, p.analysis_model"""
+_WIDTH = 26
 
 
 @dataclass(slots=True)
@@ -61,6 +61,8 @@ class PaperRow:
     significance_score: float | None
     analysed: bool
     modified_at: datetime
+    analysed_at: datetime | None
+    analysis_model: str | None
     prefetched_authors: list[AuthorshipRow] | None = None
 
     @property

@@ -385,13 +385,18 @@ async def search_papers(
     after: Clause | None = None,
     with_facets: bool = False,
     with_highlights: bool = False,
+    cap: int | None = None,
 ) -> SearchResult:
     """One page of a search, its total and (when asked) its facets, in one statement.
+
+    `cap`: keyword matches ranked at most, KEYWORD_CAP when not given (chat, which wants a handful of papers,
+    ranks fewer).
 
     `vector` (the query's embedding) is required for SEMANTIC and HYBRID. `after` is a keyset condition from
     the sort (`db.filters.after_clause`). Raises EmptyQuery (KEYWORD, HYBRID without a vector match is fine)
     and SemanticSearchUnavailable.
     """
+    cap = KEYWORD_CAP if cap is None else cap
     if mode != "KEYWORD" and vector is None:
         raise ValueError("semantic and hybrid search need the query vector")
     where, filter_args = compose(clauses, offset=_FIXED_PARAMS)
@@ -408,7 +413,7 @@ async def search_papers(
         text,
         vector_literal(vector) if vector is not None else None,
         candidates,
-        KEYWORD_CAP,
+        cap,
         "" if _EXCLUSION.search(text) or len(text.split()) > MAX_NAME_WORDS else text,
         *filter_args,
         *after_args,
@@ -451,6 +456,7 @@ async def search_papers(
             probe_found=first["probe_found"],
             probe_block=first["probe_block"],
         ),
+        cap,
     )
     return SearchResult(total=first["total"], hits=hits, facets=facets, matches=matches, matches_estimated=estimated)
 
@@ -481,15 +487,16 @@ def _tier_share(scanned: Scanned) -> float:
     return min(1.0, scanned.tier_share) if scanned.tier_share and scanned.tier_share > 0 else 1.0
 
 
-def _matches(total: int, capped: int, scanned: Scanned) -> tuple[int, bool]:
+def _matches(total: int, capped: int, scanned: Scanned, cap: int | None = None) -> tuple[int, bool]:
     """Past the cap, estimate all matches: a scan that stopped part way through the table found that share of its
     matches; matches of the cited tier alone scale by the tier's share of all papers too."""
-    if capped <= KEYWORD_CAP or not scanned.relpages:
+    cap = KEYWORD_CAP if cap is None else cap
+    if capped <= cap or not scanned.relpages:
         return total, False
     if scanned.ordered:
         if not scanned.probe_found or scanned.probe_block is None:
             return capped, True
-        read = 1.0 if scanned.probe_found <= KEYWORD_CAP else min(1.0, (scanned.probe_block + 1) / scanned.relpages)
+        read = 1.0 if scanned.probe_found <= cap else min(1.0, (scanned.probe_block + 1) / scanned.relpages)
         return max(capped, round(scanned.probe_found / read / _tier_share(scanned))), True
     rest_found = capped - scanned.tier_found
     if rest_found == 0:

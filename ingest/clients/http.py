@@ -3,7 +3,8 @@
 Retries are a small loop here rather than tenacity/stamina: the rules are source-specific
 (Retry-After as seconds or a date, a spent daily budget that must stop the run instead of
 waiting, a malformed body that is fetched again) and every attempt is counted for the run's
-summary. Time is injected (`Clock`) so tests never sleep.
+summary. Time is injected (`Clock`) so tests never sleep. The rules themselves (statuses,
+backoff, Retry-After) are shared with the language-model client: retry_rules.py.
 """
 
 from __future__ import annotations
@@ -11,11 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import httpx
@@ -23,6 +21,7 @@ import orjson
 
 from ingest.clients.redact import RedactingFilter, Redactor, same_origin, secrets_of, strip_credentials
 from ingest.errors import BudgetExhausted, HTTPStatusFailure, MalformedResponse, TransportFailure, UpstreamError
+from retry_rules import Clock, RetryPolicy, retry_after_seconds
 
 log = logging.getLogger("ingest.http")
 _HTTP_LOGGERS = ("httpx", "httpcore")
@@ -30,49 +29,13 @@ T = TypeVar("T")
 Handler = Callable[[httpx.Response], Awaitable[T]]
 BudgetCheck = Callable[[httpx.Response], str | None]
 
-
-class Clock:
-    """Monotonic time and sleep; tests pass a fake that advances without waiting."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    max_attempts: int = 6
-    base_delay_s: float = 1.0
-    max_delay_s: float = 120.0
-    # A Retry-After longer than this is a daily limit, not a pause: stop instead of waiting.
-    max_retry_after_s: float = 900.0
-    retry_statuses: frozenset[int] = frozenset({408, 425, 429, 500, 502, 503, 504})
+__all__ = ["Clock", "RequestStats", "RetryPolicy", "SourceClient", "read_json", "retry_after_seconds"]
 
 
 @dataclass(slots=True)
 class RequestStats:
     requests: int = 0
     retries: int = 0
-
-
-def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
-    """`Retry-After: 120` or an HTTP date -> seconds to wait (never negative)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
 
 
 def _snippet(resp: httpx.Response) -> str:
@@ -138,9 +101,7 @@ class SourceClient:
         await self.aclose()
 
     def _backoff(self, attempt: int) -> float:
-        # Exponential with jitter (half fixed, half random) so parallel harvesters spread out.
-        cap = min(self.policy.max_delay_s, self.policy.base_delay_s * 2**attempt)
-        return float(cap / 2 + self.rng() * cap / 2)
+        return self.policy.backoff_s(attempt, self.rng)
 
     async def _pace(self) -> None:
         if self._last_start is not None and self.min_interval_s > 0:

@@ -35,9 +35,10 @@ SITE_OPERATIONS = (
     "ViewerFeed",
     "FollowResearcher",
     "UnfollowResearcher",
+    "ViewerConversations",
 )
 # Sent by the site's server for a signed-in reader, with their token.
-VIEWER_OPERATIONS = ("ViewerFeed", "FollowResearcher", "UnfollowResearcher")
+VIEWER_OPERATIONS = ("ViewerFeed", "FollowResearcher", "UnfollowResearcher", "ViewerConversations")
 # The contract's own reader: the only writes the contract tests make to the shared demo database are this
 # reader's follows (and feed token), which no other test reads, and the follows are taken back at the end.
 CONTRACT_READER = f"contract-reader-{uuid.uuid4().hex[:8]}"
@@ -153,4 +154,6 @@ def variables_for(name: str, ids: dict[str, Any]) -> dict[str, Any]:
         "ViewerFeed": {"first": 24},
         "FollowResearcher": {"id": ids["one_paper_researcher"]},
         "UnfollowResearcher": {"id": ids["one_paper_researcher"]},
+        # Signed in with no conversations here; tests/integration/test_chat.py runs it on a reader's conversations.
+        "ViewerConversations": {"first": 10},
     }[name]

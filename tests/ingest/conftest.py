@@ -3,6 +3,7 @@ httpx.MockTransport, a fake clock so nothing sleeps, and a fresh migrated databa
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ import httpx
 import pytest
 from lxml import etree
 
+from db.cache.store import CacheStore, create_redis
 from db.migrate import migrate
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.http import RetryPolicy
@@ -188,3 +190,19 @@ async def writer(request: pytest.FixtureRequest, ingest_dsn: str) -> AsyncIterat
         yield c
     finally:
         await c.close()
+
+
+_cache_tests = itertools.count()
+
+
+@pytest.fixture
+async def cache(redis_url: str, cache_namespace: str) -> AsyncIterator[CacheStore]:
+    """The real Redis, under a namespace of this test's own inside the session's: nothing another test wrote
+    is seen."""
+    store = CacheStore(
+        create_redis(redis_url, timeout_s=1.0), namespace=f"{cache_namespace}i{next(_cache_tests)}", ttl_s=60
+    )
+    try:
+        yield store
+    finally:
+        await store.aclose()

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import AsyncIterator
-
 import asyncpg
 import httpx
-import pytest
 
 from db.cache import keys
-from db.cache.store import CacheStore, create_redis
+from db.cache.store import CacheStore
 from ingest.pipeline import enrich, harvest_arxiv
 from tests.ingest.conftest import FakeClock, FakeOAI
 from tests.ingest.test_enrich import clients
 from tests.ingest.upstreams import SAM_COX, FakeScholarly, enrich_archive_page
-
-_tests = itertools.count()
-
-
-@pytest.fixture
-async def cache(redis_url: str, cache_namespace: str) -> AsyncIterator[CacheStore]:
-    # A namespace of this test's own inside the session's: nothing another test wrote is seen.
-    store = CacheStore(create_redis(redis_url, timeout_s=1.0), namespace=f"{cache_namespace}i{next(_tests)}", ttl_s=60)
-    try:
-        yield store
-    finally:
-        await store.aclose()
 
 
 async def generation(cache: CacheStore, kind: str, entity_id: int) -> int:

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
+from tests.fake_model import ANALYSIS_USAGE, analyst, fake_model_in_thread
 from tests.ingest.conftest import FakeOAI
 from tests.ingest.loopback import Loopback, serve
 from tests.ingest.upstreams import FakeScholarly, enrich_archive_page
@@ -124,3 +125,50 @@ def test_a_lock_waited_on_too_long_stops_the_run_with_a_line(
         result.output  # type: ignore[attr-defined]
     )
     assert asyncio.run(_count(ingest_dsn, "SELECT count(*) FROM papers WHERE enriched_at IS NULL")) == 3
+
+
+LLM_UNSET = {"WOVEPAPER_LLM_API_URL": None, "WOVEPAPER_LLM_MODEL": None, "WOVEPAPER_LLM_API_KEY": None}
+
+
+def test_ingest_analyse_without_a_model_names_the_settings_and_exits_2(
+    conn: asyncpg.Connection, ingest_dsn: str
+) -> None:
+    result = CliRunner().invoke(app, ["ingest", "analyse"], env={"DATABASE_URL": ingest_dsn, **LLM_UNSET})
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: the language model is not configured: set WOVEPAPER_LLM_API_URL and WOVEPAPER_LLM_MODEL "
+        "(and WOVEPAPER_LLM_API_KEY when the endpoint needs a key)"
+    ]
+
+
+def test_ingest_analyse_and_all_with_and_without_a_model(
+    upstreams: Loopback, conn: asyncpg.Connection, ingest_dsn: str
+) -> None:
+    env = upstreams.env(ingest_dsn)
+    runner = CliRunner()
+    result = runner.invoke(app, ["ingest", "all"], env={**env, **LLM_UNSET})
+    assert result.exit_code == 0, result.output
+    assert "analyse: skipped (no language model configured)" in result.output
+
+    key = "sk-cli-5e4d3c2b1a"
+    with fake_model_in_thread(analyst) as model:
+        model_env = {
+            **env,
+            "WOVEPAPER_LLM_API_URL": model.base_url,
+            "WOVEPAPER_LLM_MODEL": "fake-analyst",
+            "WOVEPAPER_LLM_API_KEY": key,
+            "WOVEPAPER_LLM_RPS": "1000",
+        }
+        result = runner.invoke(app, ["ingest", "analyse", "--limit", "2"], env=model_env)
+        assert result.exit_code == 0, result.output
+        tokens = 2 * sum(ANALYSIS_USAGE)
+        assert (
+            f"analyse: seen 2, inserted 0, updated 2, skipped 0, failed 0, requests 2, retries 0, tokens {tokens}"
+            in (result.output)
+        )
+        # `all` analyses the rest as its last stage.
+        result = runner.invoke(app, ["ingest", "all"], env=model_env)
+        assert result.exit_code == 0, result.output
+        assert "analyse: seen 1, inserted 0, updated 1" in result.output
+    assert key not in result.output
+    assert asyncio.run(_count(ingest_dsn, "SELECT count(*) FROM papers WHERE NOT analysed")) == 0

@@ -304,3 +304,17 @@ def test_embed_command(fresh_corpus: Corpus) -> None:
     assert f"embedded {len(fresh_corpus.paper_ids) - 5} paper(s)" in rest.output
     again = runner.invoke(app, ["embed"], env=env)
     assert "embedded 0 paper(s)" in again.output
+
+
+async def test_chat_retrieval_is_hybrid_when_the_model_and_pgvector_are_there(embedded: Corpus) -> None:
+    from chat.retrieval import ChatScope, retrieve
+
+    question = "Ripples in spacetime when collapsed stars collide?"
+    pool = await asyncpg.create_pool(embedded.dsn, min_size=1, max_size=2)
+    try:
+        hybrid = await retrieve(pool, question, ChatScope(), semantic=True)
+        keyword = await retrieve(pool, question, ChatScope(), semantic=False)
+    finally:
+        await pool.close()
+    assert keys(embedded, [p.id for p in hybrid])[0] == "grav_waves"
+    assert embedded.paper_ids["grav_waves"] not in {p.id for p in keyword}

@@ -135,11 +135,7 @@ async def write_everything(conn: asyncpg.Connection, prefix: str) -> dict[str, o
         )
         await upsert_analyses(
             conn,
-            [
-                AnalysisRecord(
-                    f"{prefix}.00002", "A summary.", ["hecke"], "theoretical", "Mathematics", "incremental", 6.5
-                )
-            ],
+            [AnalysisRecord(f"{prefix}.00002", "A summary.", ["hecke"], "THEORY", "Mathematics", "A new bound.", 0.65)],
         )
     return {"papers": papers, "rids": rids, "iids": iids, "matches": matches, "touched": touched}
 

@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-NO_SQL_PACKAGES = ("schema", "resolvers", "ingest", "edge")
-CONTRACTS = ["Layers: schema -> resolvers -> db", "ingest writes through db only", "db knows no GraphQL"]
+NO_SQL_PACKAGES = ("schema", "resolvers", "ingest", "edge", "llm", "chat")
+CONTRACTS = [
+    "Layers: schema -> resolvers -> chat -> db",
+    "ingest writes through db only",
+    "db knows no GraphQL",
+    "the model client serves the ingest and the API alike",
+    "chat knows no GraphQL and no HTTP",
+]
 
 # Upper-case keywords anywhere (this codebase writes SQL in upper case); lower-case only when the string
 # starts like a statement, so prose such as "select a paper from the list" in a description is not flagged.

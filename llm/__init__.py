@@ -1,0 +1,39 @@
+"""The language-model client shared by the analysis stage of the ingest and by chat.
+
+It knows no GraphQL, no ingest and no web layer: callers pass it messages and read answers.
+"""
+
+from __future__ import annotations
+
+from llm.client import ModelClient, StreamEnd, StreamEvent, TextPart
+from llm.config import ModelConfig, not_configured_message
+from llm.errors import (
+    AnswerBrokeOff,
+    MalformedModelResponse,
+    ModelError,
+    ModelNotConfigured,
+    ModelRateLimited,
+    ModelRequestFailed,
+    ModelTimeout,
+)
+from llm.wire import ChatMessage, Completion, Usage, json_schema_format
+
+__all__ = [
+    "AnswerBrokeOff",
+    "ChatMessage",
+    "Completion",
+    "MalformedModelResponse",
+    "ModelClient",
+    "ModelConfig",
+    "ModelError",
+    "ModelNotConfigured",
+    "ModelRateLimited",
+    "ModelRequestFailed",
+    "ModelTimeout",
+    "StreamEnd",
+    "StreamEvent",
+    "TextPart",
+    "Usage",
+    "json_schema_format",
+    "not_configured_message",
+]

@@ -1,0 +1,25 @@
+"""Where the model is: read from the environment by settings.py, handed to the client here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The settings an operator sets to turn analysis and chat on (named in the "not configured" messages).
+REQUIRED_SETTINGS = ("WOVEPAPER_LLM_API_URL", "WOVEPAPER_LLM_MODEL")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    api_url: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    rps: float = 2.0
+    timeout_s: float = 60.0
+
+
+def not_configured_message() -> str:
+    return (
+        "the language model is not configured: set "
+        + " and ".join(REQUIRED_SETTINGS)
+        + " (and WOVEPAPER_LLM_API_KEY when the endpoint needs a key)"
+    )
