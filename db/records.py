@@ -117,16 +117,21 @@ class CitationRecord:
 
 @dataclass(slots=True)
 class Touched:
-    """Database ids a write touched: what the cache must forget once the transaction commits."""
+    """Database ids a write touched: what the cache must forget once the transaction commits.
+
+    `paper_keys` are the touched papers' arXiv ids: a paper's global id (and so a cached response's tag)
+    names its arXiv id, not its row. The write path records them with the papers' ids."""
 
     papers: set[int] = field(default_factory=set)
     researchers: set[int] = field(default_factory=set)
     institutions: set[int] = field(default_factory=set)
+    paper_keys: set[str] = field(default_factory=set)
 
     def update(self, other: Touched) -> None:
         self.papers |= other.papers
         self.researchers |= other.researchers
         self.institutions |= other.institutions
+        self.paper_keys |= other.paper_keys
 
     def __bool__(self) -> bool:
-        return bool(self.papers or self.researchers or self.institutions)
+        return bool(self.papers or self.researchers or self.institutions or self.paper_keys)

@@ -161,6 +161,7 @@ async def harvest_arxiv(
         result, tombstoned = await task
         touched = result.touched
         touched.papers |= tombstoned
+        touched.paper_keys |= set(page.deleted)
         await invalidate_after_commit(cache, touched)
         summary.seen += page.seen
         summary.inserted += result.inserted

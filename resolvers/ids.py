@@ -18,8 +18,10 @@ MAX_DB_ID = 2**63 - 1
 
 PAPER_ID_FORMS = (
     "an arXiv id (2401.01234, 2401.01234v2, arXiv:2401.01234, astro-ph/9901001, astro-ph/9901001v3), "
-    "an arXiv abs or pdf URL (https://arxiv.org/abs/2401.01234), the arXiv DOI (10.48550/arXiv.2401.01234) "
-    "or the paper's slug (2401.01234-title-words)"
+    "an arXiv abs or pdf URL (https://arxiv.org/abs/2401.01234), the arXiv DOI (10.48550/arXiv.2401.01234), "
+    "the journal DOI (10.1038/s42256-024-00832-8 or https://doi.org/...), a Semantic Scholar paper id "
+    "(s2:<40 hex digits> or CorpusId:258059792), an OpenAlex work id (W4365597205 or "
+    "https://openalex.org/W4365597205) or the paper's slug (2401.01234-title-words)"
 )
 RESEARCHER_ID_FORMS = (
     "a numeric id (1396945), a slug (1396945-wumo-yan), a Semantic Scholar id (s2:2109311836), "
@@ -27,8 +29,9 @@ RESEARCHER_ID_FORMS = (
     "or an ORCID (0000-0002-1825-0097 or https://orcid.org/0000-0002-1825-0097)"
 )
 INSTITUTION_ID_FORMS = (
-    "a numeric id (42), a slug (42-universite-de-montreal), a ROR id (0161xgx34 or https://ror.org/0161xgx34) "
-    "or a name (Université de Montréal)"
+    "a numeric id (42), a slug (42-universite-de-montreal), a ROR id (0161xgx34 or https://ror.org/0161xgx34), "
+    "an OpenAlex institution id (I70931966 or https://openalex.org/I70931966) "
+    "or a name, alias or acronym (Université de Montréal, UdeM)"
 )
 
 _NEW_SLUG = re.compile(r"^(\d{4}\.\d{4,5})(?:v\d+)?(?:-[a-z0-9]+(?:-[a-z0-9]+)*)?$", re.IGNORECASE)
@@ -38,14 +41,21 @@ _OLD_SLUG = re.compile(
 _NUMERIC = re.compile(r"^(\d{1,19})$")
 _ENTITY_SLUG = re.compile(r"^(\d{1,19})-[a-z0-9]+(?:-[a-z0-9]+)*$", re.IGNORECASE)
 _S2 = re.compile(r"^s2:(\d{1,20})$", re.IGNORECASE)
+_S2_PAPER = re.compile(r"^s2:([0-9a-f]{40})$", re.IGNORECASE)
+_CORPUS = re.compile(r"^corpusid:(\d{1,18})$", re.IGNORECASE)
+_DOI = re.compile(r"^(?:(?:https?://(?:dx\.)?doi\.org/)|doi:)?(10\.\d{4,9}/\S+)$", re.IGNORECASE)
+
+
+PaperKeyKind = Literal["arxiv", "slug", "doi", "s2", "corpus", "openalex"]
 
 
 @dataclass(frozen=True, slots=True)
 class PaperKey:
-    """`arxiv`: the arXiv id (version dropped). `slug`: a slug, with the arXiv id its prefix names."""
+    """`arxiv`: the arXiv id (version dropped) in `value`. `slug`: a slug in `slug`, with the arXiv id its prefix
+    names in `value`. `doi` (lower case), `s2` (paper id), `corpus` (S2 corpus id), `openalex` (W...): that id."""
 
-    kind: Literal["arxiv", "slug"]
-    arxiv_id: str
+    kind: PaperKeyKind
+    value: str
     slug: str | None = None
     version: int | None = None
 
@@ -53,6 +63,7 @@ class PaperKey:
 @dataclass(frozen=True, slots=True)
 class EntityKey:
     kind: Literal["id", "slug", "s2", "openalex", "orcid", "ror", "name"]
+    # For `openalex`: an author (A...) for researchers, an institution (I...) for institutions.
     value: str
     db_id: int | None = None
 
@@ -72,6 +83,14 @@ def parse_paper_id(text: str) -> PaperKey:
             return PaperKey("slug", m.group(1), slug=s.lower())
         if (m := _OLD_SLUG.match(s)) and (old := parse_arxiv_id(f"{m.group(1).lower()}/{m.group(2)}")):
             return PaperKey("slug", old[0], slug=s)
+        if m := _S2_PAPER.match(s):
+            return PaperKey("s2", m.group(1).lower())
+        if m := _CORPUS.match(s):
+            return PaperKey("corpus", m.group(1))
+        if (openalex := normalize_openalex(s)) and openalex.startswith("W"):
+            return PaperKey("openalex", openalex)
+        if m := _DOI.match(s):
+            return PaperKey("doi", m.group(1).lower())
     raise BadUserInput(f"Malformed paper id {text[:80]!r}: use {PAPER_ID_FORMS}.")
 
 
@@ -100,6 +119,8 @@ def parse_institution_id(text: str) -> EntityKey:
             return EntityKey("slug", s.lower(), db_id)
         if ror := normalize_ror(s):
             return EntityKey("ror", ror)
+        if (openalex := normalize_openalex(s)) and openalex.startswith("I"):
+            return EntityKey("openalex", openalex)
         if not s.isdigit():
             return EntityKey("name", " ".join(s.split()))
     raise BadUserInput(f"Malformed institution id {text[:80]!r}: use {INSTITUTION_ID_FORMS}.")

@@ -11,7 +11,9 @@ from db.queries.institutions import (
     InstitutionRow,
     count_institutions,
     fetch_institution_by_name,
+    fetch_institution_by_openalex,
     fetch_institution_by_ror,
+    fetch_institutions_by_similar_name,
     page_institutions,
 )
 from resolvers.context import Context
@@ -24,29 +26,49 @@ MAX_QUERY_LENGTH = 200
 _COUNTRY = re.compile(r"^[A-Za-z]{2}$")
 
 
-async def _find(ctx: Context, key: EntityKey) -> InstitutionRow | None:
+SUGGESTIONS = 3
+_FETCH = {"ror": fetch_institution_by_ror, "openalex": fetch_institution_by_openalex, "name": fetch_institution_by_name}
+
+
+async def find_institution(ctx: Context, key: EntityKey) -> InstitutionRow | None:
+    """The institution an id form names exactly (a name only as its name, an alias or an acronym); else None."""
     if key.db_id is not None:
         return await ctx.loaders.institution_by_id.load(key.db_id)
     async with ctx.pool.acquire() as conn:
-        if key.kind == "ror":
-            row = await fetch_institution_by_ror(conn, key.value)
-        else:
-            row = await fetch_institution_by_name(conn, key.value)
+        row = await _FETCH[key.kind](conn, key.value)
     if row is not None:
         ctx.loaders.prime_institutions([row])
     return row
 
 
+async def find_institution_by_similar_name(ctx: Context, name: str) -> InstitutionRow | None:
+    """The institution whose name is most like `name`: a guess, for where one is asked for (a typed route)."""
+    async with ctx.pool.acquire() as conn:
+        rows = await fetch_institutions_by_similar_name(conn, name, limit=1)
+    return rows[0] if rows else None
+
+
 async def resolve_institution(ctx: Context, institution_id: str) -> InstitutionRow | None:
-    return await _find(ctx, parse_institution_id(institution_id))
+    return await find_institution(ctx, parse_institution_id(institution_id))
 
 
-async def lookup_institution_id(ctx: Context, institution_id: str) -> int | None:
+async def lookup_institution_id(ctx: Context, institution_id: str, *, argument: str) -> int | None:
+    """The database id a filter's institution names; None for an id (numeric, ROR, OpenAlex) that is not in the
+    archive, which matches nothing. A name that is none of an institution's names is a mistake, not an empty
+    list: BadUserInput, naming the institutions whose names are closest."""
     key = parse_institution_id(institution_id)
-    if key.db_id is not None:
-        return key.db_id
-    row = await _find(ctx, key)
-    return row.id if row else None
+    row = await find_institution(ctx, key)
+    if row is not None:
+        return row.id
+    if key.kind != "name":
+        return None
+    async with ctx.pool.acquire() as conn:
+        close = await fetch_institutions_by_similar_name(conn, key.value, limit=SUGGESTIONS)
+    hint = "; the closest names are " + ", ".join(repr(i.name) for i in close) if close else ""
+    raise BadUserInput(
+        f"`{argument}`: no institution is named {key.value[:80]!r} (names, aliases and acronyms match exactly, "
+        f"ignoring case and accents){hint}."
+    )
 
 
 async def resolve_institutions(

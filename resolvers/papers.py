@@ -15,9 +15,11 @@ from db.queries.institutions import InstitutionRow, fetch_institutions_by_paper_
 from db.queries.papers import (
     AuthorshipRow,
     PaperRow,
+    VersionRow,
     count_papers,
     count_papers_of_owners,
     fetch_authorships,
+    fetch_paper_by_external_id,
     page_papers,
     page_papers_of_owners,
 )
@@ -47,13 +49,20 @@ class PaperFilterArgs:
 
 
 async def resolve_paper(ctx: Context, paper_id: str) -> PaperRow | None:
+    """A paper by any id form it has (withdrawn papers too: a look-up names one paper)."""
     key = parse_paper_id(paper_id)
     loaders = ctx.loaders
     if key.kind == "slug" and key.slug is not None:
         row = await loaders.paper_by_slug.load(key.slug)
         if row is not None:
             return row
-    return await loaders.paper_by_arxiv_id.load(key.arxiv_id)
+    if key.kind in ("arxiv", "slug"):
+        return await loaders.paper_by_arxiv_id.load(key.value)
+    async with ctx.pool.acquire() as conn:
+        found = await fetch_paper_by_external_id(conn, key.kind, key.value)
+    if found is not None:
+        loaders.prime_papers([found])
+    return found
 
 
 def _day_start(d: date) -> datetime:
@@ -80,7 +89,9 @@ async def paper_filter_spec(
         raise BadUserInput("`publishedFrom` is after `publishedTo`.")
     if args.author_position is not None and researcher_id is None and args.researcher is None:
         raise BadUserInput("`authorPosition` needs a researcher.")
-    filter_institution = await lookup_institution_id(ctx, args.institution) if args.institution else None
+    filter_institution = (
+        await lookup_institution_id(ctx, args.institution, argument="filter.institution") if args.institution else None
+    )
     if args.researcher is not None:
         found = await lookup_researcher_id(ctx, args.researcher)
         if found is None:
@@ -310,6 +321,10 @@ def paper_authors(ctx: Context, paper: PaperRow) -> list[AuthorshipRow] | Awaita
     if paper.prefetched_authors is not None:
         return paper.prefetched_authors
     return ctx.loaders.authorships_by_paper_id.load(paper.id)
+
+
+def paper_versions(ctx: Context, paper: PaperRow) -> Awaitable[list[VersionRow]]:
+    return ctx.loaders.versions_by_paper_id.load(paper.id)
 
 
 def authorship_researcher(

@@ -10,7 +10,7 @@ import strawberry
 from strawberry.dataloader import DataLoader
 
 from db.filters import RESEARCHER_FILTERS, RESEARCHER_OWNER_FILTERS, RESEARCHER_SORTS, Clause, escape_like
-from db.queries.institutions import InstitutionRow
+from db.queries.institutions import AffiliationRow, InstitutionRow
 from db.queries.researchers import (
     ResearcherRow,
     count_researchers,
@@ -175,5 +175,9 @@ def _pages_loader(ctx: Context) -> DataLoader[InstitutionPageKey, PageOf]:
     return DataLoader(load, max_batch_size=100)
 
 
-def researcher_institutions(ctx: Context, researcher: ResearcherRow) -> Awaitable[list[InstitutionRow]]:
-    return ctx.loaders.institutions_by_researcher_id.load(researcher.id)
+async def researcher_institutions(ctx: Context, researcher: ResearcherRow) -> list[InstitutionRow]:
+    return [a.institution for a in await ctx.loaders.affiliations_by_researcher_id.load(researcher.id)]
+
+
+def researcher_affiliations(ctx: Context, researcher: ResearcherRow) -> Awaitable[list[AffiliationRow]]:
+    return ctx.loaders.affiliations_by_researcher_id.load(researcher.id)

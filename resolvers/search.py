@@ -10,7 +10,7 @@ import strawberry
 
 import embeddings
 from db.filters import Fragment, Sort, paper_filter_clauses
-from db.paging import encode_cursor, encode_global_id
+from db.paging import encode_cursor
 from db.queries.institutions import InstitutionRow
 from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
@@ -259,9 +259,6 @@ class SuggestionView:
     hint: str | None
 
 
-_NODE_TYPE = {"PAPER": "Paper", "RESEARCHER": "Researcher", "INSTITUTION": "Institution"}
-
-
 async def resolve_autocomplete(
     ctx: Context, *, query: str, kinds: Sequence[EntityKind] | None, first: int
 ) -> list[SuggestionView]:
@@ -277,7 +274,7 @@ async def resolve_autocomplete(
         return []
     found: list[Suggestion] = await suggest(ctx.pool, text, kinds=wanted, limit=first)
     return [
-        SuggestionView(s.kind, encode_global_id(_NODE_TYPE[s.kind], s.id), s.id, s.label, s.slug, s.hint) for s in found
+        SuggestionView(s.kind, s.node_id, s.id, s.label, s.slug, s.hint) for s in found
     ]
 
 

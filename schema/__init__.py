@@ -15,6 +15,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
 
+from schema.arguments import check_arguments_everywhere
 from schema.errors import is_unexpected
 from schema.extensions import default_extensions
 from schema.fast_executor import FastExecutor
@@ -56,6 +57,7 @@ def build_schema(
     execution_context_class: type[Any] | None = None,
 ) -> Schema:
     settings = settings or get_settings()
+    check_arguments_everywhere([*QUERY_TYPES, *extra_query_types, *MUTATION_TYPES, *NODE_TYPES])
     query = merge_types("Query", (*QUERY_TYPES, *extra_query_types))
     mutation = merge_types("Mutation", tuple(MUTATION_TYPES)) if MUTATION_TYPES else None
     return Schema(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, cast
 
 import strawberry
@@ -39,6 +40,16 @@ async def _papers(
     return await paper_page(info, filter, sort, first, after, page, institution_id=root.id)
 
 
+@strawberry.type(description="The institution's ids elsewhere; `institution(id:)` accepts each of them.")
+class InstitutionExternalIds:
+    ror: str = strawberry.field(description="The ROR id, bare: 05gq02987.")
+    open_alex: str | None = strawberry.field(description="The OpenAlex institution id (I...).")
+
+
+def _external_ids(root: InstitutionRow) -> InstitutionExternalIds:
+    return InstitutionExternalIds(ror=root.ror_id, open_alex=root.openalex_id)
+
+
 @strawberry.type(description="A research institution, identified by its ROR id.")
 class Institution(Node):
     id: int = strawberry.field(name="databaseId", description="The numeric database id.")
@@ -47,7 +58,15 @@ class Institution(Node):
     name: str
     country: str | None = strawberry.field(description="ISO 3166-1 alpha-2 country code.")
     type: str | None = strawberry.field(description="ROR type: education, facility, company, …")
-    aliases: list[str] = strawberry.field(description="Other names the institution goes by.")
+    aliases: list[str] = strawberry.field(
+        description="Other names and acronyms the institution goes by (ROR's, through OpenAlex); "
+        "`institution(id:)` finds it by any of them."
+    )
+    external_ids: InstitutionExternalIds = strawberry.field(resolver=_external_ids)
+    modified_at: datetime = strawberry.field(
+        description="When anything this API answers about the institution last changed (names, counts): the "
+        "site's Last-Modified, and `changes(since:)`'s order."
+    )
     researchers: ResearcherConnection = strawberry.field(
         resolver=_researchers,
         description="Researchers affiliated with the institution, most papers first. "

@@ -1,12 +1,18 @@
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import strawberry
 
 from db.queries.researchers import ResearcherRow
 from resolvers.pagination import Connection
-from resolvers.researchers import researcher_institutions, resolve_researcher, resolve_researchers
+from resolvers.researchers import (
+    researcher_affiliations,
+    researcher_institutions,
+    resolve_researcher,
+    resolve_researchers,
+)
 from schema.aggregates import (
     AuthorPositionStats,
     CitationSummary,
@@ -50,8 +56,19 @@ def _external_ids(root: ResearcherRow) -> ExternalIds:
     return cast(ExternalIds, root)
 
 
-def _institutions(root: ResearcherRow, info: Info) -> list[LazyInstitution]:
-    return cast("list[Institution]", researcher_institutions(info.context, root))
+async def _institutions(root: ResearcherRow, info: Info) -> list[LazyInstitution]:
+    return cast("list[Institution]", await researcher_institutions(info.context, root))
+
+
+@strawberry.type(description="A researcher's affiliation with an institution, from their papers' authorships.")
+class Affiliation:
+    institution: LazyInstitution
+    first_year: int | None = strawberry.field(description="Year of their first paper there.")
+    last_year: int | None = strawberry.field(description="Year of their latest paper there.")
+
+
+def _affiliations(root: ResearcherRow, info: Info) -> list[Affiliation]:
+    return cast(list[Affiliation], researcher_affiliations(info.context, root))
 
 
 async def _papers(
@@ -78,6 +95,14 @@ class Researcher(Node):
     )
     institutions: list[LazyInstitution] = strawberry.field(
         resolver=_institutions, description="Institutions the researcher is affiliated with, most recent first."
+    )
+    affiliations: list[Affiliation] = strawberry.field(
+        resolver=_affiliations,
+        description="The same institutions with the years of the researcher's papers there, most recent first.",
+    )
+    modified_at: datetime = strawberry.field(
+        description="When anything this API answers about the researcher last changed (profile, ids, figures, "
+        "papers, affiliations): the site's Last-Modified, and `changes(since:)`'s order."
     )
     # Whole-career figures are stored on the researcher and refreshed by every write (lists sort on them).
     paper_count: int = strawberry.field(description="Papers in this archive.")

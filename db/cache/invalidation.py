@@ -44,15 +44,25 @@ return 1
 """
 
 
-def _entity_keys(ns: str, kind: str, entity_id: int) -> tuple[list[str], list[str]]:
+def _entity_keys(ns: str, kind: str, entity_id: int | str) -> tuple[list[str], list[str]]:
     pair = [keys.entity_tag(ns, kind, entity_id), keys.entity_generation(ns, kind, entity_id)]
-    if kind == "researcher":
+    if kind == "researcher" and isinstance(entity_id, int):
         plain = [keys.researcher_stats(ns, entity_id), keys.researcher_coauthors(ns, entity_id)]
-    elif kind == "institution":
+    elif kind == "institution" and isinstance(entity_id, int):
         plain = [keys.institution_stats(ns, entity_id)]
     else:
         plain = []
     return pair, plain
+
+
+def _touched(entities: list[tuple[str, int | str]]) -> Touched:
+    rest = Touched()
+    for kind, entity_id in entities:
+        if isinstance(entity_id, str):
+            rest.paper_keys.add(entity_id)
+        else:
+            getattr(rest, kind + "s").add(entity_id)
+    return rest
 
 
 async def invalidate(cache: CacheStore | None, touched: Touched) -> None:
@@ -70,11 +80,14 @@ async def invalidate(cache: CacheStore | None, touched: Touched) -> None:
         return
     cache.pending_invalidation = Touched()
     ns = cache.namespace
-    entities = (
-        [("paper", i) for i in sorted(todo.papers)]
-        + [("researcher", i) for i in sorted(todo.researchers)]
-        + [("institution", i) for i in sorted(todo.institutions)]
-    )
+    # A paper's responses are tagged by its arXiv id (its global id names it); by database id too, for
+    # responses cached under ids issued before.
+    entities: list[tuple[str, int | str]] = [
+        *(("paper", i) for i in sorted(todo.papers)),
+        *(("paper", k) for k in sorted(todo.paper_keys)),
+        *(("researcher", i) for i in sorted(todo.researchers)),
+        *(("institution", i) for i in sorted(todo.institutions)),
+    ]
     script = cache.redis.register_script(_INVALIDATE)
     ttl = cache.ttl_s * 2
     for start in range(0, len(entities), CHUNK):
@@ -94,9 +107,6 @@ async def invalidate(cache: CacheStore | None, touched: Touched) -> None:
         done = await cache.call(run)
         if isinstance(done, Unavailable):
             cache.metrics.invalidation_failures += 1
-            rest = Touched()
-            for kind, entity_id in entities[start:]:
-                getattr(rest, kind + "s").add(entity_id)
-            cache.pending_invalidation.update(rest)
+            cache.pending_invalidation.update(_touched(entities[start:]))
             log.warning("cache invalidation deferred for %d entities: Redis unavailable", len(entities) - start)
             return

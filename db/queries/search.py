@@ -25,6 +25,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from db.filters import PAPER_SORTS, Clause, Fragment, Sort, compose
 from db.queries.embeddings import vector_literal
+from db.paging import encode_global_id, paper_global_id
 from db.queries.institutions import INSTITUTION_COLUMNS, InstitutionRow, institution_from_record
 from db.queries.papers import PAPER_COLUMNS, PaperRow, paper_from_record
 from db.queries.researchers import RESEARCHER_COLUMNS, ResearcherRow, researcher_from_record
@@ -741,14 +742,23 @@ async def search_institutions_by_name(
 EntityKind = Literal["PAPER", "RESEARCHER", "INSTITUTION"]
 
 
+_NODE_TYPES: dict[EntityKind, str] = {"PAPER": "Paper", "RESEARCHER": "Researcher", "INSTITUTION": "Institution"}
+
+
 @dataclass(frozen=True, slots=True)
 class Suggestion:
     kind: EntityKind
     id: int
     label: str
     slug: str
-    hint: str | None
+    hint: str | None  # a paper's is its arXiv id
     score: float
+
+    @property
+    def node_id(self) -> str:
+        if self.kind == "PAPER" and self.hint is not None:
+            return paper_global_id(self.hint)
+        return encode_global_id(_NODE_TYPES[self.kind], self.id)
 
 
 # A researcher's hint is their most recent institution: suggestions come with it, in one statement.

@@ -215,11 +215,14 @@ FROM (SELECT b.id, count(a.researcher_id)::integer AS n
       FROM unnest($1::bigint[]) AS b(id) LEFT JOIN authorships a ON a.paper_id = b.id GROUP BY b.id) m
 WHERE p.id = m.id AND p.matched_count <> m.n
 """
+# The people of papers, and the papers' arXiv ids (what their cached responses are tagged by).
 SELECT_PEOPLE_OF_PAPERS = """
-SELECT 'r' AS kind, researcher_id AS id FROM authorships
+SELECT 'r' AS kind, researcher_id AS id, NULL AS key FROM authorships
 WHERE paper_id = any($1::bigint[]) AND researcher_id IS NOT NULL
 UNION
-SELECT 'i', institution_id FROM authorship_institutions WHERE paper_id = any($1::bigint[])
+SELECT 'i', institution_id, NULL FROM authorship_institutions WHERE paper_id = any($1::bigint[])
+UNION ALL
+SELECT 'p', id, arxiv_id FROM papers WHERE id = any($1::bigint[])
 """
 SELECT_OLD_PEOPLE = """
 SELECT 'r' AS kind, researcher_id AS id FROM stg_old_authors WHERE researcher_id IS NOT NULL
@@ -229,11 +232,15 @@ SELECT 'i', institution_id FROM stg_old_affiliations
 
 
 async def _add_people_of_papers(conn: asyncpg.Connection, paper_ids: Iterable[int], touched: Touched) -> None:
+    """Add the researchers and institutions of these papers, and the papers' arXiv ids."""
     ids = sorted(set(paper_ids))
     if not ids:
         return
     for r in await conn.fetch(SELECT_PEOPLE_OF_PAPERS, ids):
-        (touched.researchers if r["kind"] == "r" else touched.institutions).add(r["id"])
+        if r["kind"] == "p":
+            touched.paper_keys.add(r["key"])
+        else:
+            (touched.researchers if r["kind"] == "r" else touched.institutions).add(r["id"])
 
 
 def _paper_row(p: PaperRecord) -> tuple[Any, ...]:
@@ -332,6 +339,7 @@ async def upsert_papers(
             await conn.execute(UPDATE_MATCHED_COUNTS, sorted(relinked))
 
     touched_here.papers = written | relinked
+    touched_here.paper_keys = {aid for aid, pid in result.ids.items() if pid in new}
     # A paper new to the archive has no researcher or institution linked yet.
     await _add_people_of_papers(conn, touched_here.papers - new, touched_here)
     result.touched = touched_here
