@@ -7,6 +7,7 @@ id) can append the same fragments. The set of fragments is finite, so asyncpg's 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from db.paging import CursorValue, datetime_to_micros, micros_to_datetime
 _PARAM = re.compile(r"\$(\d+)")
 
 AuthorPosition = Literal["FIRST", "LAST", "MIDDLE", "SOLO"]
+# Which papers a list holds as to withdrawal: lists and feeds leave withdrawn papers out unless asked.
+Withdrawn = Literal["EXCLUDE", "INCLUDE", "ONLY"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,8 @@ PAPER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
         ),
         "position_solo": Fragment(_POSITION_SUBQUERY.format(cond="q.author_count = 1"), 1),
         "nothing": Fragment("false", 0),
+        "not_withdrawn": Fragment("NOT p.withdrawn", 0),
+        "withdrawn": Fragment("p.withdrawn", 0),
     }
 )
 
@@ -93,6 +98,7 @@ class PaperFilterSpec:
     institution_ids: tuple[int, ...] = ()
     # Applies to `researcher_id`: the researcher's position among the paper's authors.
     author_position: AuthorPosition | None = None
+    withdrawn: Withdrawn = "EXCLUDE"
     # A reference that names nothing in the archive: the filter matches no paper.
     matches_nothing: bool = False
 
@@ -101,6 +107,8 @@ def paper_filter_clauses(spec: PaperFilterSpec) -> list[Clause]:
     if spec.matches_nothing:
         return [Clause(PAPER_FILTERS["nothing"], ())]
     clauses: list[Clause] = []
+    if spec.withdrawn != "INCLUDE":
+        clauses.append(Clause(PAPER_FILTERS["withdrawn" if spec.withdrawn == "ONLY" else "not_withdrawn"], ()))
     if spec.category is not None:
         key = "primary_category" if spec.primary_only else "category"
         clauses.append(Clause(PAPER_FILTERS[key], (spec.category,)))
@@ -157,7 +165,17 @@ def owners_page(
     return sql, [list(owner_ids), *args, limit, offset]
 
 
-KeyKind = Literal["ts", "int", "int_or_null", "str"]
+# `score`: a float as repr() text (exact, so a keyset neither skips nor repeats a row), compared as float8.
+# `int`, `int_or_null`: an integer column (32 bits); `bigint`: an id.
+KeyKind = Literal["ts", "int", "int_or_null", "bigint", "str", "score"]
+_INT32 = range(-(2**31), 2**31)
+
+
+def _is_score(value: object) -> bool:
+    try:
+        return isinstance(value, str) and math.isfinite(float(value))
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,18 +200,25 @@ class Sort:
         return tuple(values)
 
     def after_clause(self, key: tuple[CursorValue, ...]) -> Clause:
-        """The keyset condition for a cursor's key; ValueError when the key does not fit this sort."""
+        """The keyset condition for a cursor's key; ValueError when the key does not fit this sort (a tampered
+        cursor: an integer, time or score out of range never reaches PostgreSQL)."""
         if len(key) != len(self.key):
             raise ValueError("cursor does not fit this sort")
         args: list[object] = []
         for value, (_, kind) in zip(key, self.key, strict=True):
-            if kind == "ts" and isinstance(value, int) and not isinstance(value, bool):
+            if isinstance(value, bool):
+                raise ValueError("cursor does not fit this sort")
+            if kind == "ts" and isinstance(value, int):
                 args.append(micros_to_datetime(value))
-            elif kind in ("int", "int_or_null") and isinstance(value, int) and not isinstance(value, bool):
+            elif kind in ("int", "int_or_null") and isinstance(value, int) and value in _INT32:
+                args.append(value)
+            elif kind == "bigint" and isinstance(value, int):
                 args.append(value)
             elif kind == "int_or_null" and value is None:
                 args.append(None)
             elif kind == "str" and isinstance(value, str):
+                args.append(value)
+            elif kind == "score" and _is_score(value):
                 args.append(value)
             else:
                 raise ValueError("cursor does not fit this sort")
@@ -214,13 +239,13 @@ PAPER_SORTS: Mapping[str, Sort] = _frozen(
             "NEWEST",
             "p.published DESC, p.id DESC",
             Fragment("(p.published, p.id) < ($1::timestamptz, $2::bigint)", 2),
-            (("published", "ts"), ("id", "int")),
+            (("published", "ts"), ("id", "bigint")),
         ),
         Sort(
             "OLDEST",
             "p.published ASC, p.id ASC",
             Fragment("(p.published, p.id) > ($1::timestamptz, $2::bigint)", 2),
-            (("published", "ts"), ("id", "int")),
+            (("published", "ts"), ("id", "bigint")),
         ),
         # Papers without a count sort last; written out (not coalesce) so papers_cited_idx serves it.
         Sort(
@@ -231,7 +256,7 @@ PAPER_SORTS: Mapping[str, Sort] = _frozen(
                 " OR p.cited_by_count IS NULL)",
                 2,
             ),
-            (("cited_by_count", "int_or_null"), ("id", "int")),
+            (("cited_by_count", "int_or_null"), ("id", "bigint")),
             Fragment("(p.cited_by_count IS NULL AND p.id < $1::bigint)", 1),
         ),
     ]
@@ -240,7 +265,6 @@ PAPER_SORTS: Mapping[str, Sort] = _frozen(
 # Researchers (alias r) and institutions (alias i): figures descending, id ascending, as their indexes are.
 RESEARCHER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
     {
-        "name": Fragment("wp_fold(r.name) LIKE '%' || wp_fold($1::text) || '%'", 1),
         "institution": Fragment(
             "r.id IN (SELECT ri.researcher_id FROM researcher_institutions ri WHERE ri.institution_id = $1::bigint)",
             1,
@@ -259,7 +283,7 @@ def _by_figure(name: str, alias: str, column: str) -> Sort:
         name,
         f"{alias}.{column} DESC, {alias}.id ASC",
         Fragment(f"({alias}.{column} < $1::int OR ({alias}.{column} = $1::int AND {alias}.id > $2::bigint))", 2),
-        ((column, "int"), ("id", "int")),
+        ((column, "int"), ("id", "bigint")),
     )
 
 
@@ -268,7 +292,7 @@ def _by_name(alias: str) -> Sort:
         "NAME",
         f"wp_fold({alias}.name) ASC, {alias}.id ASC",
         Fragment(f"(wp_fold({alias}.name), {alias}.id) > ($1::text, $2::bigint)", 2),
-        (("fold_name", "str"), ("id", "int")),
+        (("fold_name", "str"), ("id", "bigint")),
     )
 
 
@@ -288,7 +312,6 @@ RESEARCHER_OWNER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
 
 INSTITUTION_FILTERS: Mapping[str, Fragment] = MappingProxyType(
     {
-        "name": Fragment("wp_fold(i.name) LIKE '%' || wp_fold($1::text) || '%'", 1),
         "country": Fragment("i.country = $1::text", 1),
     }
 )

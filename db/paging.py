@@ -48,9 +48,13 @@ def decode_cursor(token: str, sort: str, arity: int) -> tuple[CursorValue, ...]:
     if not isinstance(payload, list) or len(payload) != arity + 1 or payload[0] != sort:
         raise TokenError("cursor belongs to another sort or list")
     values = tuple(payload[1:])
-    if not all(v is None or isinstance(v, str) or (isinstance(v, int) and INT64_MIN <= v <= INT64_MAX) for v in values):
+    if not all(v is None or isinstance(v, str) or _is_int64(v) for v in values):
         raise TokenError("cursor holds unexpected values")
     return values
+
+
+def _is_int64(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX
 
 
 def datetime_to_micros(value: datetime) -> int:

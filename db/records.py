@@ -98,11 +98,12 @@ class WorkRecord:
 
 @dataclass(frozen=True, slots=True)
 class AuthorshipMatch:
-    """Enrichment's verdict for one authorship: which researcher and institutions it is."""
+    """Enrichment's verdict for one authorship: which researcher and institutions it is. An author no source
+    identifies (no researcher) still has the institutions OpenAlex gives for them."""
 
     arxiv_id: str
     position: int
-    researcher_key: str  # s2_author_id of the matched researcher
+    researcher_key: str | None  # s2_author_id of the matched researcher; None: the author stays unmatched
     institution_rors: list[str] = field(default_factory=list)
 
 

@@ -10,11 +10,14 @@ from datetime import date
 import asyncpg
 
 from db.cache.store import CacheStore, create_redis
+from db.queries.figures import refresh_figures
+from db.queries.merges import merge_researchers
+from db.records import Touched
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BudgetExhausted
-from ingest.pipeline import enrich, harvest_arxiv
+from ingest.pipeline import enrich, harvest_arxiv, invalidate_after_commit
 from ingest.progress import Summary
 from settings import Settings
 
@@ -72,6 +75,17 @@ async def run_enrich(settings: Settings, *, limit: int | None) -> Summary:
     finally:
         await s2c.aclose()
         await oac.aclose()
+
+
+async def run_merge(settings: Settings, *, absorbed_id: int, survivor_id: int) -> bool:
+    """A correction by hand: merge one researcher into another (one transaction), then forget what it changed."""
+    async with _resources(settings) as (conn, cache):
+        touched = Touched()
+        async with conn.transaction():
+            merged = await merge_researchers(conn, absorbed_id, survivor_id, touched)
+            await refresh_figures(conn, touched)
+        await invalidate_after_commit(cache, touched)
+    return merged
 
 
 def exit_code(summary: Summary) -> int:

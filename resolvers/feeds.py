@@ -7,7 +7,7 @@ from xml.sax.saxutils import escape
 
 import asyncpg
 
-from db.filters import PAPER_SORTS
+from db.filters import PAPER_SORTS, PaperFilterSpec, paper_filter_clauses
 from db.queries.papers import PaperRow, page_papers
 
 FEED_SIZE = 50
@@ -34,7 +34,9 @@ def _item(paper: PaperRow, site_url: str) -> str:
 
 async def latest_papers_rss(pool: asyncpg.Pool, *, site_url: str = SITE_URL, feed_url: str | None = None) -> bytes:
     async with pool.acquire() as conn:
-        papers = await page_papers(conn, [], PAPER_SORTS["NEWEST"], limit=FEED_SIZE)
+        papers = await page_papers(
+            conn, paper_filter_clauses(PaperFilterSpec()), PAPER_SORTS["NEWEST"], limit=FEED_SIZE
+        )
     last_build = format_datetime(papers[0].published) if papers else ""
     self_link = f'<atom:link href="{escape(feed_url)}" rel="self" type="application/rss+xml"/>' if feed_url else ""
     body = (

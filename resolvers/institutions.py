@@ -6,7 +6,7 @@ import re
 
 import strawberry
 
-from db.filters import INSTITUTION_FILTERS, INSTITUTION_SORTS, Clause, escape_like
+from db.filters import INSTITUTION_FILTERS, INSTITUTION_SORTS, Clause
 from db.queries.institutions import (
     InstitutionRow,
     count_institutions,
@@ -19,10 +19,9 @@ from db.queries.institutions import (
 from resolvers.context import Context
 from resolvers.errors import BadUserInput
 from resolvers.ids import EntityKey, parse_institution_id
-from resolvers.pagination import Connection, page_request, selects, split_page
+from resolvers.pagination import Connection, page_request, past_the_end, selects, split_page
 
 Info = strawberry.Info[Context, None]
-MAX_QUERY_LENGTH = 200
 _COUNTRY = re.compile(r"^[A-Za-z]{2}$")
 
 
@@ -81,27 +80,30 @@ async def resolve_institutions(
     after: str | None,
     page: int | None,
 ) -> Connection[InstitutionRow]:
+    """`sort` RELEVANCE: best name match first with a `query`, PAPER_COUNT without one."""
     ctx = info.context
-    if query is not None and query.strip() and sort == "PAPER_COUNT":
-        # A name query ranks by name similarity (diacritics and a typo ignored), then by paper count.
-        from resolvers.search import resolve_institutions_by_name
-
-        if country is not None and not _COUNTRY.match(country.strip()):
-            raise BadUserInput("`country` must be an ISO 3166-1 alpha-2 code such as CA.")
-        code = country.strip().upper() if country is not None else None
-        return await resolve_institutions_by_name(info, query=query, country=code, first=first, after=after, page=page)
-    sort_spec = INSTITUTION_SORTS[sort]
-    request = page_request(sort_spec, first=first, after=after, page=page)
     clauses: list[Clause] = []
-    if query is not None and query.strip():
-        text = " ".join(query.split())
-        if len(text) > MAX_QUERY_LENGTH:
-            raise BadUserInput(f"`query` is longer than {MAX_QUERY_LENGTH} characters.")
-        clauses.append(Clause(INSTITUTION_FILTERS["name"], (escape_like(text),)))
     if country is not None:
         if not _COUNTRY.match(country.strip()):
             raise BadUserInput("`country` must be an ISO 3166-1 alpha-2 code such as CA.")
         clauses.append(Clause(INSTITUTION_FILTERS["country"], (country.strip().upper(),)))
+    if query is not None and query.strip():
+        # One matching rule (name similarity, case, diacritics and a typo ignored) whatever the order.
+        from resolvers.search import resolve_institutions_by_name
+
+        by = None if sort == "RELEVANCE" else INSTITUTION_SORTS[sort]
+        return await resolve_institutions_by_name(
+            info, query=query, sort=by, clauses=clauses, first=first, after=after, page=page
+        )
+    sort_spec = INSTITUTION_SORTS["PAPER_COUNT" if sort == "RELEVANCE" else sort]
+    request = page_request(sort_spec, first=first, after=after, page=page)
+
+    async def count() -> int:
+        async with ctx.pool.acquire() as conn:
+            return await count_institutions(conn, clauses)
+
+    if (end := await past_the_end(request, sort_spec, count)) is not None:
+        return end
     page_clauses = [*clauses, request.after] if request.after is not None else clauses
     fields = info.selected_fields
     want_total = selects(fields, "totalCount") or selects(fields, "totalPages")
@@ -110,9 +112,4 @@ async def resolve_institutions(
         total = await count_institutions(conn, clauses) if want_total else None
     nodes, has_next = split_page(rows, request.first)
     ctx.loaders.prime_institutions(nodes)
-
-    async def count() -> int:
-        async with ctx.pool.acquire() as conn:
-            return await count_institutions(conn, clauses)
-
     return Connection(nodes, sort=sort_spec, request=request, has_next_page=has_next, total=total, count=count)

@@ -28,7 +28,7 @@ from db.queries.papers import (
     fetch_papers_by_slugs,
     fetch_versions,
 )
-from db.queries.researchers import ResearcherRow, fetch_researchers_by_ids
+from db.queries.researchers import ResearcherRow, fetch_merged_ids, fetch_researchers_following_redirects
 from db.queries.search import fetch_similar_papers_by_keys
 
 K = TypeVar("K")
@@ -64,9 +64,21 @@ class Loaders:
 
     @cached_property
     def researcher_by_id(self) -> DataLoader[int, ResearcherRow | None]:
+        """An id merged into another researcher loads the survivor."""
+
         async def fetch(conn: Conn, ids: list[int]) -> list[ResearcherRow | None]:
-            by_id = {row.id: row for row in await fetch_researchers_by_ids(conn, ids)}
+            by_id = dict(await fetch_researchers_following_redirects(conn, ids))
             return [by_id.get(i) for i in ids]
+
+        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+
+    @cached_property
+    def merged_ids_by_researcher_id(self) -> DataLoader[int, list[int]]:
+        async def fetch(conn: Conn, ids: list[int]) -> list[list[int]]:
+            grouped: defaultdict[int, list[int]] = defaultdict(list)
+            for survivor, absorbed in await fetch_merged_ids(conn, ids):
+                grouped[survivor].append(absorbed)
+            return [grouped.get(i, []) for i in ids]
 
         return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
 

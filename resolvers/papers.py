@@ -6,14 +6,16 @@ from collections import defaultdict
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
+from typing import cast
 
 import strawberry
 from strawberry.dataloader import DataLoader
 
-from db.filters import OWNER_FILTERS, PAPER_SORTS, AuthorPosition, PaperFilterSpec, paper_filter_clauses
+from db.filters import OWNER_FILTERS, PAPER_SORTS, AuthorPosition, PaperFilterSpec, Withdrawn, paper_filter_clauses
 from db.queries.institutions import InstitutionRow, fetch_institutions_by_paper_ids
 from db.queries.papers import (
     AuthorshipRow,
+    PaperExternalIdKind,
     PaperRow,
     VersionRow,
     count_papers,
@@ -28,7 +30,16 @@ from resolvers.context import Context
 from resolvers.errors import BadUserInput
 from resolvers.ids import parse_paper_id
 from resolvers.institutions import lookup_institution_id
-from resolvers.pagination import Connection, PageRequest, Selection, page_request, selects, selects_node, split_page
+from resolvers.pagination import (
+    Connection,
+    PageRequest,
+    Selection,
+    page_request,
+    past_the_end,
+    selects,
+    selects_node,
+    split_page,
+)
 from resolvers.researchers import lookup_researcher_id
 
 Info = strawberry.Info[Context, None]
@@ -46,6 +57,7 @@ class PaperFilterArgs:
     researcher: str | None = None
     institution: str | None = None
     author_position: AuthorPosition | None = None
+    withdrawn: Withdrawn = "EXCLUDE"
 
 
 async def resolve_paper(ctx: Context, paper_id: str) -> PaperRow | None:
@@ -59,7 +71,7 @@ async def resolve_paper(ctx: Context, paper_id: str) -> PaperRow | None:
     if key.kind in ("arxiv", "slug"):
         return await loaders.paper_by_arxiv_id.load(key.value)
     async with ctx.pool.acquire() as conn:
-        found = await fetch_paper_by_external_id(conn, key.kind, key.value)
+        found = await fetch_paper_by_external_id(conn, cast(PaperExternalIdKind, key.kind), key.value)
     if found is not None:
         loaders.prime_papers([found])
     return found
@@ -114,6 +126,7 @@ async def paper_filter_spec(
         researcher_id=researcher_id,
         institution_ids=institution_ids,
         author_position=args.author_position,
+        withdrawn=args.withdrawn,
     )
 
 
@@ -226,6 +239,8 @@ async def resolve_papers(
         async with ctx.pool.acquire() as conn:
             return await count_papers(conn, clauses)
 
+    if (end := await past_the_end(request, sort_spec, count)) is not None:
+        return end
     owner_key = _owner_key(spec, researcher_id, institution_id, sort, request, want_total, AuthorsWanted.of(fields))
     if owner_key is not None:
         result = await ctx.loaders.named("owner_paper_pages", lambda: _owner_pages_loader(ctx)).load(owner_key)

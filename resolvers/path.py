@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from db.queries.institutions import InstitutionRow
@@ -20,13 +20,7 @@ from resolvers.researchers import resolve_researcher
 MAX_PATH_LENGTH = 2048
 
 
-class PathMatch(Enum):
-    CANONICAL = "CANONICAL"
-    ID = "ID"
-    SLUG = "SLUG"
-    NAME = "NAME"
-    SIMILAR_NAME = "SIMILAR_NAME"
-    MERGED = "MERGED"
+PathMatch = Literal["CANONICAL", "ID", "SLUG", "NAME", "SIMILAR_NAME", "MERGED"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,27 +37,27 @@ async def _researcher(ctx: Context, rest: str) -> tuple[ResearcherRow, PathMatch
     if row is None:
         return None
     if key.db_id is not None and row.id != key.db_id:
-        return row, PathMatch.MERGED
-    return row, PathMatch.SLUG if key.kind == "slug" else PathMatch.ID
+        return row, "MERGED"
+    return row, "SLUG" if key.kind == "slug" else "ID"
 
 
 async def _institution(ctx: Context, rest: str) -> tuple[InstitutionRow, PathMatch] | None:
     key = parse_institution_id(rest)
     row = await find_institution(ctx, key)
     if row is not None:
-        return row, {"slug": PathMatch.SLUG, "name": PathMatch.NAME}.get(key.kind, PathMatch.ID)
+        return row, "SLUG" if key.kind == "slug" else "NAME" if key.kind == "name" else "ID"
     if key.kind == "name":
         # A route the user typed: the most similar name is a guess, and the answer says so.
         similar = await find_institution_by_similar_name(ctx, key.value)
         if similar is not None:
-            return similar, PathMatch.SIMILAR_NAME
+            return similar, "SIMILAR_NAME"
     return None
 
 
 async def _paper(ctx: Context, rest: str) -> tuple[PaperRow, PathMatch] | None:
     key = parse_paper_id(rest)
     row = await resolve_paper(ctx, rest)
-    return (row, PathMatch.SLUG if key.kind == "slug" else PathMatch.ID) if row else None
+    return (row, "SLUG" if key.kind == "slug" else "ID") if row else None
 
 
 _SECTIONS = {"papers": _paper, "researchers": _researcher, "institutions": _institution}
@@ -91,5 +85,5 @@ async def resolve_path(ctx: Context, path: str) -> PathResult | None:
     node, matched_by = found
     canonical = f"/{section}/{node.slug}"
     if canonical == requested:
-        matched_by = PathMatch.CANONICAL
+        matched_by = "CANONICAL"
     return PathResult(canonical, canonical != requested, node, matched_by)

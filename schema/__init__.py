@@ -16,6 +16,7 @@ from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
 
 from schema.arguments import check_arguments_everywhere
+from schema.changes import ChangesQuery
 from schema.errors import is_unexpected
 from schema.extensions import default_extensions
 from schema.fast_executor import FastExecutor
@@ -36,6 +37,7 @@ QUERY_TYPES: list[type] = [
     PathQuery,
     SearchQuery,
     ViewerQuery,
+    ChangesQuery,
 ]
 # Mutation is merged the same way from MUTATION_TYPES; the schema has no Mutation type while it is empty.
 MUTATION_TYPES: list[type] = []

@@ -13,7 +13,7 @@ from schema.aggregates import FieldCount, LazyResearcher, institution_fields, in
 from schema.enums import InstitutionSort, PaperSort
 from schema.inputs import PaperFilter
 from schema.node import Node
-from schema.pagination import TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
+from schema.pagination import NESTED_NULL, TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
 from schema.paper import PaperConnection, paper_page
 from schema.researcher import ResearcherConnection, as_researcher_connection
 from schema.types import Info
@@ -21,7 +21,7 @@ from schema.types import Info
 
 async def _researchers(
     root: InstitutionRow, info: Info, first: int | None = None, after: str | None = None, page: int | None = None
-) -> ResearcherConnection:
+) -> ResearcherConnection | None:
     connection = await resolve_researchers(
         info, query=None, sort="PAPER_COUNT", first=first, after=after, page=page, institution_id=root.id
     )
@@ -36,7 +36,7 @@ async def _papers(
     first: int | None = None,
     after: str | None = None,
     page: int | None = None,
-) -> PaperConnection:
+) -> PaperConnection | None:
     return await paper_page(info, filter, sort, first, after, page, institution_id=root.id)
 
 
@@ -67,24 +67,31 @@ class Institution(Node):
         description="When anything this API answers about the institution last changed (names, counts): the "
         "site's Last-Modified, and `changes(since:)`'s order."
     )
-    researchers: ResearcherConnection = strawberry.field(
+    researchers: ResearcherConnection | None = strawberry.field(
         resolver=_researchers,
         description="Researchers affiliated with the institution, most papers first. "
-        "`first` 1 to 100 (default 24); `page` or `after`.",
+        "`first` 1 to 100 (default 24); `page` or `after`." + NESTED_NULL,
     )
-    papers: PaperConnection = strawberry.field(
+    papers: PaperConnection | None = strawberry.field(
         resolver=_papers,
-        description="Papers with an author at the institution. `first` 1 to 100 (default 24); `page` or `after`.",
+        description="Papers with an author at the institution. `first` 1 to 100 (default 24); `page` or `after`; "
+        "a page past the end is empty, with the true totals." + NESTED_NULL,
     )
     # Stored on the institution and refreshed by every write.
-    paper_count: int = strawberry.field(description="Papers with an author at the institution.")
+    paper_count: int = strawberry.field(
+        description="Papers with an author at the institution, withdrawn ones left out: the `totalCount` of "
+        "`papers` unfiltered."
+    )
     researcher_count: int = strawberry.field(description="Researchers affiliated with the institution.")
     fields: list[FieldCount] = strawberry.field(
-        resolver=institution_fields, description="The institution's papers per primary arXiv category, most first."
+        resolver=institution_fields,
+        description="The institution's papers per arXiv category (cross-lists included), most first; each `count` "
+        "equals what `papers(filter: {category})` lists.",
     )
-    top_researchers: list[LazyResearcher] = strawberry.field(
+    top_researchers: list[LazyResearcher] | None = strawberry.field(
         resolver=institution_top_researchers,
-        description="Affiliated researchers by whole-career h-index, then citations. `first` 1 to 100 (default 10).",
+        description="Affiliated researchers by whole-career h-index, then citations. `first` 1 to 100 (default 10)."
+        + NESTED_NULL,
     )
 
     @classmethod
@@ -110,21 +117,24 @@ class InstitutionConnection:
 @strawberry.type
 class InstitutionQuery:
     @strawberry.field(
-        description="An institution by numeric id, slug, ROR id (bare or URL) or name (exact ignoring case and "
-        "accents, else the most similar name); null when none matches."
+        description="An institution by numeric id, slug, ROR id (bare or URL), OpenAlex id, or one of its names, "
+        "aliases or acronyms (exactly, ignoring case and accents: `MIT`); null when none matches. Never a guess: "
+        "`institutions(query:)`, `autocomplete` and `resolvePath` find similar names and say so."
     )
     async def institution(self, info: Info, id: str) -> Institution | None:
         return cast("Institution | None", await resolve_institution(info.context, id))
 
     @strawberry.field(
-        description="Institutions, optionally by name and country. `first` 1 to 100 (default 24); `page` or `after`."
+        description="Institutions, optionally by name and country: `query` matches names ignoring case and "
+        "diacritics, a typo tolerated, whatever the `sort`. `sort` defaults to RELEVANCE with a query, PAPER_COUNT "
+        "without. `first` 1 to 100 (default 24); `page` or `after`."
     )
     async def institutions(
         self,
         info: Info,
         query: str | None = None,
         country: str | None = None,
-        sort: InstitutionSort | None = InstitutionSort.PAPER_COUNT,
+        sort: InstitutionSort | None = None,
         first: int | None = None,
         after: str | None = None,
         page: int | None = None,
@@ -133,7 +143,7 @@ class InstitutionQuery:
             info,
             query=query,
             country=country,
-            sort=(sort or InstitutionSort.PAPER_COUNT).value,
+            sort=(sort or InstitutionSort.RELEVANCE).value,
             first=first,
             after=after,
             page=page,

@@ -19,7 +19,7 @@ from resolvers.search import resolve_similar_papers
 from schema.enums import PaperSort
 from schema.inputs import PaperFilter, ResearcherPaperFilter
 from schema.node import Node
-from schema.pagination import TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
+from schema.pagination import NESTED_NULL, TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
 from schema.types import Info
 
 if TYPE_CHECKING:
@@ -148,8 +148,9 @@ class Paper(Node):
     @strawberry.field(
         description="The papers nearest this one in meaning (embeddings of title and abstract), most similar "
         "first; `first` 1 to 100. Empty when the paper has no embedding yet or the server has no pgvector."
+        + NESTED_NULL
     )
-    async def similar_papers(self, info: Info, first: int = 10) -> list[Paper]:
+    async def similar_papers(self, info: Info, first: int = 10) -> list[Paper] | None:
         return cast("list[Paper]", await resolve_similar_papers(info.context, cast(PaperRow, self), first))
 
     @classmethod

@@ -1,22 +1,25 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import Enum
 from typing import cast
 
 import strawberry
 
-from resolvers.path import PathMatch as PathMatchValue
 from resolvers.path import resolve_path
 from resolvers.sitemap import SitemapPageResult, resolve_sitemap
 from schema.enums import SitemapKind
 from schema.node import Node
 from schema.types import Info
 
-
-PathMatch = strawberry.enum(
-    PathMatchValue,
-    description="How a requested path led to its page.",
-)
+@strawberry.enum(description="How a requested path led to its page.")
+class PathMatch(Enum):
+    CANONICAL = "CANONICAL"
+    ID = "ID"
+    SLUG = "SLUG"
+    NAME = "NAME"
+    SIMILAR_NAME = "SIMILAR_NAME"
+    MERGED = "MERGED"
 
 
 @strawberry.type(description="Where a site path leads.")

@@ -9,10 +9,10 @@ from __future__ import annotations
 import hashlib
 
 # Bump when the cached row shape of that aggregate changes.
-RESEARCHER_STATS_VERSION = 1
+RESEARCHER_STATS_VERSION = 2
 RESEARCHER_COAUTHORS_VERSION = 1
 RESEARCHER_NETWORK_VERSION = 1
-INSTITUTION_STATS_VERSION = 1
+INSTITUTION_STATS_VERSION = 2
 
 ENTITY_KINDS = ("paper", "researcher", "institution")
 

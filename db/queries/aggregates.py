@@ -18,17 +18,28 @@ from db.queries.figures import CAREER_WORKS_CTES, SCOPED_FIGURES_CTES
 
 Conn = asyncpg.Connection | asyncpg.Pool | PoolConnectionProxy
 
+# Papers per arXiv category over `papers` (rows with categories and primary_category): `count` those listed in the
+# category at all (cross-lists too: what `papers(filter: {category})` lists), `primary_count` those whose primary
+# category it is (what `primaryOnly: true` lists). Most first.
+FIELDS_OF = """coalesce(jsonb_agg(jsonb_build_array(f.category, f.n, f.primary_n)
+                                ORDER BY f.n DESC, f.primary_n DESC, f.category), '[]'::jsonb)
+          FROM (SELECT c.category, count(*) AS n, count(*) FILTER (WHERE c.category = primary_category) AS primary_n
+                  FROM {papers} CROSS JOIN LATERAL unnest(categories) AS c(category)
+                 GROUP BY c.category) f"""
+
 SELECT_RESEARCHER_STATS = f"""
 WITH ids AS (SELECT $1::bigint AS id),
 {CAREER_WORKS_CTES},
 {SCOPED_FIGURES_CTES},
 -- The researcher's distinct archive papers with their own position (a name listed twice counts once).
+-- Withdrawn papers are left out, as the researcher's papers list leaves them out by default.
 mine AS (
     SELECT DISTINCT ON (p.id)
-           p.id, p.cited_by_count, p.primary_category, p.published, p.author_count, p.matched_count, a.position
+           p.id, p.cited_by_count, p.primary_category, p.categories, p.published, p.author_count, p.matched_count,
+           a.position
       FROM ids
       JOIN authorships a ON a.researcher_id = ids.id
-      JOIN papers p ON p.id = a.paper_id
+      JOIN papers p ON p.id = a.paper_id AND NOT p.withdrawn
      ORDER BY p.id, a.position
 ),
 -- Position is known only on papers where every author is matched (a collaboration never is).
@@ -50,9 +61,7 @@ SELECT r.id,
        (SELECT coalesce(jsonb_object_agg(f.scope, jsonb_build_array(
                    f.works_count, f.citation_count, f.i10_index, f.h_index, f.with_counts)), '{{}}'::jsonb)
           FROM figures f) AS figures,
-       (SELECT coalesce(jsonb_agg(jsonb_build_array(f.primary_category, f.n)
-                                  ORDER BY f.n DESC, f.primary_category), '[]'::jsonb)
-          FROM (SELECT primary_category, count(*) AS n FROM mine GROUP BY primary_category) f) AS fields,
+       (SELECT {FIELDS_OF.format(papers="mine")}) AS fields,
        (SELECT m.id FROM mine m WHERE m.cited_by_count IS NOT NULL
          ORDER BY m.cited_by_count DESC, m.published DESC, m.id LIMIT 1) AS most_cited_paper_id,
        r.s2_paper_count, r.s2_citation_count, r.s2_h_index, r.s2_updated_at,
@@ -140,9 +149,11 @@ SELECT (SELECT coalesce(jsonb_agg(jsonb_build_array(n.id, n.depth,
  WHERE r.id = $1
 """
 
-SELECT_INSTITUTION_STATS = """
+SELECT_INSTITUTION_STATS = f"""
 WITH inst_papers AS (
-    SELECT DISTINCT ai.paper_id FROM authorship_institutions ai WHERE ai.institution_id = $1
+    SELECT DISTINCT ai.paper_id
+      FROM authorship_institutions ai JOIN papers p ON p.id = ai.paper_id AND NOT p.withdrawn
+     WHERE ai.institution_id = $1
 ),
 inst_researchers AS (
     SELECT ri.researcher_id FROM researcher_institutions ri WHERE ri.institution_id = $1
@@ -155,12 +166,8 @@ inst_researchers AS (
 SELECT i.id,
        (SELECT count(*) FROM inst_papers) AS paper_count,
        (SELECT count(*) FROM inst_researchers) AS researcher_count,
-       (SELECT coalesce(jsonb_agg(jsonb_build_array(f.primary_category, f.n)
-                                  ORDER BY f.n DESC, f.primary_category), '[]'::jsonb)
-          FROM (SELECT p.primary_category, count(*) AS n
-                  FROM inst_papers ip JOIN papers p ON p.id = ip.paper_id
-                 GROUP BY p.primary_category) f) AS fields,
-       (SELECT coalesce(array_agg(t.id ORDER BY t.h_index DESC, t.citation_count DESC, t.id), '{}')
+       (SELECT {FIELDS_OF.format(papers="inst_papers ip JOIN papers p ON p.id = ip.paper_id")}) AS fields,
+       (SELECT coalesce(array_agg(t.id ORDER BY t.h_index DESC, t.citation_count DESC, t.id), '{{}}')
           FROM (SELECT r.id, r.h_index, r.citation_count
                   FROM inst_researchers ir JOIN researchers r ON r.id = ir.researcher_id
                  ORDER BY r.h_index DESC, r.citation_count DESC, r.id
@@ -178,7 +185,8 @@ MAX_TOP_RESEARCHERS = 100
 @dataclass(frozen=True, slots=True)
 class FieldCountRow:
     category: str
-    count: int
+    count: int  # papers listed in the category, cross-lists included
+    primary_count: int  # papers whose primary category it is
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,7 +340,7 @@ def _work_figures(raw: dict[str, list[int]], scope: str) -> WorkFiguresRow:
 
 
 def _fields(raw: Any) -> list[FieldCountRow]:
-    return [FieldCountRow(category=str(c), count=int(n)) for c, n in _json(raw)]
+    return [FieldCountRow(category=str(c), count=int(n), primary_count=int(pn)) for c, n, pn in _json(raw)]
 
 
 async def fetch_researcher_stats(conn: Conn, *, researcher_id: int) -> ResearcherStatsRow | None:

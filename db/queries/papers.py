@@ -159,12 +159,15 @@ async def fetch_authorships(
 ) -> list[AuthorshipRow]:
     """Authorships of these papers ordered by paper and position; optionally with their researchers."""
     if not with_researchers:
-        return [AuthorshipRow(*r[:6]) for r in await conn.fetch(SELECT_AUTHORSHIPS, list(paper_ids))]
-    out: list[AuthorshipRow] = []
-    for r in await conn.fetch(SELECT_AUTHORSHIPS_WITH_RESEARCHERS, list(paper_ids)):
-        researcher = researcher_from_record(r, 6) if r[3] is not None else None
-        out.append(AuthorshipRow(*r[:6], researcher))
-    return out
+        return [_authorship(r, None) for r in await conn.fetch(SELECT_AUTHORSHIPS, list(paper_ids))]
+    return [
+        _authorship(r, researcher_from_record(r, 6) if r[3] is not None else None)
+        for r in await conn.fetch(SELECT_AUTHORSHIPS_WITH_RESEARCHERS, list(paper_ids))
+    ]
+
+
+def _authorship(r: asyncpg.Record, researcher: ResearcherRow | None) -> AuthorshipRow:
+    return AuthorshipRow(r[0], r[1], r[2], r[3], r[4], r[5], researcher)
 
 
 async def page_papers(

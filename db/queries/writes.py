@@ -231,7 +231,7 @@ SELECT 'i', institution_id FROM stg_old_affiliations
 """
 
 
-async def _add_people_of_papers(conn: asyncpg.Connection, paper_ids: Iterable[int], touched: Touched) -> None:
+async def add_people_of_papers(conn: asyncpg.Connection, paper_ids: Iterable[int], touched: Touched) -> None:
     """Add the researchers and institutions of these papers, and the papers' arXiv ids."""
     ids = sorted(set(paper_ids))
     if not ids:
@@ -341,7 +341,7 @@ async def upsert_papers(
     touched_here.papers = written | relinked
     touched_here.paper_keys = {aid for aid, pid in result.ids.items() if pid in new}
     # A paper new to the archive has no researcher or institution linked yet.
-    await _add_people_of_papers(conn, touched_here.papers - new, touched_here)
+    await add_people_of_papers(conn, touched_here.papers - new, touched_here)
     result.touched = touched_here
     if touched is not None:
         touched.update(touched_here)
@@ -386,7 +386,7 @@ async def upsert_analyses(
     }
     await _stage(conn, "stg_analyses", STG_ANALYSES, STG_ANALYSIS_COLUMNS, list(rows.values()))
     here = Touched(papers=_ids(await conn.fetch(UPDATE_ANALYSES_FROM_STAGING), "id"))
-    await _add_people_of_papers(conn, here.papers, here)
+    await add_people_of_papers(conn, here.papers, here)
     if touched is not None:
         touched.update(here)
     return here
@@ -583,15 +583,17 @@ DROP_TAKEN_INSTITUTION_OPENALEX_IDS = """
 UPDATE stg_institutions s SET openalex_id = NULL
 WHERE EXISTS (SELECT 1 FROM institutions i WHERE i.openalex_id = s.openalex_id AND i.ror_id <> s.ror_id)
 """
-UPSERT_INSTITUTIONS_FROM_STAGING = """
+# A record without aliases (a work's authorship names only the institution) keeps the stored ones.
+_ALIASES = "CASE WHEN cardinality(excluded.aliases) > 0 THEN excluded.aliases ELSE t.aliases END"
+UPSERT_INSTITUTIONS_FROM_STAGING = f"""
 INSERT INTO institutions AS t (ror_id, name, name_slug, aliases, country, type, openalex_id)
 SELECT ror_id, name, name_slug, aliases, country, type, openalex_id FROM stg_institutions
 ON CONFLICT (ror_id) DO UPDATE SET
-    name = excluded.name, name_slug = excluded.name_slug, aliases = excluded.aliases,
+    name = excluded.name, name_slug = excluded.name_slug, aliases = {_ALIASES},
     country = coalesce(excluded.country, t.country), type = coalesce(excluded.type, t.type),
     openalex_id = coalesce(t.openalex_id, excluded.openalex_id), modified_at = now()
 WHERE (t.name, t.name_slug, t.aliases, t.country, t.type, t.openalex_id)
-      IS DISTINCT FROM (excluded.name, excluded.name_slug, excluded.aliases, coalesce(excluded.country, t.country),
+      IS DISTINCT FROM (excluded.name, excluded.name_slug, {_ALIASES}, coalesce(excluded.country, t.country),
                         coalesce(excluded.type, t.type), coalesce(t.openalex_id, excluded.openalex_id))
 RETURNING t.id
 """
@@ -690,7 +692,7 @@ APPLY_RESEARCHER_MATCHES = """
 WITH m AS (
     SELECT a.paper_id, a.position, a.researcher_id AS old_rid, s.researcher_id AS new_rid
     FROM stg_matches s JOIN authorships a ON a.paper_id = s.paper_id AND a.position = s.position
-    WHERE NOT a.is_collaboration AND a.researcher_id IS DISTINCT FROM s.researcher_id
+    WHERE NOT a.is_collaboration AND s.researcher_id IS NOT NULL AND a.researcher_id IS DISTINCT FROM s.researcher_id
     FOR UPDATE OF a
 ), u AS (
     UPDATE authorships a SET researcher_id = m.new_rid FROM m WHERE a.paper_id = m.paper_id AND a.position = m.position
@@ -755,13 +757,14 @@ async def apply_authorship_matches(
     """Link authorships to researchers and institutions, and researchers to institutions.
 
     `researcher_ids` maps `AuthorshipMatch.researcher_key` to researchers.id (as `upsert_researchers`
-    returns it) and `institution_ids` ROR ids to institutions.id; a match whose key is unknown is skipped.
+    returns it) and `institution_ids` ROR ids to institutions.id; a match whose key is unknown is skipped. A match
+    without a key links only the authorship's institutions (an author no source identifies).
     """
     result = MatchResult()
     rows: dict[tuple[str, int], tuple[Any, ...]] = {}
     for m in matches:
-        rid = researcher_ids.get(m.researcher_key)
-        if rid is None:
+        rid = researcher_ids.get(m.researcher_key) if m.researcher_key is not None else None
+        if rid is None and (m.researcher_key is not None or not m.institution_rors):
             result.skipped += 1
             continue
         insts = sorted(
@@ -786,7 +789,7 @@ async def apply_authorship_matches(
     here.institutions |= _ids(ri, "institution_id")
     if changed:
         await conn.execute(UPDATE_MATCHED_COUNTS, sorted(_ids(changed, "paper_id")))
-    await _add_people_of_papers(conn, here.papers, here)
+    await add_people_of_papers(conn, here.papers, here)
     result.touched = here
     if touched is not None:
         touched.update(here)
@@ -828,7 +831,7 @@ async def update_citations(
     if rows:
         await _stage(conn, "stg_citations", STG_CITATIONS, STG_CITATION_COLUMNS, list(rows.values()))
         here.papers = _ids(await conn.fetch(UPDATE_CITATIONS_FROM_STAGING), "id")
-        await _add_people_of_papers(conn, here.papers, here)
+        await add_people_of_papers(conn, here.papers, here)
     if touched is not None:
         touched.update(here)
     return here

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from db.records import ResearcherRecord
+from db.records import InstitutionRecord, ResearcherRecord
 from ingest.clients.http import Clock, RetryPolicy, SourceClient, read_json
 from ingest.parsers import openalex
 
@@ -67,6 +67,28 @@ class OpenAlexClient:
                 params={"filter": "doi:" + "|".join(chunk), "per-page": 200, "select": openalex.WORK_SELECT},
             )
             out.extend(w for w in map(openalex.parse_work, openalex.parse_results(payload)) if w)
+        return out
+
+    async def institutions(self, institution_ids: Sequence[str]) -> dict[str, InstitutionRecord]:
+        """Institutions with their acronyms and other names, by OpenAlex id (I...)."""
+        out: dict[str, InstitutionRecord] = {}
+        unique = list(dict.fromkeys(institution_ids))
+        for i in range(0, len(unique), FILTER_MAX):
+            chunk = unique[i : i + FILTER_MAX]
+            payload = await self.http.call(
+                "GET",
+                "/institutions",
+                read_json,
+                params={
+                    "filter": "openalex:" + "|".join(chunk),
+                    "per-page": 200,
+                    "select": openalex.INSTITUTION_SELECT,
+                },
+            )
+            for item in openalex.parse_results(payload):
+                rec = openalex.institution_from(item)
+                if rec and rec.openalex_id:
+                    out[rec.openalex_id] = rec
         return out
 
     async def authors(self, author_ids: Sequence[str]) -> dict[str, ResearcherRecord]:

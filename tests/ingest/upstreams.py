@@ -128,6 +128,29 @@ def _s2_author(author_id: str) -> dict[str, Any] | None:
     }
 
 
+def _oa_institutions() -> dict[str, dict[str, Any]]:
+    """`/institutions` bodies: the recorded University of Michigan, and for the institutions of the recorded works
+    their own fields with the acronyms and other names ROR would give (derived: not recorded)."""
+    michigan = json.loads((FIXTURES / "openalex/institution_I27837315_2025-06.json").read_bytes())
+    found: dict[str, dict[str, Any]] = {"I27837315": michigan}
+    for w in OA_PAPERQA + OA_CHEMCROW:
+        for a in w["authorships"]:
+            for inst in a["institutions"]:
+                words = [word for word in inst["display_name"].replace("-", " ").split() if word[0].isupper()]
+                found.setdefault(
+                    inst["id"].removeprefix("https://openalex.org/"),
+                    {
+                        **{k: inst.get(k) for k in ("id", "ror", "display_name", "country_code", "type")},
+                        "display_name_acronyms": ["".join(word[0] for word in words)],
+                        "display_name_alternatives": [],
+                    },
+                )
+    return found
+
+
+OA_INSTITUTIONS = _oa_institutions()
+
+
 def _oa_author(openalex_url: str) -> dict[str, Any]:
     for w in OA_PAPERQA + OA_CHEMCROW:
         for a in w["authorships"]:
@@ -199,6 +222,8 @@ class FakeScholarly:
             results = [w for w in OA_PAPERQA + OA_CHEMCROW if w["doi"].removeprefix("https://doi.org/") in wanted]
         elif request.url.path == "/authors" and kind == "openalex":
             results = [_oa_author(f"https://openalex.org/{a}") for a in sorted(wanted)]
+        elif request.url.path == "/institutions" and kind == "openalex":
+            results = [body for oa_id, body in sorted(OA_INSTITUTIONS.items()) if oa_id in wanted]
         else:
             return httpx.Response(404, text="<!doctype html><title>404 Not Found</title>")
         return httpx.Response(200, json={"meta": {"count": len(results), "page": 1}, "results": results})

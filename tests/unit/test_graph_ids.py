@@ -54,7 +54,8 @@ def test_paper_external_ids(given: str, kind: str, value: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "given", ["", "hello", "2401", "2401.1", "12345", "astro-ph", "2401.01234--x", "é", "s2:123", "CorpusId:x", "10.1/x"]
+    "given",
+    ["", "hello", "2401", "2401.1", "12345", "astro-ph", "2401.01234--x", "é", "s2:123", "CorpusId:x", "10.1/x"],
 )
 def test_malformed_paper_ids(given: str) -> None:
     with pytest.raises(BadUserInput) as err:
