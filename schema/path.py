@@ -12,6 +12,7 @@ from schema.enums import SitemapKind
 from schema.node import Node
 from schema.types import Info
 
+
 @strawberry.enum(description="How a requested path led to its page.")
 class PathMatch(Enum):
     CANONICAL = "CANONICAL"
