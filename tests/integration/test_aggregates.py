@@ -206,7 +206,8 @@ async def test_demo_researchers_stats_agree_with_stored_figures_and_raw_rows(dem
                                   (SELECT count(*) FROM authorships x WHERE x.paper_id = a.paper_id) AS n,
                                   (SELECT count(*) FROM authorships x WHERE x.paper_id = a.paper_id
                                       AND x.researcher_id IS NOT NULL) AS matched
-                             FROM authorships a WHERE a.researcher_id = $1 GROUP BY a.paper_id)
+                             FROM authorships a JOIN papers q ON q.id = a.paper_id AND NOT q.withdrawn
+                            WHERE a.researcher_id = $1 GROUP BY a.paper_id)
                        SELECT count(*) FILTER (WHERE n = matched) AS k,
                               count(*) FILTER (WHERE n = matched AND n = 1) AS solo,
                               count(*) FILTER (WHERE n = matched AND n > 1 AND pos = 1) AS first,
