@@ -171,12 +171,34 @@ Responder = Callable[[httpx.Request], httpx.Response | None]
 
 @dataclass
 class FakeScholarly:
-    """S2 and OpenAlex in one transport; `script` overrides the n-th request to a host (0-based)."""
+    """S2 and OpenAlex in one transport; `script` overrides the n-th request to a host (0-based).
+
+    `author_ids` gives an author of a paper another S2 id ({(arXiv id, 0-based index in S2's list): id}, a duplicate
+    profile); `merged` makes S2 answer an author id with another's record, as it does for ids it merged."""
 
     s2_script: dict[int, httpx.Response] = field(default_factory=dict)
     oa_script: dict[int, httpx.Response] = field(default_factory=dict)
     s2_requests: list[httpx.Request] = field(default_factory=list)
     oa_requests: list[httpx.Request] = field(default_factory=list)
+    author_ids: dict[tuple[str, int], str] = field(default_factory=dict)
+    merged: dict[str, str] = field(default_factory=dict)
+
+    def _paper(self, arxiv_id: str) -> dict[str, Any] | None:
+        paper = S2_PAPERS.get(arxiv_id)
+        if paper is None:
+            return None
+        authors = [
+            {**a, "authorId": self.author_ids.get((arxiv_id, i), a["authorId"])} for i, a in enumerate(paper["authors"])
+        ]
+        return {**paper, "authors": authors}
+
+    def _author(self, author_id: str) -> dict[str, Any] | None:
+        answered = self.merged.get(author_id, author_id)
+        for (arxiv_id, i), alias in self.author_ids.items():
+            if alias == answered:
+                original = S2_PAPERS[arxiv_id]["authors"][i]
+                return {**(_s2_author(original["authorId"]) or {}), "authorId": alias, "paperCount": 1}
+        return _s2_author(answered)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if request.url.host == "s2.test":
@@ -191,9 +213,9 @@ class FakeScholarly:
         path = request.url.path.removeprefix("/graph/v1")
         if path == "/paper/batch":
             ids = json.loads(request.content)["ids"]
-            return httpx.Response(200, json=[S2_PAPERS.get(i.removeprefix("ARXIV:")) for i in ids])
+            return httpx.Response(200, json=[self._paper(i.removeprefix("ARXIV:")) for i in ids])
         if path == "/author/batch":
-            return httpx.Response(200, json=[_s2_author(i) for i in json.loads(request.content)["ids"]])
+            return httpx.Response(200, json=[self._author(i) for i in json.loads(request.content)["ids"]])
         if path.startswith("/author/") and path.endswith("/papers"):
             career = CAREERS.get(path.split("/")[2], [])
             offset = int(request.url.params["offset"])
