@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -57,14 +58,18 @@ async def resolve_sitemap(
     size = DEFAULT_CHUNK_SIZE if chunk_size is None else chunk_size
     if not 1 <= size <= MAX_CHUNK_SIZE:
         raise BadUserInput(f"`chunkSize` must be between 1 and {MAX_CHUNK_SIZE}; got {size}.")
-    counts: tuple[int, int] | None = None
+    counting: asyncio.Task[tuple[int, int]] | None = None
 
-    async def counted() -> tuple[int, int]:
-        nonlocal counts
-        if counts is None:
-            async with ctx.pool.acquire() as conn:
-                counts = await count_sitemap(conn, kind)
-        return counts
+    async def count() -> tuple[int, int]:
+        async with ctx.pool.acquire() as conn:
+            return await count_sitemap(conn, kind)
+
+    def counted() -> Awaitable[tuple[int, int]]:
+        # `totalCount` and `chunkCount` resolve at once: one statement answers both.
+        nonlocal counting
+        if counting is None:
+            counting = asyncio.ensure_future(count())
+        return counting
 
     if chunk is not None:
         if first is not None or after is not None:

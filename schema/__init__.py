@@ -17,7 +17,7 @@ from strawberry.types import ExecutionContext
 
 from schema.arguments import check_arguments_everywhere
 from schema.changes import ChangesQuery
-from schema.errors import is_unexpected
+from schema.errors import ErrorCode, is_unexpected
 from schema.extensions import default_extensions
 from schema.fast_executor import FastExecutor
 from schema.institution import Institution, InstitutionQuery
@@ -65,7 +65,7 @@ def build_schema(
     return Schema(
         query=query,
         mutation=mutation,
-        types=NODE_TYPES,
+        types=[*NODE_TYPES, ErrorCode],
         extensions=list(extensions) if extensions is not None else default_extensions(settings),
         execution_context_class=execution_context_class or FastExecutor,
     )

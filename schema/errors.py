@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import logging
+from enum import Enum
 
 import asyncpg
+import strawberry
 from graphql.error import GraphQLError
 from strawberry.extensions import MaskErrors
 
+from error_codes import ERROR_CODES
 from resolvers.errors import BadUserInput, NotFound, PublicError
 
 logger = logging.getLogger("wovepaper.graphql")
 
-__all__ = ["BadUserInput", "MaskUnexpectedErrors", "NotFound", "PublicError", "is_unexpected"]
+__all__ = ["BadUserInput", "ErrorCode", "MaskUnexpectedErrors", "NotFound", "PublicError", "is_unexpected"]
+
+# In the SDL for clients to switch on (no field returns it): every `extensions.code` an answer can carry.
+ErrorCode: type[Enum] = strawberry.enum(
+    Enum(
+        "ErrorCode", {code: strawberry.enum_value(code, description=meaning) for code, meaning in ERROR_CODES.items()}
+    ),
+    description="Every `extensions.code` an error of this API can carry, and what it means. An error without a "
+    "code is none of ours (a proxy's). Masked errors (INTERNAL_SERVER_ERROR) also carry `requestId`.",
+)
 
 
 def is_unexpected(error: GraphQLError) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from error_codes import ERROR_CODES
 from tests.contract.conftest import CONTRACT, ROOT
 
 NODE = shutil.which("node")
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.skipif(
     NODE is None or NPM is None, reason="node and npm are not installed: the JavaScript contract cannot run"
 )
 BIN = CONTRACT / "node_modules" / ".bin"
-NODE_TESTS = 8  # the test() calls in frontend_contract/test/operations.test.mjs
+NODE_TESTS = 11  # the test() calls in frontend_contract/test/operations.test.mjs
 
 
 def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -94,6 +95,9 @@ def test_codegen_types_every_operation_and_tsc_accepts_them(node_modules: Path, 
     for operation in (p.stem for p in (CONTRACT / "operations").glob("*.graphql")):
         assert f"export const {operation}Document" in types
         assert f"export type {operation}Query = " in types
+    # Every error code, for the client's exhaustive switch (typed-client.ts `onError`).
+    enums = (generated / "schema-enums.ts").read_text()
+    assert all(f"'{code}'" in enums for code in ERROR_CODES)
     done = _run([str(BIN / "tsc"), "--noEmit", "-p", "tsconfig.json"])
     assert done.returncode == 0, done.stdout + done.stderr
 
