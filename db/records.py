@@ -114,6 +114,7 @@ class CitationRecord:
     source: str  # 's2' | 'openalex'
     s2_paper_id: str | None = None
     openalex_id: str | None = None
+    s2_corpus_id: int | None = None
 
 
 @dataclass(slots=True)

@@ -322,10 +322,19 @@ def plan_paper(
             batch.matches.append(AuthorshipMatch(paper.arxiv_id, position, s2_id, rors))
     preprint_id = oaw.openalex_id if oaw is not None and oaw.is_preprint else None
     if s2 is not None and s2.citation_count is not None:
-        batch.citations.append(CitationRecord(paper.arxiv_id, s2.citation_count, "s2", s2.paper_id, preprint_id))
+        batch.citations.append(
+            CitationRecord(paper.arxiv_id, s2.citation_count, "s2", s2.paper_id, preprint_id, s2.corpus_id)
+        )
     elif oaw is not None and oaw.cited_by_count is not None:
         batch.citations.append(
-            CitationRecord(paper.arxiv_id, oaw.cited_by_count, "openalex", s2.paper_id if s2 else None, preprint_id)
+            CitationRecord(
+                paper.arxiv_id,
+                oaw.cited_by_count,
+                "openalex",
+                s2.paper_id if s2 else None,
+                preprint_id,
+                s2.corpus_id if s2 else None,
+            )
         )
     if not s2_align and not oa_align:
         batch.unmatched_papers += 1

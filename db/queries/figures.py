@@ -105,7 +105,7 @@ _ALL_RESEARCHERS = "ids AS (SELECT id FROM researchers)"
 SCOPED_FIGURES_CTES = f"""scoped AS (
     SELECT 'career' AS scope, rid, c FROM career_works
     UNION ALL
-    SELECT 'archive', rid, c FROM (SELECT DISTINCT rid, paper_id, c FROM arch) a
+    SELECT 'archive', rid, c FROM (SELECT DISTINCT rid, paper_id, c FROM arch WHERE NOT withdrawn) a
     UNION ALL
     SELECT source, rid, max(c) FROM ext GROUP BY source, rid, k
 ),

@@ -798,8 +798,10 @@ async def apply_authorship_matches(
 
 # ------------------------------------------------------------------------------------------- citations
 
-STG_CITATIONS = "arxiv_id text, cited_by_count integer, source text, s2_paper_id text, openalex_id text"
-STG_CITATION_COLUMNS = ("arxiv_id", "cited_by_count", "source", "s2_paper_id", "openalex_id")
+STG_CITATIONS = (
+    "arxiv_id text, cited_by_count integer, source text, s2_paper_id text, openalex_id text, s2_corpus_id bigint"
+)
+STG_CITATION_COLUMNS = ("arxiv_id", "cited_by_count", "source", "s2_paper_id", "openalex_id", "s2_corpus_id")
 
 
 def _free_paper_id(col: str) -> str:
@@ -812,11 +814,12 @@ def _free_paper_id(col: str) -> str:
 UPDATE_CITATIONS_FROM_STAGING = f"""
 UPDATE papers p SET cited_by_count = s.cited_by_count, cited_by_source = s.source,
     s2_paper_id = {_free_paper_id("s2_paper_id")}, openalex_id = {_free_paper_id("openalex_id")},
-    modified_at = now()
+    s2_corpus_id = {_free_paper_id("s2_corpus_id")}, modified_at = now()
 FROM stg_citations s
 WHERE p.arxiv_id = s.arxiv_id
-  AND (p.cited_by_count, p.cited_by_source, p.s2_paper_id, p.openalex_id)
-      IS DISTINCT FROM (s.cited_by_count, s.source, {_free_paper_id("s2_paper_id")}, {_free_paper_id("openalex_id")})
+  AND (p.cited_by_count, p.cited_by_source, p.s2_paper_id, p.openalex_id, p.s2_corpus_id)
+      IS DISTINCT FROM (s.cited_by_count, s.source, {_free_paper_id("s2_paper_id")}, {_free_paper_id("openalex_id")},
+                        {_free_paper_id("s2_corpus_id")})
 RETURNING p.id
 """
 MARK_ENRICHED = "UPDATE papers SET enriched_at = now() WHERE arxiv_id = any($1::text[])"
@@ -826,7 +829,9 @@ async def update_citations(
     conn: asyncpg.Connection, recs: Sequence[CitationRecord], *, touched: Touched | None = None
 ) -> Touched:
     """Set papers' citation counts (and their S2 / OpenAlex ids); touches their researchers and institutions."""
-    rows = {r.arxiv_id: (r.arxiv_id, r.cited_by_count, r.source, r.s2_paper_id, r.openalex_id) for r in recs}
+    rows = {
+        r.arxiv_id: (r.arxiv_id, r.cited_by_count, r.source, r.s2_paper_id, r.openalex_id, r.s2_corpus_id) for r in recs
+    }
     here = Touched()
     if rows:
         await _stage(conn, "stg_citations", STG_CITATIONS, STG_CITATION_COLUMNS, list(rows.values()))

@@ -106,6 +106,9 @@ async def test_enrich_matches_researchers_citations_and_institutions(
         "SELECT openalex_id, cited_by_count, cited_by_source, matched_count FROM papers WHERE arxiv_id = '2304.05376'"
     )
     assert paper is not None and tuple(paper) == ("W4365597205", 500, "s2", 5)
+    # S2's corpus id is kept: `paper(id: "CorpusId:...")` finds the paper.
+    corpus = "SELECT arxiv_id, s2_corpus_id FROM papers WHERE s2_corpus_id IS NOT NULL ORDER BY 1"
+    assert [tuple(r) for r in await conn.fetch(corpus)] == [("2304.05376", 258059792), ("2312.07559", 266191420)]
     # Institutions by ROR, kept with OpenAlex's type (`funder` for a university), linked to
     # authorships and researchers; the preprint lists none, so the journal version's fill in.
     assert rows[("2304.05376", 2)][5] == ["022kthw22"]
