@@ -70,6 +70,8 @@ async def resolve_paper(ctx: Context, paper_id: str) -> PaperRow | None:
             return row
     if key.kind in ("arxiv", "slug"):
         return await loaders.paper_by_arxiv_id.load(key.value)
+    if key.kind == "id":
+        return await loaders.paper_by_id.load(int(key.value))
     async with ctx.pool.acquire() as conn:
         found = await fetch_paper_by_external_id(conn, cast(PaperExternalIdKind, key.kind), key.value)
     if found is not None:

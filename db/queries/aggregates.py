@@ -81,13 +81,14 @@ SELECT a2.researcher_id,
   JOIN authorships a2 ON a2.paper_id = a1.paper_id
                      AND a2.researcher_id IS NOT NULL
                      AND a2.researcher_id <> a1.researcher_id
-  JOIN papers p ON p.id = a1.paper_id
+  JOIN papers p ON p.id = a1.paper_id AND NOT p.withdrawn
  WHERE a1.researcher_id = $1
  GROUP BY a2.researcher_id
  ORDER BY shared_papers DESC, last_year DESC, a2.researcher_id
  LIMIT $2
 """
 
+# Over live papers (withdrawn ones left out, as everywhere a researcher's papers are counted).
 # Nodes: the centre, its co-authors with at least $2 shared papers, and at depth 2 the co-authors of
 # those sharing at least $2 papers with one of them (ranked by papers shared with the first ring);
 # at most $4 nodes. Edges: every pair of nodes with
@@ -96,6 +97,7 @@ SELECT_RESEARCHER_NETWORK = """
 WITH ring1 AS (
     SELECT a2.researcher_id AS id, count(DISTINCT a1.paper_id) AS shared
       FROM authorships a1
+      JOIN papers q ON q.id = a1.paper_id AND NOT q.withdrawn
       JOIN authorships a2 ON a2.paper_id = a1.paper_id
                          AND a2.researcher_id IS NOT NULL AND a2.researcher_id <> a1.researcher_id
      WHERE a1.researcher_id = $1
@@ -109,6 +111,7 @@ ring2 AS (
       FROM (SELECT a1.researcher_id AS via, a2.researcher_id AS id, count(DISTINCT a1.paper_id) AS shared
               FROM ring1
               JOIN authorships a1 ON a1.researcher_id = ring1.id
+              JOIN papers q ON q.id = a1.paper_id AND NOT q.withdrawn
               JOIN authorships a2 ON a2.paper_id = a1.paper_id
                                  AND a2.researcher_id IS NOT NULL AND a2.researcher_id <> a1.researcher_id
              WHERE $3 >= 2
@@ -128,6 +131,7 @@ nodes AS (
 node_papers AS (
     SELECT DISTINCT a.paper_id, a.researcher_id
       FROM authorships a
+      JOIN papers q ON q.id = a.paper_id AND NOT q.withdrawn
      WHERE a.researcher_id = ANY (SELECT id FROM nodes)
 ),
 edges AS (

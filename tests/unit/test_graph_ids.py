@@ -53,6 +53,26 @@ def test_paper_external_ids(given: str, kind: str, value: str) -> None:
     assert (key.kind, key.value) == (kind, value)
 
 
+def test_the_global_ids_this_api_returns_are_id_forms_too() -> None:
+    from db.paging import encode_global_id, paper_global_id
+
+    assert (
+        parse_paper_id(paper_global_id("astro-ph/9901001")).kind,
+        parse_paper_id(paper_global_id("2401.00001")).value,
+    ) == (
+        "arxiv",
+        "2401.00001",
+    )
+    assert parse_paper_id(encode_global_id("Paper", 42)) == parse_paper_id(encode_global_id("Paper", 42))
+    assert parse_paper_id(encode_global_id("Paper", 42)).kind == "id"
+    assert parse_researcher_id(encode_global_id("Researcher", 7)).db_id == 7
+    assert parse_institution_id(encode_global_id("Institution", 9)).db_id == 9
+    # Another type's global id is no id of this one.
+    with pytest.raises(BadUserInput):
+        parse_researcher_id(encode_global_id("Institution", 9))
+    assert parse_institution_id(encode_global_id("Researcher", 7)).kind == "name"
+
+
 @pytest.mark.parametrize(
     "given",
     ["", "hello", "2401", "2401.1", "12345", "astro-ph", "2401.01234--x", "é", "s2:123", "CorpusId:x", "10.1/x"],
