@@ -266,7 +266,10 @@ PAPER_Q = """query($id: String!) { paper(id: $id) {
   id arxivId title version withdrawn license citedByCount
   versions { version sizeKb sourceType }
   externalIds { semanticScholar semanticScholarCorpusId openAlex doi journalDoi }
-  authors { position name affiliation isCollaboration researcher { externalIds { semanticScholar } } institutions { rorId } }
+  authors {
+    position name affiliation isCollaboration
+    researcher { externalIds { semanticScholar } } institutions { rorId }
+  }
 } }"""
 
 
