@@ -81,6 +81,11 @@ def paper_global_id(arxiv_id: str) -> str:
     return encode_global_id("Paper", arxiv_id)
 
 
+def entity_global_id(kind: str, db_id: int, arxiv_id: str | None) -> str:
+    """The global id of a PAPER / RESEARCHER / INSTITUTION row: a paper's names its arXiv id."""
+    return paper_global_id(arxiv_id) if arxiv_id is not None else encode_global_id(kind.title(), db_id)
+
+
 def decode_global_id(token: str) -> tuple[str, int | str]:
     """(type, key): the database id of a researcher or an institution, the arXiv id of a paper (or, for a
     paper id issued before ids named arXiv ids, its database id)."""

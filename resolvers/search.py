@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import strawberry
 
@@ -315,66 +315,47 @@ def _name_text(query: str) -> str:
     return text
 
 
-async def resolve_researchers_by_name(
+NameSearch = Callable[..., Awaitable[NameMatches[RowT]]]
+
+
+async def _by_name(
     info: Info,
-    *,
-    query: str,
-    sort: Sort | None,
-    clauses: list[Clause],
-    first: int | None,
-    after: str | None,
-    page: int | None,
-) -> Connection[ResearcherRow]:
-    """`researchers(query:)`: the researchers whose name matches (case, diacritics and a typo ignored) among
-    those passing `clauses`, the same set whatever the order; by `sort`, or (None) best match first, then most
-    papers."""
-    ctx = info.context
-    text = _name_text(query)
-    base = sort or name_relevance("r")
-    request = page_request(base, first=first, after=after, page=page, bounded=True)
-    async with ctx.pool.acquire() as conn:
-        found = await search_researchers_by_name(
-            conn, text, clauses=clauses, sort=base, after=request.after, limit=request.first + 1, offset=request.offset
-        )
-    return _name_connection(ctx, found, base, sort is None, request, ctx.loaders.prime_researchers)
-
-
-async def resolve_institutions_by_name(
-    info: Info,
-    *,
-    query: str,
-    sort: Sort | None,
-    clauses: list[Clause],
-    first: int | None,
-    after: str | None,
-    page: int | None,
-) -> Connection[InstitutionRow]:
-    """`institutions(query:)`, like `resolve_researchers_by_name`."""
-    ctx = info.context
-    text = _name_text(query)
-    base = sort or name_relevance("i")
-    request = page_request(base, first=first, after=after, page=page, bounded=True)
-    async with ctx.pool.acquire() as conn:
-        found = await search_institutions_by_name(
-            conn, text, clauses=clauses, sort=base, after=request.after, limit=request.first + 1, offset=request.offset
-        )
-    return _name_connection(ctx, found, base, sort is None, request, ctx.loaders.prime_institutions)
-
-
-def _name_connection(
-    ctx: Context,
-    found: NameMatches[RowT],
-    base: Sort,
-    by_relevance: bool,
-    request: PageRequest,
+    search: NameSearch[RowT],
+    alias: str,
     prime: Callable[[list[RowT]], None],
+    *,
+    query: str,
+    sort: Sort | None,
+    clauses: list[Clause],
+    first: int | None,
+    after: str | None,
+    page: int | None,
 ) -> Connection[RowT]:
+    text = _name_text(query)
+    base = sort or name_relevance(alias)
+    request = page_request(base, first=first, after=after, page=page, bounded=True)
+    async with info.context.pool.acquire() as conn:
+        found = await search(
+            conn, text, clauses=clauses, sort=base, after=request.after, limit=request.first + 1, offset=request.offset
+        )
     nodes, has_next = split_page([r for r, _ in found.rows], request.first)
     prime(nodes)
-    sort = _ScoredSort(base, {r.id: score for r, score in found.rows}) if by_relevance else base  # type: ignore[attr-defined]
+    # By relevance, a cursor carries the score of its row, read with the page.
+    by = _ScoredSort(base, {r.id: score for r, score in found.rows}) if sort is None else base  # type: ignore[attr-defined]
     total = found.total
 
     async def count() -> int:
         return total
 
-    return Connection(nodes, sort=sort, request=request, has_next_page=has_next, total=total, count=count)
+    return Connection(nodes, sort=by, request=request, has_next_page=has_next, total=total, count=count)
+
+
+async def resolve_researchers_by_name(info: Info, **args: Any) -> Connection[ResearcherRow]:
+    """`researchers(query:)`: the researchers whose name matches (case, diacritics and a typo ignored) among those
+    passing `clauses`, the same set whatever the order; by `sort`, or (None) best match first, then most papers."""
+    return await _by_name(info, search_researchers_by_name, "r", info.context.loaders.prime_researchers, **args)
+
+
+async def resolve_institutions_by_name(info: Info, **args: Any) -> Connection[InstitutionRow]:
+    """`institutions(query:)`, like `resolve_researchers_by_name`."""
+    return await _by_name(info, search_institutions_by_name, "i", info.context.loaders.prime_institutions, **args)

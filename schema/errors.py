@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from enum import Enum
+from typing import cast
 
 import asyncpg
 import strawberry
@@ -18,10 +19,12 @@ logger = logging.getLogger("wovepaper.graphql")
 __all__ = ["BadUserInput", "ErrorCode", "MaskUnexpectedErrors", "NotFound", "PublicError", "is_unexpected"]
 
 # In the SDL for clients to switch on (no field returns it): every `extensions.code` an answer can carry.
-ErrorCode: type[Enum] = strawberry.enum(
-    Enum(
-        "ErrorCode", {code: strawberry.enum_value(code, description=meaning) for code, meaning in ERROR_CODES.items()}
-    ),
+_ERROR_CODES: type[Enum] = cast(
+    "type[Enum]",
+    Enum("ErrorCode", {code: strawberry.enum_value(code, description=text) for code, text in ERROR_CODES.items()}),
+)
+ErrorCode = strawberry.enum(
+    _ERROR_CODES,
     description="Every `extensions.code` an error of this API can carry, and what it means. An error without a "
     "code is none of ours (a proxy's). Masked errors (INTERNAL_SERVER_ERROR) also carry `requestId`.",
 )

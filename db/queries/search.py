@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
@@ -24,7 +24,7 @@ import orjson
 from asyncpg.pool import PoolConnectionProxy
 
 from db.filters import INSTITUTION_FILTERS, PAPER_SORTS, Clause, Fragment, Sort, compose, escape_like
-from db.paging import encode_global_id, paper_global_id
+from db.paging import entity_global_id
 from db.queries.embeddings import vector_literal
 from db.queries.institutions import INSTITUTION_COLUMNS, InstitutionRow, institution_from_record
 from db.queries.papers import PAPER_COLUMNS, PaperRow, paper_from_record
@@ -733,43 +733,57 @@ def name_relevance(alias: str) -> Sort:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Named(Generic[RowT]):
+    """A table listed by name: its alias in the list's SQL, its columns and how a record becomes a row."""
+
+    table: str
+    alias: str
+    columns: str
+    row: Callable[[asyncpg.Record], RowT]
+
+
+_RESEARCHERS = _Named("researchers", "r", RESEARCHER_COLUMNS, researcher_from_record)
+_INSTITUTIONS = _Named("institutions", "i", INSTITUTION_COLUMNS, institution_from_record)
+
+
 async def _list_by_name(
     conn: Conn,
-    table: str,
-    alias: str,
-    columns: str,
+    named: _Named[RowT],
     query: str,
     *,
     clauses: Sequence[Clause],
-    sort: Sort,
+    sort: Sort | None,
     after: Clause | None,
     limit: int,
     offset: int,
-) -> list[asyncpg.Record]:
+) -> NameMatches[RowT]:
     query = " ".join(query.split())
     short = _short(query)
     match, score = (_PREFIX_MATCH, "1.0") if short else (_NAME_MATCH, _NAME_SCORE)
     where, args = compose(clauses, offset=1)
     after_sql, after_args = compose([after] if after is not None else [], offset=1 + len(args))
     n = 2 + len(args) + len(after_args)
+    a = named.alias
     sql = _LIST_BY_NAME.format(
-        columns=columns,
-        score=score.format(col=f"wp_fold({alias}.name)"),
-        table=table,
-        a=alias,
-        match_a=match.format(col=f"{alias}.name"),
+        columns=named.columns,
+        score=score.format(col=f"wp_fold({a}.name)"),
+        table=named.table,
+        a=a,
+        match_a=match.format(col=f"{a}.name"),
         match_t=match.format(col="t.name"),
         where=where,
         size=NAME_CANDIDATES,
         after=after_sql,
-        order=sort.order_by,
+        order=(sort or name_relevance(a)).order_by,
         n=n,
         n_offset=n + 1,
     )
     params = [escape_like(query) if short else query, *args, *after_args, limit, offset]
     async with conn.transaction(readonly=True):
         await conn.execute(NAME_SESSION)
-        return await conn.fetch(sql, *params)
+        records = await conn.fetch(sql, *params)
+    return NameMatches(records[0]["total"] if records else 0, [(named.row(r), r["score"]) for r in records])
 
 
 async def search_researchers_by_name(
@@ -785,20 +799,9 @@ async def search_researchers_by_name(
     """Researchers whose name matches ignoring case and diacritics, a typo tolerated (with fewer than three letters,
     names that start with them) and that pass `clauses`; by `sort` (default: best match first, then most papers,
     then id). `after`: the sort's keyset condition. `total` counts every match, whatever the page."""
-    records = await _list_by_name(
-        conn,
-        "researchers",
-        "r",
-        RESEARCHER_COLUMNS,
-        query,
-        clauses=clauses,
-        sort=sort or name_relevance("r"),
-        after=after,
-        limit=limit,
-        offset=offset,
+    return await _list_by_name(
+        conn, _RESEARCHERS, query, clauses=clauses, sort=sort, after=after, limit=limit, offset=offset
     )
-    total = records[0]["total"] if records else 0
-    return NameMatches(total, [(researcher_from_record(r), r["score"]) for r in records])
 
 
 async def search_institutions_by_name(
@@ -815,28 +818,14 @@ async def search_institutions_by_name(
     """Institutions by name, like `search_researchers_by_name`; optionally in one country (ISO code)."""
     if country is not None:
         clauses = [*clauses, Clause(INSTITUTION_FILTERS["country"], (country,))]
-    records = await _list_by_name(
-        conn,
-        "institutions",
-        "i",
-        INSTITUTION_COLUMNS,
-        query,
-        clauses=clauses,
-        sort=sort or name_relevance("i"),
-        after=after,
-        limit=limit,
-        offset=offset,
+    return await _list_by_name(
+        conn, _INSTITUTIONS, query, clauses=clauses, sort=sort, after=after, limit=limit, offset=offset
     )
-    total = records[0]["total"] if records else 0
-    return NameMatches(total, [(institution_from_record(r), r["score"]) for r in records])
 
 
 # --- autocomplete ------------------------------------------------------------------------------------
 
 EntityKind = Literal["PAPER", "RESEARCHER", "INSTITUTION"]
-
-
-_NODE_TYPES: dict[EntityKind, str] = {"PAPER": "Paper", "RESEARCHER": "Researcher", "INSTITUTION": "Institution"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -850,9 +839,7 @@ class Suggestion:
 
     @property
     def node_id(self) -> str:
-        if self.kind == "PAPER" and self.hint is not None:
-            return paper_global_id(self.hint)
-        return encode_global_id(_NODE_TYPES[self.kind], self.id)
+        return entity_global_id(self.kind, self.id, self.hint if self.kind == "PAPER" else None)
 
 
 # A researcher's hint is their most recent institution: suggestions come with it, in one statement.
@@ -872,14 +859,15 @@ SUGGEST_RESEARCHERS_BY_PREFIX = _with_hints(_RESEARCHERS_BY_PREFIX)
 _PREFIX_PAGES = (SUGGEST_RESEARCHERS_BY_PREFIX,)
 
 # Papers by title words, the last word as a prefix (what the user is still typing): the most cited of at most
-# PAPER_CANDIDATES matches (a two-letter prefix matches half the archive).
+# PAPER_CANDIDATES matches (a two-letter prefix matches half the archive); withdrawn papers, which lists leave out,
+# are not suggested.
 PAPER_CANDIDATES = 500
 SUGGEST_PAPERS = f"""
 SELECT c.id, c.title, c.slug, c.arxiv_id, word_similarity(wp_fold($1::text), wp_fold(c.title))::float8 AS score
 FROM (
     SELECT p.id, p.title, p.slug, p.arxiv_id, p.cited_by_count
     FROM papers p
-    WHERE p.search_vector @@ to_tsquery('english', $2::text)
+    WHERE p.search_vector @@ to_tsquery('english', $2::text) AND NOT p.withdrawn
     LIMIT {PAPER_CANDIDATES}
 ) c
 ORDER BY c.cited_by_count DESC NULLS LAST, c.id DESC

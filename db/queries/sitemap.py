@@ -14,7 +14,7 @@ from typing import Literal
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from db.paging import encode_global_id, paper_global_id
+from db.paging import entity_global_id
 from db.slugs import entity_slug
 
 SitemapKind = Literal["PAPER", "RESEARCHER", "INSTITUTION"]
@@ -34,9 +34,7 @@ class SitemapRow:
 
     @property
     def node_id(self) -> str:
-        if self.arxiv_id is not None:
-            return paper_global_id(self.arxiv_id)
-        return encode_global_id(self.kind.title(), self.id)
+        return entity_global_id(self.kind, self.id, self.arxiv_id)
 
     @property
     def path(self) -> str:

@@ -7,17 +7,16 @@ the real services answer (see tests/ingest/upstreams.py and tests/fixtures/upstr
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email.utils import format_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 from xml.sax.saxutils import escape
 
 from tests.acceptance import world
 from tests.ingest.conftest import OAI_CURRENT, list_records_page
+from tests.loopback import loopback
 
 OAI_PAGE = 8
 RESPONSE_DATES = {1: "2024-05-01T00:00:00Z", 2: "2024-08-01T00:00:00Z"}
@@ -226,37 +225,17 @@ def _json(value: object) -> tuple[int, str, bytes]:
 def serving(state: World) -> Iterator[str]:
     """The three upstreams on one loopback server: /oai, /s2 (the Graph API's /graph/v1) and /oa."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def respond(method: str, target: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        url = urlsplit(target)
+        params = {k: v[0] for k, v in parse_qs(url.query).items()}
+        state.requests.append(f"{method} {url.path}")
+        if url.path.startswith("/oai"):
+            status, kind, content = state.oai(params)
+        elif url.path.startswith("/s2"):
+            status, kind, content = state.s2(method, url.path.removeprefix("/s2"), params, body)
+        else:
+            status, kind, content = state.openalex(url.path.removeprefix("/oa"), params)
+        return status, [("Content-Type", kind)], content
 
-        def _serve(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            url = urlsplit(self.path)
-            params = {k: v[0] for k, v in parse_qs(url.query).items()}
-            state.requests.append(f"{self.command} {url.path}")
-            if url.path.startswith("/oai"):
-                status, kind, content = state.oai(params)
-            elif url.path.startswith("/s2"):
-                status, kind, content = state.s2(self.command, url.path.removeprefix("/s2"), params, body)
-            else:
-                status, kind, content = state.openalex(url.path.removeprefix("/oa"), params)
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
-
-        do_GET = do_POST = _serve
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with loopback(respond) as base:
+        yield base

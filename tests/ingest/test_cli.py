@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import asyncpg
 import httpx
@@ -15,6 +13,7 @@ from typer.testing import CliRunner
 from cli import app
 from tests.ingest.conftest import FakeOAI
 from tests.ingest.upstreams import FakeScholarly, enrich_archive_page
+from tests.loopback import loopback
 
 
 @pytest.fixture
@@ -23,41 +22,18 @@ def upstreams() -> Iterator[tuple[str, FakeOAI, FakeScholarly]]:
     oai = FakeOAI(first=enrich_archive_page())
     scholarly = FakeScholarly()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def respond(method: str, path: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        if path.startswith("/oai"):
+            url, fake = "https://oaipmh.arxiv.org" + path, oai
+        elif path.startswith("/s2"):
+            url, fake = "https://s2.test/graph/v1" + path.removeprefix("/s2"), scholarly
+        else:
+            url, fake = "https://api.openalex.test" + path.removeprefix("/oa"), scholarly
+        resp = fake(httpx.Request(method, url, content=body))  # type: ignore[operator]
+        return resp.status_code, list(resp.headers.items()), resp.read()
 
-        def _serve(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if self.path.startswith("/oai"):
-                url, fake = "https://oaipmh.arxiv.org" + self.path, oai
-            elif self.path.startswith("/s2"):
-                url, fake = "https://s2.test/graph/v1" + self.path.removeprefix("/s2"), scholarly
-            else:
-                url, fake = "https://api.openalex.test" + self.path.removeprefix("/oa"), scholarly
-            resp = fake(httpx.Request(self.command, url, content=body))  # type: ignore[operator]
-            content = resp.read()
-            self.send_response(resp.status_code)
-            for k, v in resp.headers.items():
-                if k.lower() not in ("content-length", "transfer-encoding"):
-                    self.send_header(k, v)
-            self.send_header("Content-Length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
-
-        do_GET = do_POST = _serve
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", oai, scholarly
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with loopback(respond) as base:
+        yield base, oai, scholarly
 
 
 def env(base: str, dsn: str) -> dict[str, str]:
