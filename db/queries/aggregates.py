@@ -88,19 +88,20 @@ SELECT a2.researcher_id,
  LIMIT $2
 """
 
-# Over live papers (withdrawn ones left out, as everywhere a researcher's papers are counted).
+# Over live papers (withdrawn ones left out, as everywhere a researcher's papers are counted): the few withdrawn
+# ids are read once (migration 0011's partial index) and each authorship is a hash probe, not a join to papers.
 # Nodes: the centre, its co-authors with at least $2 shared papers, and at depth 2 the co-authors of
 # those sharing at least $2 papers with one of them (ranked by papers shared with the first ring);
 # at most $4 nodes. Edges: every pair of nodes with
 # at least $2 shared papers. Node weight: the sum of its edges' shared papers in this network.
 SELECT_RESEARCHER_NETWORK = """
-WITH ring1 AS (
+WITH withdrawn AS MATERIALIZED (SELECT p.id FROM papers p WHERE p.withdrawn),
+ring1 AS (
     SELECT a2.researcher_id AS id, count(DISTINCT a1.paper_id) AS shared
       FROM authorships a1
-      JOIN papers q ON q.id = a1.paper_id AND NOT q.withdrawn
       JOIN authorships a2 ON a2.paper_id = a1.paper_id
                          AND a2.researcher_id IS NOT NULL AND a2.researcher_id <> a1.researcher_id
-     WHERE a1.researcher_id = $1
+     WHERE a1.researcher_id = $1 AND a1.paper_id NOT IN (SELECT w.id FROM withdrawn w)
      GROUP BY a2.researcher_id
     HAVING count(DISTINCT a1.paper_id) >= $2
      ORDER BY shared DESC, id
@@ -111,10 +112,10 @@ ring2 AS (
       FROM (SELECT a1.researcher_id AS via, a2.researcher_id AS id, count(DISTINCT a1.paper_id) AS shared
               FROM ring1
               JOIN authorships a1 ON a1.researcher_id = ring1.id
-              JOIN papers q ON q.id = a1.paper_id AND NOT q.withdrawn
               JOIN authorships a2 ON a2.paper_id = a1.paper_id
                                  AND a2.researcher_id IS NOT NULL AND a2.researcher_id <> a1.researcher_id
              WHERE $3 >= 2
+               AND a1.paper_id NOT IN (SELECT w.id FROM withdrawn w)
                AND a2.researcher_id <> $1
                AND a2.researcher_id NOT IN (SELECT id FROM ring1)
              GROUP BY a1.researcher_id, a2.researcher_id
@@ -131,8 +132,7 @@ nodes AS (
 node_papers AS (
     SELECT DISTINCT a.paper_id, a.researcher_id
       FROM authorships a
-      JOIN papers q ON q.id = a.paper_id AND NOT q.withdrawn
-     WHERE a.researcher_id = ANY (SELECT id FROM nodes)
+     WHERE a.researcher_id = ANY (SELECT id FROM nodes) AND a.paper_id NOT IN (SELECT w.id FROM withdrawn w)
 ),
 edges AS (
     SELECT x.researcher_id AS source, y.researcher_id AS target, count(*) AS shared
@@ -155,9 +155,10 @@ SELECT (SELECT coalesce(jsonb_agg(jsonb_build_array(n.id, n.depth,
 
 SELECT_INSTITUTION_STATS = f"""
 WITH inst_papers AS (
-    SELECT DISTINCT ai.paper_id
-      FROM authorship_institutions ai JOIN papers p ON p.id = ai.paper_id AND NOT p.withdrawn
-     WHERE ai.institution_id = $1
+    SELECT p.id, p.categories, p.primary_category
+      FROM papers p
+     WHERE p.id IN (SELECT ai.paper_id FROM authorship_institutions ai WHERE ai.institution_id = $1)
+       AND NOT p.withdrawn
 ),
 inst_researchers AS (
     SELECT ri.researcher_id FROM researcher_institutions ri WHERE ri.institution_id = $1
@@ -170,7 +171,7 @@ inst_researchers AS (
 SELECT i.id,
        (SELECT count(*) FROM inst_papers) AS paper_count,
        (SELECT count(*) FROM inst_researchers) AS researcher_count,
-       (SELECT {FIELDS_OF.format(papers="inst_papers ip JOIN papers p ON p.id = ip.paper_id")}) AS fields,
+       (SELECT {FIELDS_OF.format(papers="inst_papers")}) AS fields,
        (SELECT coalesce(array_agg(t.id ORDER BY t.h_index DESC, t.citation_count DESC, t.id), '{{}}')
           FROM (SELECT r.id, r.h_index, r.citation_count
                   FROM inst_researchers ir JOIN researchers r ON r.id = ir.researcher_id
