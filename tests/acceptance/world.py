@@ -350,7 +350,6 @@ PHASE2_REVISED = {
     # A withdrawal: a last version of type I, 0 kB.
     "2403.00105": (None, _v(95, 0, "I")),
 }
-REVISED_TITLE = "Federated optimisation under concept drift"
 
 
 def papers(phase: int) -> list[Paper]:
