@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import gc
 import hashlib
+import logging
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TypedDict
@@ -19,21 +21,32 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 import embeddings
-from db.cache.metrics import render as render_metrics
+import lifecycle
+from db.cache.breaker import CircuitBreaker
 from db.cache.response_cache import ResponseCache
 from db.cache.store import CacheStore, create_redis
-from db.migrate import pending_migrations
-from db.pool import QueryLogger, create_pool
+from db.migrate import Migration, pending_migrations
+from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
 from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
+from edge.jwt import JwtAuthenticator, build_bearer_authenticator
+from edge.private import PrivateResponses
 from resolvers.cacheable_operations import load_cacheable_operations
-from resolvers.feeds import latest_papers_rss
+from resolvers.feeds import feed_routes
 from schema import Schema, build_schema
 from schema.view import BodySizeLimit, GraphQLView
 from settings import Settings, get_settings
+from telemetry import logs
+from telemetry import metrics as telemetry_metrics
+from telemetry.ingest_progress import IngestProgressCollector
+from telemetry.requests import RequestTelemetry
+from telemetry.tracing import instrument
 
 OPERATIONS_DIR = Path(__file__).resolve().parent / "frontend_contract" / "operations"
 RESPONSE_TTL_S = 600
 READY_TIMEOUT_S = 2.0
+# /readyz waits this long for a pooled connection; a pool that busy is checked on a connection of its own, so
+# a saturated pool is not reported as a database that is down.
+READY_POOL_WAIT_S = 0.5
 # What /readyz reports as "down" rather than a 500. InternalClientError: a pooled connection whose backend was
 # just terminated (a server restart) until asyncpg notices.
 POSTGRES_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, TimeoutError)
@@ -41,7 +54,7 @@ POSTGRES_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg
 
 class State(TypedDict):
     settings: Settings
-    pool: asyncpg.Pool
+    pool: ServingPool
     redis: aioredis.Redis | None
     cache: CacheStore
 
@@ -55,14 +68,26 @@ def create_app(
     bearer_authenticator: BearerAuthenticator | None = None,
 ) -> Starlette:
     """`schema` defaults to `build_schema(settings)`; `query_logger` sees every SQL statement (tests count them);
-    the authenticators verify `X-Api-Key` and `Authorization: Bearer` (without one, that credential is refused)."""
+    the authenticators verify `X-Api-Key` and `Authorization: Bearer` (without a key authenticator, keys are
+    refused; the bearer authenticator defaults to the JWT settings')."""
     settings = settings or get_settings()
+    if bearer_authenticator is None:
+        bearer_authenticator = build_bearer_authenticator(
+            secret=settings.jwt_secret.get_secret_value() if settings.jwt_secret else None,
+            jwks_url=settings.jwks_url,
+            jwks_file=settings.jwks_file,
+            issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience,
+        )
+    verifier = bearer_authenticator
     schema = schema or build_schema(settings)
     graphql = GraphQLView(schema, settings)
+    cacheable = load_cacheable_operations(OPERATIONS_DIR)
+    telemetry_metrics.set_operation_names(op.name for op in cacheable)
     # Whole responses of the site's anonymous operations; a new schema never serves old entries.
     cached_graphql = ResponseCache(
         graphql,
-        operations=load_cacheable_operations(OPERATIONS_DIR),
+        operations=cacheable,
         schema_version=hashlib.sha256(schema.as_str().encode()).hexdigest()[:12],
         ttl_s=min(settings.cache_ttl_s, RESPONSE_TTL_S),
     )
@@ -71,17 +96,38 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[State]:
         if not settings.database_url:
             raise RuntimeError("DATABASE_URL is not set")
+        if not logging.getLogger().handlers:
+            # A worker process started by uvicorn (`--workers N`) or `uvicorn app:app`: nobody set up logging.
+            logs.configure(settings.log_format)
         pool = await create_pool(
             settings.database_url,
             min_size=settings.pool_min_size,
             max_size=settings.pool_max_size,
             statement_timeout_ms=settings.statement_timeout_ms,
+            acquire_timeout_s=settings.pool_acquire_timeout_s,
             query_logger=query_logger,
         )
-        redis = create_redis(settings.redis_url, timeout_s=settings.redis_timeout_s) if settings.redis_url else None
-        cache = CacheStore(
-            redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
+        redis = (
+            create_redis(
+                settings.redis_url, timeout_s=settings.redis_timeout_s, max_connections=settings.redis_max_connections
+            )
+            if settings.redis_url
+            else None
         )
+        cache = CacheStore(
+            redis,
+            namespace=settings.cache_namespace,
+            ttl_s=settings.cache_ttl_s,
+            timeout_s=settings.redis_timeout_s,
+            breaker=CircuitBreaker(
+                failure_rate=settings.redis_breaker_failure_rate,
+                min_calls=settings.redis_breaker_min_calls,
+                window_calls=settings.redis_breaker_window_calls,
+                window_s=settings.redis_breaker_window_s,
+                reset_after_s=settings.redis_breaker_reset_s,
+            ),
+        )
+        restore_sigterm = lifecycle.install_drain(settings.shutdown_drain_s)
         preload = None
         if settings.semantic_search and settings.semantic_preload:
             # Loading the embedding model takes seconds: not on the first semantic request's time.
@@ -92,9 +138,18 @@ def create_app(
         try:
             yield {"settings": settings, "pool": pool, "redis": redis, "cache": cache}
         finally:
-            if redis is not None:
-                await redis.aclose()
-            await pool.close()
+            restore_sigterm()
+            await cache.aclose()
+            try:
+                # Connections still out (a request cut short by the grace period) are closed, not awaited.
+                async with asyncio.timeout(READY_TIMEOUT_S):
+                    await pool.close()
+            except TimeoutError:
+                pool.terminate()
+            if isinstance(verifier, JwtAuthenticator):
+                await verifier.aclose()
+            # This worker's pool and breaker gauges leave the multi-worker sum (its counters stay counted).
+            telemetry_metrics.mark_process_dead(os.getpid())
             if preload is not None:
                 await asyncio.to_thread(preload.join)
 
@@ -103,11 +158,13 @@ def create_app(
 
     async def readyz(request: Request) -> JSONResponse:
         checks: dict[str, str] = {}
+        if lifecycle.draining():
+            return JSONResponse({"status": "draining", "checks": {"process": "shutting down"}}, status_code=503)
         ok = True
         try:
             # A probe must answer within its own timeout even when a server hangs instead of refusing.
-            async with asyncio.timeout(READY_TIMEOUT_S), request.state.pool.acquire() as conn:
-                pending = await pending_migrations(conn)
+            async with asyncio.timeout(READY_TIMEOUT_S):
+                pending = await _pending_migrations(request.state.pool)
             checks["postgres"] = "ok" if not pending else f"pending migrations: {len(pending)}"
             ok = not pending
         except POSTGRES_DOWN as exc:
@@ -126,29 +183,42 @@ def create_app(
         status = "ok" if ok and checks["redis"] == "ok" else ("degraded" if ok else "down")
         return JSONResponse({"status": status, "checks": checks}, status_code=200 if ok else 503)
 
+    async def _pending_migrations(pool: ServingPool) -> list[Migration]:
+        try:
+            async with pool.acquire(timeout=READY_POOL_WAIT_S) as conn:
+                return await pending_migrations(conn)
+        except PoolExhausted:
+            pass  # every connection is busy: that says nothing about the server, so ask it directly
+        except POSTGRES_DOWN as exc:
+            if not is_lost_connection(exc):
+                raise
+            # A pooled connection whose server restarted: the pool replaces it; ask on a fresh one now.
+        assert settings.database_url is not None
+        conn = await asyncpg.connect(settings.database_url, timeout=READY_TIMEOUT_S)
+        try:
+            return await pending_migrations(conn)
+        finally:
+            await conn.close()
+
     async def metrics(request: Request) -> Response:
         cache: CacheStore = request.state.cache
-        text = render_metrics(
-            cache.metrics,
-            breaker_state=int(cache.breaker.state),
-            breaker_opens=cache.breaker.opens,
-            redis_configured=cache.redis is not None,
-        )
-        return Response(text, media_type="text/plain; version=0.0.4")
+        cache.report()
+        request.state.pool.report()
+        await ingest_progress.refresh(request.state.pool)
+        text = await asyncio.to_thread(telemetry_metrics.generate_latest, [ingest_progress])
+        return Response(text, media_type=telemetry_metrics.CONTENT_TYPE)
 
-    async def rss_latest(request: Request) -> Response:
-        feed = await latest_papers_rss(request.state.pool, feed_url=str(request.url))
-        return Response(feed, media_type="application/rss+xml", headers={"cache-control": "public, max-age=300"})
-
-    return Starlette(
+    ingest_progress = IngestProgressCollector()
+    app = Starlette(
         routes=[
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/graphql", cached_graphql, methods=["GET", "POST"]),
             Route("/metrics", metrics),
-            Route("/rss/latest.xml", rss_latest),
+            *feed_routes(),
         ],
         middleware=[
+            Middleware(RequestTelemetry),
             Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes),
             Middleware(
                 IdentityMiddleware,
@@ -156,9 +226,13 @@ def create_app(
                 key_authenticator=key_authenticator,
                 bearer_authenticator=bearer_authenticator,
             ),
+            Middleware(PrivateResponses),
         ],
         lifespan=lifespan,
     )
+    if settings.otel_enabled:
+        instrument(app, service_name=settings.otel_service_name)
+    return app
 
 
 def __getattr__(name: str) -> Starlette:

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Coroutine
 from datetime import date, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import asyncpg
 import typer
 
 from db.migrate import migrate as apply_migrations
-from settings import Settings, SettingsError, load_settings
+from settings import Settings, SettingsError, load_settings, masked_url
+
+if TYPE_CHECKING:
+    from ingest.progress import Summary
 
 app = typer.Typer(help="wovepaper: the GraphQL API over arXiv, Semantic Scholar and OpenAlex.", no_args_is_help=True)
 ingest_app = typer.Typer(help="Harvest arXiv and enrich from Semantic Scholar and OpenAlex.", no_args_is_help=True)
@@ -39,11 +43,39 @@ def serve(
     port: int = typer.Option(8000, help="Port to listen on."),
     workers: int = typer.Option(1, min=1, help="Worker processes."),
 ) -> None:
-    """Serve the API (GraphiQL at /graphql) with uvicorn."""
+    """Serve the API (GraphiQL at /graphql) with uvicorn.
+
+    SIGTERM drains first (`/readyz` answers 503 for WOVEPAPER_SHUTDOWN_DRAIN_S), then in-flight requests get
+    WOVEPAPER_SHUTDOWN_GRACE_S to finish. With several workers, /metrics sums them all."""
+    import os
+    import shutil
+    import tempfile
+
     import uvicorn
 
-    settings_or_exit()
-    uvicorn.run("app:app", host=host, port=port, workers=workers, log_level="info", timeout_keep_alive=5)
+    from telemetry import logs
+
+    settings = settings_or_exit()
+    logs.configure(settings.log_format)
+    own_metrics_dir = None
+    if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Set before any worker imports prometheus_client: each writes its values here, /metrics reads them all.
+        own_metrics_dir = tempfile.mkdtemp(prefix="wovepaper-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_metrics_dir
+    try:
+        uvicorn.run(
+            "app:app",
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="info",
+            log_config=None,
+            timeout_keep_alive=5,
+            timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_s)),
+        )
+    finally:
+        if own_metrics_dir is not None:
+            shutil.rmtree(own_metrics_dir, ignore_errors=True)
 
 
 @app.command()
@@ -154,8 +186,14 @@ def up(
             for started in env.started:
                 typer.echo(f"started project-local {started}")
             if env.started:
-                # Other commands (ingest, demo, psql) can share these servers while this one runs.
-                typer.echo(f"other shells: export DATABASE_URL='{env.database_url}' REDIS_URL='{env.redis_url}'")
+                # Other commands (ingest, demo, psql) can share these servers while this one runs. A URL the user
+                # gave is in their environment already, and may carry a password: it is never printed.
+                urls = [
+                    ("DATABASE_URL", env.database_url, settings.database_url),
+                    ("REDIS_URL", env.redis_url, settings.redis_url),
+                ]
+                exports = " ".join(f"{name}='{masked_url(url)}'" for name, url, given in urls if given is None)
+                typer.echo(f"other shells: export {exports}")
             # The app, the demo loader and any worker read their settings from the environment.
             os.environ["DATABASE_URL"] = env.database_url
             os.environ["REDIS_URL"] = env.redis_url
@@ -238,30 +276,45 @@ def _migrate_or_exit(dsn: str) -> str:
 _DAY_FORMATS = ["%Y-%m-%d"]
 
 
-def _ingest_logging() -> None:
+def _ingest_logging(settings: Settings) -> None:
     import logging
 
+    from ingest.clients.redact import RedactingFilter, Redactor
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The clients redact their own errors and httpx's request lines; this catches whatever else a line may quote.
+    redacting = RedactingFilter(Redactor([settings.s2_api_key, settings.openalex_api_key]))
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(redacting)
 
 
 def _day(value: datetime | None) -> date | None:
     return value.date() if value is not None else None
 
 
+def _ingest_run(what: str, run: Coroutine[Any, Any, Summary]) -> int:
+    from ingest.runner import exit_code
+
+    try:
+        summary = asyncio.run(run)
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+        # A timeout (WOVEPAPER_INGEST_*), a lost connection: every commit so far is kept, the next run resumes.
+        typer.echo(f"{what}: stopped: database: {type(exc).__name__}: {exc}; committed work is kept", err=True)
+        return 1
+    typer.echo(summary.line(what))
+    return exit_code(summary)
+
+
 def _ingest_arxiv(settings: Settings, from_: datetime | None, until: datetime | None, set_spec: str | None) -> int:
-    from ingest.runner import exit_code, run_arxiv
+    from ingest.runner import run_arxiv
 
-    summary = asyncio.run(run_arxiv(settings, from_=_day(from_), until=_day(until), set_spec=set_spec))
-    typer.echo(summary.line("arxiv"))
-    return exit_code(summary)
+    return _ingest_run("arxiv", run_arxiv(settings, from_=_day(from_), until=_day(until), set_spec=set_spec))
 
 
-def _ingest_enrich(settings: Settings, limit: int | None) -> int:
-    from ingest.runner import exit_code, run_enrich
+def _ingest_enrich(settings: Settings, limit: int | None, batch_size: int | None = None) -> int:
+    from ingest.runner import run_enrich
 
-    summary = asyncio.run(run_enrich(settings, limit=limit))
-    typer.echo(summary.line("enrich"))
-    return exit_code(summary)
+    return _ingest_run("enrich", run_enrich(settings, limit=limit, batch_size=batch_size))
 
 
 @ingest_app.command("arxiv")
@@ -273,17 +326,22 @@ def ingest_arxiv(
     """Harvest arXiv (OAI-PMH); without --from, continue from the checkpoint."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
-    _ingest_logging()
+    _ingest_logging(settings)
     raise typer.Exit(_ingest_arxiv(settings, from_, until, set_spec))
 
 
 @ingest_app.command("enrich")
-def ingest_enrich(limit: int | None = typer.Option(None, "--limit", min=1, help="Enrich at most N papers.")) -> None:
+def ingest_enrich(
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Enrich at most N papers."),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", min=1, max=500, help="Papers per transaction (default 100)."
+    ),
+) -> None:
     """Match papers newest first to Semantic Scholar and OpenAlex: researchers, citations, institutions."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
-    _ingest_logging()
-    raise typer.Exit(_ingest_enrich(settings, limit))
+    _ingest_logging(settings)
+    raise typer.Exit(_ingest_enrich(settings, limit, batch_size))
 
 
 @ingest_app.command("all")
@@ -291,9 +349,31 @@ def ingest_all() -> None:
     """`ingest arxiv` (from the checkpoint), then `ingest enrich`."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
-    _ingest_logging()
+    _ingest_logging(settings)
     code = _ingest_arxiv(settings, None, None, None)
     raise typer.Exit(max(code, _ingest_enrich(settings, None)))
+
+
+@ingest_app.command("status")
+def ingest_status(
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object, for scripts and monitoring."),
+    failures: int = typer.Option(10, "--failures", min=0, help="List at most N papers set aside."),
+) -> None:
+    """What each source has committed (records, pages, last success, lag behind arXiv), the enrichment backlog
+    and the papers set aside with their reasons."""
+    import json
+
+    from ingest.progress import status_json, status_lines
+    from ingest.runner import read_status
+
+    settings = settings_or_exit()
+    database_url_or_exit(settings)
+    status, set_aside = asyncio.run(read_status(settings, failures=failures))
+    if as_json:
+        typer.echo(json.dumps(status_json(status, set_aside), indent=2))
+    else:
+        for line in status_lines(status, set_aside):
+            typer.echo(line)
 
 
 @app.command("merge-researchers")

@@ -23,6 +23,8 @@ ERROR_CODES: Mapping[str, str] = MappingProxyType(
         "PERSISTED_QUERY_REQUIRED": "This client may only send persisted (registered) operations.",
         # Who asks, and how often.
         "UNAUTHENTICATED": "A credential (API key, bearer token) was sent but could not be verified (HTTP 401).",
+        "AUTH_UNAVAILABLE": "A bearer token cannot be checked now (the signing keys cannot be loaded): retry later "
+        "(HTTP 503).",
         "RATE_LIMITED": "Too many requests or points for this key or address: wait for `Retry-After` (HTTP 429).",
         "LIMIT_EXCEEDED": "A quota of the signed-in reader is spent (follows, conversations, questions).",
         # The server's side.

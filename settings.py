@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
+from pathlib import Path
 from typing import Annotated
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from edge.identity import parse_networks
+
+# Written into feeds and links as is: a scheme, a host and a path, nothing that needs escaping.
+_PUBLIC_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d{1,5})?(?:/[A-Za-z0-9._~/-]*)?$")
 
 
 class SettingsError(Exception):
@@ -30,18 +35,57 @@ class Settings(BaseSettings):
     max_tokens: int = Field(2000, ge=100)
     pool_min_size: int = Field(2, ge=1)
     pool_max_size: int = Field(10, ge=1)
+    # Connections one request may hold at once (its other reads wait for them), and the longest wait for a free
+    # connection before answering OVERLOADED (503).
+    pool_max_per_request: int = Field(3, ge=1)
+    pool_acquire_timeout_s: float = Field(3.0, gt=0)
     # Proxies whose X-Forwarded-For is believed (comma-separated addresses or CIDR networks).
     trusted_proxies: str = ""
+
+    # Graceful shutdown: after SIGTERM, serve this long with /readyz failing (so load balancers move away),
+    # then stop accepting and give in-flight requests at most shutdown_grace_s.
+    shutdown_drain_s: float = Field(5.0, ge=0)
+    shutdown_grace_s: float = Field(20.0, gt=0)
+    # Logs: one JSON object per line (`json`) or plain text (`text`).
+    log_format: str = Field("json", pattern=r"^(json|text)$")
+    # OpenTelemetry traces (needs the `otel` extra); exported over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT.
+    otel_enabled: bool = False
+    otel_service_name: str = "wovepaper-api"
 
     # Semantic and hybrid search (needs the `semantic` extra and pgvector); false answers SEMANTIC_UNAVAILABLE.
     semantic_search: bool = True
     # Load the embedding model when the server starts (in the background), not on the first semantic request.
     semantic_preload: bool = True
 
+    # Signed-in readers: the site's `Authorization: Bearer <JWT>`, HS256 with a shared secret and/or RS256/ES256
+    # with keys from a JWKS (a URL, fetched and cached, or a file). Issuer and audience are checked when set.
+    jwt_secret: SecretStr | None = None
+    jwks_url: str | None = None
+    jwks_file: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    # Researchers and institutions one reader may follow, together.
+    max_follows: int = Field(5000, ge=1)
+
+    # Feeds: entry links point at the site; the feeds' own URLs (self links, `Viewer.feedUrl`) at where the API's
+    # /rss and /atom paths are served, the site's host unless set.
+    site_url: str = "https://www.wovepaper.com"
+    feeds_url: str | None = None
+
     # Cache.
     cache_namespace: str = Field("wp", pattern=r"^[a-z0-9_-]{1,32}$")
     cache_ttl_s: int = Field(3600, ge=1)
     redis_timeout_s: float = Field(0.25, gt=0)
+    # redis-py connections per process; callers wait at most redis_timeout_s for one.
+    redis_max_connections: int = Field(16, ge=2)
+    # The Redis breaker's window is the last redis_breaker_window_calls calls that ended within
+    # redis_breaker_window_s seconds; it opens when the window holds at least redis_breaker_min_calls and
+    # redis_breaker_failure_rate of them failed; it probes every redis_breaker_reset_s seconds.
+    redis_breaker_failure_rate: float = Field(0.5, gt=0, le=1)
+    redis_breaker_min_calls: int = Field(10, ge=1)
+    redis_breaker_window_calls: int = Field(20, ge=1)
+    redis_breaker_window_s: float = Field(10.0, gt=0)
+    redis_breaker_reset_s: float = Field(10.0, gt=0)
 
     # Upstreams.
     arxiv_oai_url: str = "https://oaipmh.arxiv.org/oai"
@@ -53,15 +97,51 @@ class Settings(BaseSettings):
     openalex_api_key: str | None = None
     openalex_mailto: str | None = None
     openalex_rps: float = Field(10.0, gt=0)
+    # Ingest connections: no statement, lock wait or open transaction may last for ever.
+    ingest_statement_timeout_ms: int = Field(300_000, ge=1000)
+    ingest_lock_timeout_ms: int = Field(60_000, ge=100)
+    ingest_idle_timeout_ms: int = Field(600_000, ge=1000)
 
     # Where `make run` / `make test` keep project-local servers when no URL is set.
     local_dir: str = ".wovepaper"
+
+    @model_validator(mode="after")
+    def _breaker_window(self) -> Settings:
+        if self.redis_breaker_min_calls > self.redis_breaker_window_calls:
+            raise ValueError("redis_breaker_min_calls must not exceed redis_breaker_window_calls")
+        return self
 
     @field_validator("trusted_proxies")
     @classmethod
     def _networks(cls, v: str) -> str:
         parse_networks(v.split(","))
         return v
+
+    @field_validator("jwt_secret")
+    @classmethod
+    def _secret_length(cls, v: SecretStr | None) -> SecretStr | None:
+        # HS256 keys shorter than the hash (RFC 7518 3.2) are refused; PyJWT would only warn.
+        if v is not None and len(v.get_secret_value().encode()) < 32:
+            raise ValueError("must be at least 32 bytes")
+        return v
+
+    @field_validator("jwks_file")
+    @classmethod
+    def _readable_file(cls, v: str | None) -> str | None:
+        if v is not None and not Path(v).is_file():
+            raise ValueError(f"no such file: {v}")
+        return v
+
+    @field_validator("site_url", "feeds_url")
+    @classmethod
+    def _public_url(cls, v: str | None) -> str | None:
+        if v is not None and not _PUBLIC_URL.match(v):
+            raise ValueError("must be an http(s) URL")
+        return v.rstrip("/") if v is not None else None
+
+    @property
+    def feeds_base_url(self) -> str:
+        return self.feeds_url or self.site_url
 
     @field_validator("database_url")
     @classmethod
@@ -83,6 +163,27 @@ class Settings(BaseSettings):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must be an http(s) URL")
         return v.rstrip("/")
+
+    @field_validator("jwks_url")
+    @classmethod
+    def _jwks_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL")
+        return v
+
+
+def masked_url(url: str) -> str:
+    """A server URL fit to print: its password (in the user part or a `password=` parameter) replaced by `***`."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, tail = rest.partition("/")
+    if "@" in authority:
+        userinfo, _, hostport = authority.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        authority = f"{user}{':***' if colon else ''}@{hostport}"
+    tail = re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", tail)
+    return f"{scheme}{sep}{authority}{slash}{tail}"
 
 
 def _env_name(loc: tuple[int | str, ...]) -> str:

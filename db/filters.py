@@ -43,9 +43,11 @@ class Clause:
 # `p.id IN (subquery)` a generic plan may instead walk the whole date index looking for the entity's
 # papers, which costs the size of the archive rather than the size of the entity (measured on 1M
 # papers: 88 ms for a researcher's first page, against under 2 ms this way).
+# A researcher id may be one merged into another (migration 0011's redirects): it names the survivor's papers.
+_RESEARCHER = "coalesce((SELECT d.survivor_id FROM researcher_redirects d WHERE d.old_id = $1::bigint), $1::bigint)"
 _POSITION_SUBQUERY = (
     "p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a JOIN papers q ON q.id = a.paper_id"
-    " WHERE a.researcher_id = $1::bigint AND {cond}))"
+    f" WHERE a.researcher_id = {_RESEARCHER} AND {{cond}}))"
 )
 
 PAPER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
@@ -55,7 +57,7 @@ PAPER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
         "published_from": Fragment("p.published >= $1::timestamptz", 1),
         "published_before": Fragment("p.published < $1::timestamptz", 1),
         "researcher": Fragment(
-            "p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a WHERE a.researcher_id = $1::bigint))", 1
+            f"p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a WHERE a.researcher_id = {_RESEARCHER}))", 1
         ),
         "institution": Fragment(
             "p.id = ANY (ARRAY(SELECT DISTINCT ai.paper_id FROM authorship_institutions ai"
@@ -260,6 +262,60 @@ PAPER_SORTS: Mapping[str, Sort] = _frozen(
             Fragment("(p.cited_by_count IS NULL AND p.id < $1::bigint)", 1),
         ),
     ]
+)
+
+# A viewer's feed ($1 the viewer id): papers by the researchers or at the institutions they follow, each once.
+# Two forms of one set (db/queries/papers.py page_papers_scanning uses both). `followed` collects the followed
+# entities' paper ids and fetches those papers by primary key: its cost grows with how many papers they have.
+# `followed_scan` is a per-paper test, for walking papers in the sort's order: its cost grows with how rare such
+# papers are. `followed_count` estimates how many papers the reader follows (M) from the stored paper counts.
+_FOLLOWED_RESEARCHERS = "ARRAY(SELECT f.researcher_id FROM follows f WHERE f.viewer_id = $1::text)"
+_FOLLOWED_INSTITUTIONS = "ARRAY(SELECT f.institution_id FROM institution_follows f WHERE f.viewer_id = $1::text)"
+FEED_FILTERS: Mapping[str, Fragment] = MappingProxyType(
+    {
+        # The ids through the (researcher_id, paper_id) and (institution_id, paper_id) indexes, index only.
+        "followed": Fragment(
+            "p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a"
+            f" WHERE a.researcher_id = ANY ({_FOLLOWED_RESEARCHERS})"
+            " UNION SELECT ai.paper_id FROM authorship_institutions ai"
+            f" WHERE ai.institution_id = ANY ({_FOLLOWED_INSTITUTIONS})))",
+            1,
+        ),
+        # Each paper's authorships by primary key, their researchers (institutions) looked up in the reader's
+        # follows, read once per statement as an array (no index choice per probe: an index on the follows of a
+        # popular researcher would read all their followers). OFFSET 0 keeps each test a test per paper
+        # (PostgreSQL would otherwise hash every followed paper first, the other form's work); a kind of follow
+        # the reader has none of is skipped once, not per paper.
+        "followed_scan": Fragment(
+            "((EXISTS (SELECT 1 FROM follows f WHERE f.viewer_id = $1::text)"
+            " AND EXISTS (SELECT 1 FROM authorships a WHERE a.paper_id = p.id"
+            f" AND a.researcher_id = ANY ({_FOLLOWED_RESEARCHERS}) OFFSET 0))"
+            " OR (EXISTS (SELECT 1 FROM institution_follows f WHERE f.viewer_id = $1::text)"
+            " AND EXISTS (SELECT 1 FROM authorship_institutions ai WHERE ai.paper_id = p.id"
+            f" AND ai.institution_id = ANY ({_FOLLOWED_INSTITUTIONS}) OFFSET 0)))",
+            1,
+        ),
+        "followed_count": Fragment(
+            f"((SELECT coalesce(sum(r.paper_count), 0) FROM researchers r WHERE r.id = ANY ({_FOLLOWED_RESEARCHERS}))"
+            " + (SELECT coalesce(sum(i.paper_count), 0) FROM institutions i"
+            f" WHERE i.id = ANY ({_FOLLOWED_INSTITUTIONS})))",
+            1,
+        ),
+    }
+)
+
+# A viewer's follows (alias f), most recently followed first.
+FOLLOWED_RESEARCHERS_SORT = Sort(
+    "FOLLOWED",
+    "f.created_at DESC, f.researcher_id DESC",
+    Fragment("(f.created_at, f.researcher_id) < ($1::timestamptz, $2::bigint)", 2),
+    (("followed_at", "ts"), ("id", "int")),
+)
+FOLLOWED_INSTITUTIONS_SORT = Sort(
+    "FOLLOWED",
+    "f.created_at DESC, f.institution_id DESC",
+    Fragment("(f.created_at, f.institution_id) < ($1::timestamptz, $2::bigint)", 2),
+    (("followed_at", "ts"), ("id", "int")),
 )
 
 # Researchers (alias r) and institutions (alias i): figures descending, id ascending, as their indexes are.

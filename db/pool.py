@@ -1,14 +1,207 @@
-"""The asyncpg pool: one per process, opened by the app's lifespan or a CLI command."""
+"""The asyncpg pool: one per process, opened by the app's lifespan or a CLI command.
+
+Serving adds three rules to asyncpg's pool (`ServingPool`):
+- a request holds at most `max_per_request` connections at once (its further acquires wait for its own), so one
+  expensive request cannot take the whole pool from the others;
+- waiting for a free connection takes at most `acquire_timeout_s`, then `PoolExhausted` (answered OVERLOADED);
+- a connection that failed with a lost-connection error is closed, never handed to the next caller.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import asyncio
+import contextlib
+import contextvars
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final
 
 import asyncpg
 import orjson
 
+from telemetry.metrics import POOL_CONNECTIONS, POOL_WAITERS
+
 QueryLogger = Callable[[Any], None]
+
+# Errors that mean the connection (or the server behind it) is gone, not that the statement was wrong: a
+# restart or failover (57P01 admin shutdown, 57P02 crash, 57P03 starting up), pg_terminate_backend, a
+# refused or reset socket. InternalClientError: asyncpg hands out an idle connection whose backend's FATAL
+# message has arrived but whose close has not been read yet; the next statement then fails with "cannot
+# switch to state 12; another operation (2) is in progress" (the protocol is still consuming that error).
+LOST_CONNECTION: Final = (
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.InternalClientError,
+    ConnectionError,
+    OSError,
+)
+_CLOSED_MESSAGES: Final = ("connection is closed", "released back to the pool", "pool is closing")
+
+
+class PoolExhausted(Exception):
+    """No connection became free within the acquire timeout: the process is overloaded."""
+
+
+def is_lost_connection(exc: BaseException) -> bool:
+    """Whether `exc` says the database connection was lost (retrying on a new one may succeed)."""
+    if isinstance(exc, LOST_CONNECTION):
+        return True
+    return isinstance(exc, asyncpg.InterfaceError) and any(m in str(exc) for m in _CLOSED_MESSAGES)
+
+
+@dataclass(slots=True)
+class RequestBudget:
+    """What one request may hold: `slots` connections at once; nested acquires of a task that already holds one
+    do not wait for a slot (they would wait for themselves)."""
+
+    slots: asyncio.Semaphore
+    holders: dict[asyncio.Task[Any], int] = field(default_factory=dict)
+    statements: int = 0
+    sql_seconds: float = 0.0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    cache_fallbacks: int = 0
+
+
+_budget: contextvars.ContextVar[RequestBudget | None] = contextvars.ContextVar("wovepaper_request_budget", default=None)
+
+
+@contextlib.contextmanager
+def request_budget(max_connections: int) -> Iterator[RequestBudget]:
+    """Everything awaited inside (and every task started inside) shares one budget of connections."""
+    budget = RequestBudget(asyncio.Semaphore(max_connections))
+    token = _budget.set(budget)
+    try:
+        yield budget
+    finally:
+        _budget.reset(token)
+
+
+def current_budget() -> RequestBudget | None:
+    return _budget.get()
+
+
+class ServingPool(asyncpg.Pool):
+    __slots__ = ("acquire_timeout_s", "_waiting", "_out")
+
+    def __init__(self, *args: Any, acquire_timeout_s: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.acquire_timeout_s = acquire_timeout_s
+        self._waiting = 0
+        self._out: set[int] = set()
+
+    def acquire(self, *, timeout: float | None = None) -> _Acquire:  # type: ignore[override]
+        return _Acquire(self, timeout if timeout is not None else self.acquire_timeout_s)
+
+    @property
+    def waiting(self) -> int:
+        return self._waiting
+
+    @property
+    def in_use(self) -> int:
+        return len(self._out)
+
+    def report(self) -> None:
+        POOL_CONNECTIONS.labels("open").set(self.get_size())
+        POOL_CONNECTIONS.labels("in_use").set(len(self._out))
+        POOL_CONNECTIONS.labels("max").set(self.get_max_size())
+        POOL_WAITERS.set(self._waiting)
+
+    async def _take(self, wait_s: float) -> Any:
+        self._waiting += 1
+        self.report()
+        try:
+            conn = await asyncpg.Pool.acquire(self, timeout=wait_s)
+        except TimeoutError:
+            raise PoolExhausted(f"no database connection became free within {wait_s:g}s") from None
+        finally:
+            self._waiting -= 1
+        self._out.add(id(conn))
+        self.report()
+        return conn
+
+    async def release(self, connection: Any, *, timeout: float | None = None) -> None:  # noqa: ASYNC109 (asyncpg's signature)
+        try:
+            await super().release(connection, timeout=timeout)
+        finally:
+            self._out.discard(id(connection))
+            self.report()
+
+    async def _give_back(self, conn: Any, failure: BaseException | None) -> None:
+        if failure is not None and is_lost_connection(failure):
+            # A connection closed under us was already handed back by asyncpg (its proxy then refuses calls).
+            with contextlib.suppress(asyncpg.InterfaceError):
+                if not conn.is_closed():
+                    # It may still be reading the error of its dead backend: never lend it out again.
+                    conn.terminate()
+            # One lost connection usually means a restart or failover: the idle ones got the same FATAL and would
+            # each fail once more. They are replaced on their next acquire instead.
+            await self.expire_connections()
+        await self.release(conn)
+
+
+class _Acquire:
+    __slots__ = ("_pool", "_timeout", "_conn", "_slot", "_task")
+
+    def __init__(self, pool: ServingPool, timeout: float) -> None:
+        self._pool = pool
+        self._timeout = timeout
+        self._conn: Any = None
+        self._slot: asyncio.Semaphore | None = None
+        self._task: asyncio.Task[Any] | None = None
+
+    async def __aenter__(self) -> Any:
+        budget = _budget.get()
+        task = asyncio.current_task()
+        if budget is not None and task is not None and not budget.holders.get(task):
+            # Bounded by the operation's own timeout: these are the request's own connections it waits for.
+            await budget.slots.acquire()
+            self._slot = budget.slots
+        try:
+            self._conn = await self._pool._take(self._timeout)
+        except BaseException:
+            self._release_slot()
+            raise
+        if budget is not None and task is not None:
+            budget.holders[task] = budget.holders.get(task, 0) + 1
+            self._task = task
+        return self._conn
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        # `conn = await pool.acquire()` (then `await pool.release(conn)`): outside any request budget.
+        return self._pool._take(self._timeout).__await__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            await self._pool._give_back(self._conn, exc)
+        finally:
+            budget = _budget.get()
+            if budget is not None and self._task is not None:
+                left = budget.holders.get(self._task, 1) - 1
+                if left:
+                    budget.holders[self._task] = left
+                else:
+                    budget.holders.pop(self._task, None)
+            self._release_slot()
+
+    def _release_slot(self) -> None:
+        if self._slot is not None:
+            self._slot.release()
+            self._slot = None
+
+
+def _count_statement(record: Any) -> None:
+    # Runs in the context of the task that ran the statement (asyncpg schedules it with call_soon).
+    budget = _budget.get()
+    if budget is not None:
+        budget.statements += 1
+        budget.sql_seconds += getattr(record, "elapsed", 0.0) or 0.0
 
 
 async def _init_connection(conn: asyncpg.Connection, query_logger: QueryLogger | None) -> None:
@@ -16,6 +209,7 @@ async def _init_connection(conn: asyncpg.Connection, query_logger: QueryLogger |
         await conn.set_type_codec(
             name, encoder=lambda v: orjson.dumps(v).decode(), decoder=orjson.loads, schema="pg_catalog"
         )
+    conn.add_query_logger(_count_statement)
     if query_logger is not None:
         conn.add_query_logger(query_logger)
 
@@ -30,8 +224,10 @@ async def create_pool(
     min_size: int = 2,
     max_size: int = 10,
     statement_timeout_ms: int = 5000,
+    acquire_timeout_s: float = 5.0,
+    connect_timeout_s: float = 5.0,
     query_logger: QueryLogger | None = None,
-) -> asyncpg.Pool:
+) -> ServingPool:
     """Open a pool whose every connection carries the statement timeout.
 
     ``reset=_keep_session``: connections are used for reads and short transactions that always end,
@@ -42,19 +238,28 @@ async def create_pool(
     async def init(conn: asyncpg.Connection) -> None:
         await _init_connection(conn, query_logger)
 
-    pool = await asyncpg.create_pool(
+    pool = ServingPool(
         dsn,
+        acquire_timeout_s=acquire_timeout_s,
+        connection_class=asyncpg.Connection,
+        record_class=asyncpg.Record,
         min_size=min_size,
         max_size=max_size,
+        max_queries=50_000,
+        loop=None,
         init=init,
-        command_timeout=statement_timeout_ms / 1000 + 1,
+        reset=_keep_session,
         max_inactive_connection_lifetime=300,
+        command_timeout=statement_timeout_ms / 1000 + 1,
+        # A server that accepts the socket but never answers (frozen, a half-open network) must not hold an
+        # acquire for asyncpg's default 60 s.
+        timeout=connect_timeout_s,
         server_settings={
             "statement_timeout": str(statement_timeout_ms),
             "idle_in_transaction_session_timeout": str(max(statement_timeout_ms * 2, 10_000)),
             "application_name": "wovepaper",
         },
-        reset=_keep_session,
     )
-    assert pool is not None
+    await pool
+    pool.report()
     return pool

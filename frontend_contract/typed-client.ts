@@ -3,6 +3,7 @@
 import { ClientError, GraphQLClient } from "graphql-request";
 import {
   AutocompleteDocument,
+  FollowResearcherDocument,
   InstitutionPageDocument,
   InstitutionsListDocument,
   LatestPapersDocument,
@@ -14,6 +15,8 @@ import {
   ResolvePathDocument,
   SearchDocument,
   SitemapPageDocument,
+  UnfollowResearcherDocument,
+  ViewerFeedDocument,
   type ResearcherPageQuery,
 } from "./generated/graphql";
 import type { ErrorCode } from "./generated/schema-enums";
@@ -122,6 +125,7 @@ export function onError(code: ErrorCode): "fix-request" | "retry-later" | "not-f
       return "not-found";
     case "UNAUTHENTICATED":
       return "sign-in";
+    case "AUTH_UNAVAILABLE":
     case "RATE_LIMITED":
     case "LIMIT_EXCEEDED":
     case "TIMEOUT":
@@ -137,4 +141,20 @@ export function onError(code: ErrorCode): "fix-request" | "retry-later" | "not-f
       return unhandled;
     }
   }
+}
+
+// Signed in: the site's server sends the reader's token (`Authorization: Bearer <JWT>`) with these.
+export async function viewerFeed(c: GraphQLClient, after: string | null): Promise<string[] | null> {
+  const { viewer } = await c.request(ViewerFeedDocument, { first: 24, after });
+  return viewer ? viewer.feed.nodes.map((p) => `${p.title} (${p.published})`) : null;
+}
+
+export async function toggleFollow(c: GraphQLClient, id: string, follow: boolean): Promise<number> {
+  if (follow) {
+    const { followResearcher } = await c.request(FollowResearcherDocument, { id });
+    return followResearcher.researcher.followerCount;
+  }
+  const { unfollowResearcher } = await c.request(UnfollowResearcherDocument, { id });
+  const stillFollowing: boolean | null | undefined = unfollowResearcher.researcher.viewerIsFollowing;
+  return stillFollowing ? -1 : unfollowResearcher.researcher.followerCount;
 }

@@ -25,11 +25,14 @@ from db.cache.store import CacheStore
 from db.queries.figures import refresh_figures
 from db.queries.ingest_state import (
     QueuedPaper,
+    clear_enrich_failures,
     commit_without_flush_wait,
     fetch_enrich_queue,
     fetch_identity_owners,
     fetch_s2_figures,
     fetch_stored_rors,
+    record_enrich_failures,
+    record_progress,
     tombstone_papers,
 )
 from db.queries.merges import apply_s2_merges
@@ -64,6 +67,7 @@ MAX_TOKEN_RESTARTS = 3
 ENRICH_BATCH = 100
 UNKNOWN_PAPER_PATIENCE = timedelta(days=30)
 MAX_FAILED_BATCHES = 3  # in a row: the upstream is down, stop instead of walking the whole queue
+ENRICH_PROGRESS = "enrich"  # its row in ingest_progress
 
 
 def _settle(commit: asyncio.Future[None], task: asyncio.Task[tuple[PaperWriteResult, set[int]]]) -> None:
@@ -145,19 +149,30 @@ async def harvest_arxiv(
     dispatched = 0
 
     async def write(
-        c: asyncpg.Connection, page: OAIPage, after: HarvestState, prev: asyncio.Future[None] | None
+        c: asyncpg.Connection,
+        page: OAIPage,
+        number: int,
+        after: HarvestState,
+        prev: asyncio.Future[None] | None,
+        caught_up_to: datetime | None,
     ) -> tuple[PaperWriteResult, set[int]]:
         async with c.transaction():
             await commit_without_flush_wait(c)
             result = await upsert_papers(c, page.records)
             tombstoned = await tombstone_papers(c, page.deleted)
-            # A withdrawn paper leaves its researchers' and institutions' counts.
+            # A withdrawn paper leaves its researchers' and institutions' counts (refreshed below).
             await add_people_of_papers(c, tombstoned, result.touched)
-            # A re-harvest that changed an author list can drop matches: keep stored figures true.
-            await refresh_figures(c, result.touched)
             if prev is not None:
                 # Checkpoints commit in page order: wait for the page before (its failure rolls this back).
+                # Until then this transaction holds rows of its own papers only, which the page before never
+                # needs (pages that share a paper are not written at once). Figure rows are shared: taking one
+                # before this wait could make the page before wait on this one, for ever, since PostgreSQL
+                # cannot see a wait that passes through Python.
+                log.debug("page %d written; waiting for page %d to commit", number, number - 1)
                 await asyncio.shield(prev)
+            # A re-harvest that changed an author list can drop matches: keep stored figures true.
+            await refresh_figures(c, result.touched)
+            await record_progress(c, key, records=page.seen, caught_up_to=caught_up_to)
             await save_harvest_state(c, key, after)
         return result, tombstoned
 
@@ -201,7 +216,9 @@ async def harvest_arxiv(
                     while inflight:
                         await finish()
                     async with conn.transaction():
+                        now = datetime.now(UTC) if state.until is None else None
                         state = state.page_done(None, None)
+                        await record_progress(conn, key, records=0, pages=0, caught_up_to=now)
                         await save_harvest_state(conn, key, state)
                     break
                 token = page.token
@@ -211,6 +228,9 @@ async def harvest_arxiv(
                     prefetched = asyncio.create_task(client.list_records(token=token))
                 for ident, why in page.skipped:
                     log.error("skipped record %s: %s", ident, why)
+                # A complete harvest up to now holds everything the upstream had when it began.
+                began = state.started or page.response_date
+                caught_up_to = began if not page.token and state.until is None else None
                 state = state.page_done(page.token, page.response_date)
                 if len(inflight) == len(writers):
                     await finish()  # frees the connection the next page goes to
@@ -219,7 +239,7 @@ async def harvest_arxiv(
                     # The server may repeat a record on the next page: two concurrent upserts of one paper
                     # can trip the slug's unique index, so the earlier page commits first.
                     await finish()
-                done = write(writers[dispatched % len(writers)], page, state, previous)
+                done = write(writers[dispatched % len(writers)], page, state.pages, state, previous, caught_up_to)
                 task = asyncio.create_task(done)
                 # This page's commit, as a future the next page's transaction waits on.
                 previous = asyncio.get_running_loop().create_future()
@@ -268,8 +288,30 @@ class EnrichBatch:
     citations: list[CitationRecord] = field(default_factory=list)
     # S2 author ids that S2 answers with another (it merged them): {old id: surviving id}.
     s2_merged: dict[str, str] = field(default_factory=dict)
-    new_researchers: int = 0
-    unmatched_papers: int = 0
+    new_researchers: set[str] = field(default_factory=set)  # S2 author ids the archive does not hold yet
+    unmatched: set[str] = field(default_factory=set)  # papers neither source could match
+    failed: dict[str, str] = field(default_factory=dict)  # papers set aside, with the reason
+
+    def only(self, arxiv_ids: set[str]) -> EnrichBatch:
+        """The part of the batch that writes these papers: their matches and citations, and the researchers
+        (with their works) and institutions those matches name. The S2 merges go with every part (a merge
+        applied twice finds nothing left to merge)."""
+        matches = [m for m in self.matches if m.arxiv_id in arxiv_ids]
+        people = {m.researcher_key for m in matches}
+        rors = {r for m in matches for r in m.institution_rors}
+        return EnrichBatch(
+            [a for a in self.arxiv_ids if a in arxiv_ids],
+            self.give_up_before,
+            done=[a for a in self.done if a in arxiv_ids],
+            researchers={k: v for k, v in self.researchers.items() if k in people},
+            institutions={k: v for k, v in self.institutions.items() if k in rors},
+            matches=matches,
+            works={k: v for k, v in self.works.items() if k in people},
+            citations=[c for c in self.citations if c.arxiv_id in arxiv_ids],
+            s2_merged=self.s2_merged,
+            new_researchers=self.new_researchers & people,
+            unmatched=self.unmatched & arxiv_ids,
+        )
 
 
 def _single(values: Counter[str]) -> str | None:
@@ -337,7 +379,7 @@ def plan_paper(
             )
         )
     if not s2_align and not oa_align:
-        batch.unmatched_papers += 1
+        batch.unmatched.add(paper.arxiv_id)
     if s2 is not None or works or paper.published < batch.give_up_before:
         batch.done.append(paper.arxiv_id)
 
@@ -361,7 +403,13 @@ async def gather_batch(
     oa_claims: defaultdict[str, Counter[str]] = defaultdict(Counter)
     orcid_claims: defaultdict[str, Counter[str]] = defaultdict(Counter)
     for q in queue:
-        plan_paper(q, s2papers.get(q.arxiv_id), oa_works.get(q.arxiv_id, []), batch, names, oa_claims, orcid_claims)
+        try:
+            plan_paper(q, s2papers.get(q.arxiv_id), oa_works.get(q.arxiv_id, []), batch, names, oa_claims, orcid_claims)
+        except Exception as exc:  # pure code over one paper's data: whatever it raises is that paper's
+            batch.failed[q.arxiv_id] = failure_reason(exc)
+    if batch.failed:
+        batch = replace(batch.only(set(ids) - set(batch.failed)), failed=batch.failed)
+        names = {k: v for k, v in names.items() if k in {m.researcher_key for m in batch.matches}}
     if oac is not None:
         await _add_institution_names(conn, oac, batch)
     if not names:
@@ -397,7 +445,7 @@ async def gather_batch(
             openalex_i10_index=oa.openalex_i10_index if oa else None,
         )
         if s not in stored:
-            batch.new_researchers += 1
+            batch.new_researchers.add(s)
         if s not in s2recs:
             continue
         before = stored.get(s)
@@ -469,8 +517,47 @@ async def write_batch(conn: asyncpg.Connection, batch: EnrichBatch) -> Touched:
     )
     await update_citations(conn, batch.citations, touched=touched)
     await mark_enriched(conn, batch.done)
+    await clear_enrich_failures(conn, batch.done)
     await refresh_figures(conn, touched)
     return touched
+
+
+# What one paper's data can make a write fail with (a value PostgreSQL refuses, a constraint it breaks): that
+# paper is set aside and the rest is written. Anything else (a lost connection, a timeout) stops the run.
+PAPER_WRITE_ERRORS = (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError, ValueError, OverflowError)
+# A paper set aside is tried again after this, then after twice as long each time (up to 128 times), or as soon
+# as the paper itself changes.
+FAILED_PAPER_RETRY = timedelta(hours=1)
+
+
+def failure_reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".replace("\x00", "")[:500]
+
+
+async def write_isolating(
+    conn: asyncpg.Connection, batch: EnrichBatch, cache: CacheStore | None
+) -> tuple[list[tuple[EnrichBatch, Touched]], dict[str, str]]:
+    """Write a batch in one transaction; when a paper's data fails it, halve the batch until that paper is alone,
+    writing the rest. Returns the parts written (with what each touched) and the papers set aside, with why."""
+    if not batch.arxiv_ids:
+        return [], {}
+    try:
+        async with conn.transaction():
+            touched = await write_batch(conn, batch)
+            await record_progress(conn, ENRICH_PROGRESS, records=len(batch.done))
+    except PAPER_WRITE_ERRORS as exc:
+        if len(batch.arxiv_ids) <= 1:
+            return [], dict.fromkeys(batch.arxiv_ids, failure_reason(exc))
+        half = len(batch.arxiv_ids) // 2
+        written: list[tuple[EnrichBatch, Touched]] = []
+        failed: dict[str, str] = {}
+        for part in (batch.arxiv_ids[:half], batch.arxiv_ids[half:]):
+            w, f = await write_isolating(conn, batch.only(set(part)), cache)
+            written += w
+            failed |= f
+        return written, failed
+    await invalidate_after_commit(cache, touched)
+    return [(batch, touched)], {}
 
 
 async def enrich(
@@ -485,8 +572,12 @@ async def enrich(
 ) -> Summary:
     """Enrich papers newest first, `batch_size` per transaction, until the queue (or `limit`) is done.
 
+    A paper whose data cannot be written is set aside (`enrich_failures`, with the reason) and the rest of its
+    batch is written; it is tried again on a later run, after a backoff or once the paper changed.
+
     Summary: seen = papers taken from the queue, inserted = new researchers, updated = papers whose
-    rows changed, skipped = papers neither source could match, failed = papers of failed batches.
+    rows changed, skipped = papers neither source could match, failed = papers of failed batches and
+    papers set aside.
     """
     summary = Summary()
     after: tuple[datetime, int] | None = None
@@ -515,16 +606,28 @@ async def enrich(
                     break
                 continue
             failed_in_row = 0
-            async with conn.transaction():
-                touched = await write_batch(conn, batch)
-            await invalidate_after_commit(cache, touched)
-            summary.inserted += batch.new_researchers
-            summary.updated += len(touched.papers & {q.id for q in queue})
-            summary.skipped += batch.unmatched_papers
+            written, failed = await write_isolating(conn, batch, cache)
+            failed |= batch.failed
+            new_researchers: set[str] = set()
+            for part, touched in written:
+                new_researchers |= part.new_researchers
+                summary.updated += len(touched.papers & {q.id for q in queue})
+                summary.skipped += len(part.unmatched)
+            summary.inserted += len(new_researchers)
+            if failed:
+                await _set_aside(conn, queue, failed)
+                summary.failed += len(failed)
             _count_requests(summary, s2c, oac)
             progress.update(summary)
     _count_requests(summary, s2c, oac)
     return summary
+
+
+async def _set_aside(conn: asyncpg.Connection, queue: list[QueuedPaper], failed: dict[str, str]) -> None:
+    ids = {q.arxiv_id: q.id for q in queue}
+    for arxiv_id, why in sorted(failed.items()):
+        log.error("paper %s set aside, its enrichment is retried later: %s", arxiv_id, why)
+    await record_enrich_failures(conn, {ids[a]: why for a, why in failed.items()}, retry_after=FAILED_PAPER_RETRY)
 
 
 def _count_requests(summary: Summary, s2c: SemanticScholarClient, oac: OpenAlexClient | None) -> None:

@@ -6,11 +6,14 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, fields
+from datetime import UTC, datetime
 from types import TracebackType
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from db.queries.ingest_state import EnrichFailure, IngestStatus
 
 log = logging.getLogger("ingest")
 
@@ -82,3 +85,72 @@ class RunProgress:
             self._bar.update(self._task, completed=summary.seen, counts=counts, rate=rate)
         else:
             log.info("%s: %d seen (%s) %s %s", self.what, summary.seen, rate, counts, note)
+
+
+# ------------------------------------------------------------------------------------ `ingest status`
+
+
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    s = int(max(seconds, 0))
+    if s >= 86400:
+        return f"{s // 86400} d {s % 86400 // 3600} h"
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s} s"
+
+
+def _when(value: datetime | None) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if value is not None else "never"
+
+
+def status_lines(status: IngestStatus, set_aside: list[EnrichFailure]) -> list[str]:
+    """`wovepaper ingest status` for people: one line per source, the enrichment backlog, the papers set aside."""
+    lines = []
+    for s in status.sources:
+        unit = "batches" if s.source == "enrich" else "pages"
+        line = f"{s.source}: {s.records:,} records in {s.pages:,} {unit}; last success {_when(s.last_success_at)}"
+        line += f" ({_ago(s.since_success_s)} ago)" if s.last_success_at else ""
+        if s.caught_up_to is not None:
+            line += f"; complete up to {_when(s.caught_up_to)} (lag {_ago(s.lag_s)})"
+        lines.append(line)
+    if not status.sources:
+        lines.append("nothing ingested yet")
+    retry = f" (next retry {_when(status.enrich_next_retry_at)})" if status.enrich_next_retry_at else ""
+    lines.append(f"enrich queue: {status.enrich_waiting:,} papers waiting, {status.enrich_failed:,} set aside{retry}")
+    lines += [f"  {f.arxiv_id}: {f.attempts} attempt(s), retry {_when(f.retry_at)}: {f.reason}" for f in set_aside]
+    return lines
+
+
+def status_json(status: IngestStatus, set_aside: list[EnrichFailure]) -> dict[str, Any]:
+    """The same as data (`--json`), timestamps in ISO 8601."""
+
+    def iso(value: datetime | None) -> str | None:
+        return value.isoformat() if value is not None else None
+
+    return {
+        "sources": [
+            {
+                "source": s.source,
+                "records": s.records,
+                "pages": s.pages,
+                "last_success_at": iso(s.last_success_at),
+                "seconds_since_success": s.since_success_s,
+                "caught_up_to": iso(s.caught_up_to),
+                "lag_seconds": s.lag_s,
+            }
+            for s in status.sources
+        ],
+        "enrich": {
+            "waiting": status.enrich_waiting,
+            "set_aside": status.enrich_failed,
+            "next_retry_at": iso(status.enrich_next_retry_at),
+            "papers_set_aside": [
+                {"arxiv_id": f.arxiv_id, "attempts": f.attempts, "reason": f.reason, "retry_at": iso(f.retry_at)}
+                for f in set_aside
+            ],
+        },
+    }

@@ -11,23 +11,39 @@ import asyncpg
 
 from db.cache.store import CacheStore, create_redis
 from db.queries.figures import refresh_figures
+from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_failures, fetch_ingest_status
 from db.queries.merges import merge_researchers
 from db.records import Touched
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BudgetExhausted
-from ingest.pipeline import enrich, harvest_arxiv, invalidate_after_commit
+from ingest.pipeline import ENRICH_BATCH, enrich, harvest_arxiv, invalidate_after_commit
 from ingest.progress import Summary
 from settings import Settings
 
 log = logging.getLogger("ingest")
 
 
+async def connect(settings: Settings) -> asyncpg.Connection:
+    """An ingest connection: every statement, lock wait and idle transaction bounded (WOVEPAPER_INGEST_*)."""
+    assert settings.database_url
+    return await asyncpg.connect(
+        settings.database_url,
+        # The server's timeout fires first; this one covers a server that stopped answering at all.
+        command_timeout=settings.ingest_statement_timeout_ms / 1000 + 30,
+        server_settings={
+            "application_name": "wovepaper-ingest",
+            "statement_timeout": str(settings.ingest_statement_timeout_ms),
+            "lock_timeout": str(settings.ingest_lock_timeout_ms),
+            "idle_in_transaction_session_timeout": str(settings.ingest_idle_timeout_ms),
+        },
+    )
+
+
 @asynccontextmanager
 async def _resources(settings: Settings) -> AsyncIterator[tuple[asyncpg.Connection, CacheStore | None]]:
-    assert settings.database_url
-    conn = await asyncpg.connect(settings.database_url, server_settings={"application_name": "wovepaper-ingest"})
+    conn = await connect(settings)
     cache = None
     if settings.redis_url:
         redis = create_redis(settings.redis_url, timeout_s=settings.redis_timeout_s)
@@ -46,11 +62,8 @@ async def run_arxiv(settings: Settings, *, from_: date | None, until: date | Non
     client = ArxivOAIClient(settings.arxiv_oai_url, delay_s=settings.arxiv_delay_s)
     try:
         async with _resources(settings) as (conn, cache):
-            assert settings.database_url
             # A second connection writes one page while the first writes the previous one.
-            writer = await asyncpg.connect(
-                settings.database_url, server_settings={"application_name": "wovepaper-ingest"}
-            )
+            writer = await connect(settings)
             try:
                 return await harvest_arxiv(
                     conn, client, from_=from_, until=until, set_spec=set_spec, cache=cache, writer=writer
@@ -61,7 +74,7 @@ async def run_arxiv(settings: Settings, *, from_: date | None, until: date | Non
         await client.aclose()
 
 
-async def run_enrich(settings: Settings, *, limit: int | None) -> Summary:
+async def run_enrich(settings: Settings, *, limit: int | None, batch_size: int | None = None) -> Summary:
     s2c = SemanticScholarClient(settings.s2_api_url, api_key=settings.s2_api_key, rps=settings.s2_rps)
     oac = OpenAlexClient(
         settings.openalex_api_url,
@@ -71,7 +84,7 @@ async def run_enrich(settings: Settings, *, limit: int | None) -> Summary:
     )
     try:
         async with _resources(settings) as (conn, cache):
-            return await enrich(conn, s2c, oac, limit=limit, cache=cache)
+            return await enrich(conn, s2c, oac, limit=limit, batch_size=batch_size or ENRICH_BATCH, cache=cache)
     finally:
         await s2c.aclose()
         await oac.aclose()
@@ -88,8 +101,20 @@ async def run_merge(settings: Settings, *, absorbed_id: int, survivor_id: int) -
     return merged
 
 
+async def read_status(settings: Settings, *, failures: int = 10) -> tuple[IngestStatus, list[EnrichFailure]]:
+    """Every source's progress, the enrichment backlog and the latest papers set aside."""
+    conn = await connect(settings)
+    try:
+        return await fetch_ingest_status(conn), await fetch_enrich_failures(conn, limit=failures)
+    finally:
+        await conn.close()
+
+
 def exit_code(summary: Summary) -> int:
-    """0 when the run finished or stopped on a spent budget (that is expected); 1 when an upstream failed."""
+    """0 when the run finished or stopped on a spent budget (that is expected); 1 when an upstream failed or a
+    record or paper failed (the summary counts them)."""
+    if summary.failed:
+        return 1
     if summary.stopped is None or BudgetExhausted.__name__ in summary.stopped or "budget" in summary.stopped:
         return 0
     return 1

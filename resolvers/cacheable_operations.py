@@ -13,7 +13,20 @@ from db.cache.response_cache import CacheableOperation, document_hash
 # paths, search) may change with any write, so its responses are dropped on every invalidation.
 ENTITY_ROOT_FIELDS = frozenset({"paper", "researcher", "institution", "node", "nodes", "__typename"})
 # Fields whose value depends on who asks: an operation selecting one is never cached.
-VIEWER_FIELDS = frozenset({"viewer", "me", "isFollowed", "isFollowing", "following", "follows"})
+VIEWER_FIELDS = frozenset(
+    {
+        "viewer",
+        "me",
+        "isFollowed",
+        "isFollowing",
+        "following",
+        "follows",
+        "viewerIsFollowing",
+        "followingInstitutions",
+        "feedUrl",
+        "rotateFeedToken",
+    }
+)
 
 
 class _FieldNames(Visitor):

@@ -30,6 +30,10 @@ class Context:
     # Who asks (edge/identity.py); in-process callers without an HTTP request are a local anonymous reader.
     identity: Identity = ANONYMOUS_LOCAL
 
+    def renew(self) -> None:
+        """Fresh loaders, to run the operation again: the first run's cached failures must not answer it."""
+        self.loaders = Loaders(self.pool)
+
     @classmethod
     def create(
         cls,
@@ -45,4 +49,8 @@ class Context:
         ctx = cls(pool, settings, Loaders(pool), redis, request, response, cache)
         if identity is not None:
             ctx.identity = identity
+        # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors.
+        request_id = request.scope.get("state", {}).get("request_id") if request is not None else None
+        if isinstance(request_id, str):
+            ctx.request_id = request_id
         return ctx

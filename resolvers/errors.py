@@ -23,3 +23,11 @@ class BadUserInput(PublicError):
 
 class NotFound(PublicError):
     code = "NOT_FOUND"
+
+
+class Unauthenticated(PublicError):
+    code = "UNAUTHENTICATED"
+
+
+class LimitExceeded(PublicError):
+    code = "LIMIT_EXCEEDED"

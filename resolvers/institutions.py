@@ -51,15 +51,15 @@ async def resolve_institution(ctx: Context, institution_id: str) -> InstitutionR
     return await find_institution(ctx, parse_institution_id(institution_id))
 
 
-async def lookup_institution_id(ctx: Context, institution_id: str, *, argument: str) -> int | None:
-    """The database id a filter's institution names; None for an id (numeric, ROR, OpenAlex) that is not in the
-    archive, which matches nothing. A name that is none of an institution's names is a mistake, not an empty
-    list: BadUserInput, naming the institutions whose names are closest."""
+async def lookup_institution_id(ctx: Context, institution_id: str, *, argument: str | None = None) -> int | None:
+    """The database id an institution reference names; None when it names none. For a filter (`argument` names it)
+    a name that is none of an institution's names is a mistake, not an empty list: BadUserInput, naming the
+    institutions whose names are closest (an id form not in the archive still matches nothing)."""
     key = parse_institution_id(institution_id)
     row = await find_institution(ctx, key)
     if row is not None:
         return row.id
-    if key.kind != "name":
+    if key.kind != "name" or argument is None:
         return None
     async with ctx.pool.acquire() as conn:
         close = await fetch_institutions_by_similar_name(conn, key.value, limit=SUGGESTIONS)

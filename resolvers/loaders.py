@@ -178,12 +178,13 @@ class Loaders:
         for row in rows:
             loader.prime(row.id, row)
 
-    def prime_researchers(self, rows: Sequence[ResearcherRow]) -> None:
+    def prime_researchers(self, rows: Sequence[ResearcherRow], *, force: bool = False) -> None:
+        """`force`: replace what the loader holds (a row read again after a write)."""
         loader = self.researcher_by_id
         for row in rows:
-            loader.prime(row.id, row)
+            loader.prime(row.id, row, force=force)
 
-    def prime_institutions(self, rows: object) -> None:
+    def prime_institutions(self, rows: object, *, force: bool = False) -> None:
         loader = self.institution_by_id
         for row in rows:  # type: ignore[attr-defined]
-            loader.prime(row.id, row)
+            loader.prime(row.id, row, force=force)

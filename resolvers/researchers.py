@@ -43,8 +43,12 @@ async def resolve_researcher(ctx: Context, researcher_id: str) -> ResearcherRow 
 
 
 async def lookup_researcher_id(ctx: Context, researcher_id: str) -> int | None:
-    """The database id of the researcher a reference names (the survivor of a merge)."""
-    row = await _find(ctx, parse_researcher_id(researcher_id))
+    """The database id a researcher reference names; a numeric id or slug costs no statement (it may be the id of
+    a researcher merged into another: the paper filters follow the redirect in SQL)."""
+    key = parse_researcher_id(researcher_id)
+    if key.db_id is not None:
+        return key.db_id
+    row = await _find(ctx, key)
     return row.id if row else None
 
 

@@ -6,20 +6,27 @@ its own `@strawberry.type class XQuery` and appends it there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+import re
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import strawberry
+from graphql import OperationType as CoreOperationType
 from graphql.error import GraphQLError
+from graphql.language import OperationDefinitionNode, parse
 from strawberry.extensions import SchemaExtension
 from strawberry.tools import merge_types
-from strawberry.types import ExecutionContext
+from strawberry.types import ExecutionContext, ExecutionResult
+from strawberry.types.graphql import OperationType
 
+from db.pool import request_budget
 from schema.arguments import check_arguments_everywhere
 from schema.changes import ChangesQuery
-from schema.errors import ErrorCode, is_unexpected
+from schema.errors import RETRYABLE_CODES, ErrorCode, is_unexpected
 from schema.extensions import default_extensions
 from schema.fast_executor import FastExecutor
+from schema.follows import FollowMutation
 from schema.institution import Institution, InstitutionQuery
 from schema.node import NodeQuery
 from schema.paper import Paper, PaperQuery
@@ -28,6 +35,7 @@ from schema.researcher import Researcher, ResearcherQuery
 from schema.search import SearchQuery
 from schema.viewer import ViewerQuery
 from settings import Settings, get_settings
+from telemetry.metrics import DB_RETRIES, count_rejection
 
 QUERY_TYPES: list[type] = [
     NodeQuery,
@@ -40,15 +48,91 @@ QUERY_TYPES: list[type] = [
     ChangesQuery,
 ]
 # Mutation is merged the same way from MUTATION_TYPES; the schema has no Mutation type while it is empty.
-MUTATION_TYPES: list[type] = []
+MUTATION_TYPES: list[type] = [FollowMutation]
 NODE_TYPES: list[type] = [Paper, Researcher, Institution]
 
 
 class Schema(strawberry.Schema):
+    async def execute(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+    ) -> ExecutionResult:
+        """Strawberry's execute, within the request's connection budget; a read that lost its database
+        connection (a restart, a failover, a terminated backend) runs once more on fresh connections."""
+        settings = getattr(context_value, "settings", None)
+        per_request = settings.pool_max_per_request if settings is not None else None
+        args = (query, variable_values, context_value, root_value, operation_name, allowed_operation_types)
+        with request_budget(per_request or 1_000_000) as budget:
+            result = await super().execute(*args, operation_extensions=operation_extensions)
+            if "SERVICE_UNAVAILABLE" in _codes(result) and _is_query(query, operation_name):
+                renew = getattr(context_value, "renew", None)
+                if renew is not None:
+                    renew()
+                DB_RETRIES.inc()
+                # A restart takes a few hundred milliseconds: retrying at once would meet it still going on.
+                await asyncio.sleep(LOST_CONNECTION_RETRY_DELAY_S)
+                result = await super().execute(*args, operation_extensions=operation_extensions)
+        codes = _codes(result)
+        retryable = codes & RETRYABLE_CODES
+        if retryable:
+            for code in sorted(retryable):
+                count_rejection(code)
+            response = getattr(context_value, "response", None)
+            if response is not None:
+                response.status_code = 503
+                response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        request = getattr(context_value, "request", None)
+        if request is not None:
+            # For the request's log line and metrics (telemetry/requests.py).
+            request.state.operation = operation_name or _first_operation_name(query)
+            request.state.statements = budget.statements
+            request.state.sql_seconds = budget.sql_seconds
+            request.state.cache_hits = budget.cache_hits
+            request.state.cache_misses = budget.cache_misses
+            request.state.cache_fallbacks = budget.cache_fallbacks
+            request.state.error_codes = sorted(codes)
+        return result
+
     def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
         # Expected errors (bad input, not found, validation) are the caller's business, not the log's;
         # unexpected ones are logged with their request id where they are masked.
         return None
+
+
+LOST_CONNECTION_RETRY_DELAY_S = 0.25
+# What a 503 asks the client to wait: about what a restarted PostgreSQL takes to accept connections again.
+RETRY_AFTER_S = 1
+
+
+_OPERATION_NAME = re.compile(r"^\s*(?:query|mutation|subscription)\s+([_A-Za-z][_0-9A-Za-z]*)")
+
+
+def _codes(result: ExecutionResult) -> set[str]:
+    return {str((e.extensions or {}).get("code", "GRAPHQL_VALIDATION_FAILED")) for e in result.errors or ()}
+
+
+def _first_operation_name(query: str | None) -> str | None:
+    match = _OPERATION_NAME.match(query or "")
+    return match.group(1) if match else None
+
+
+def _is_query(query: str | None, operation_name: str | None) -> bool:
+    """Whether the operation run is a query (safe to run again); parsed again only on this rare path."""
+    if not query:
+        return False
+    try:
+        document = parse(query)
+    except GraphQLError:
+        return False
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    chosen = [o for o in operations if operation_name is None or (o.name and o.name.value == operation_name)]
+    return len(chosen) == 1 and chosen[0].operation is CoreOperationType.QUERY
 
 
 def build_schema(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 from enum import Enum
-from typing import cast
+from typing import Final, cast
 
 import asyncpg
 import strawberry
 from graphql.error import GraphQLError
 from strawberry.extensions import MaskErrors
 
+from db.pool import PoolExhausted, is_lost_connection
 from error_codes import ERROR_CODES
 from resolvers.errors import BadUserInput, NotFound, PublicError
 
@@ -28,6 +29,9 @@ ErrorCode = strawberry.enum(
     description="Every `extensions.code` an error of this API can carry, and what it means. An error without a "
     "code is none of ours (a proxy's). Masked errors (INTERNAL_SERVER_ERROR) also carry `requestId`.",
 )
+
+# Codes that mean "not your request's fault, try again shortly": answered with HTTP 503 and Retry-After.
+RETRYABLE_CODES: Final = frozenset({"SERVICE_UNAVAILABLE", "OVERLOADED"})
 
 
 def is_unexpected(error: GraphQLError) -> bool:
@@ -51,6 +55,19 @@ class MaskUnexpectedErrors(MaskErrors):
             # statement_timeout: a known limit, not a bug; the caller can narrow the query.
             logger.warning("statement timeout request_id=%s path=%s", request_id, error.path)
             message, code = "A database statement took too long; narrow the query and retry.", "TIMEOUT"
+        elif isinstance(original, PoolExhausted):
+            logger.warning("database pool exhausted request_id=%s path=%s", request_id, error.path)
+            message, code = "The service is overloaded; retry shortly.", "OVERLOADED"
+        elif original is not None and is_lost_connection(original):
+            # A restart, failover or terminated backend: the pool reconnects by itself.
+            logger.warning(
+                "database connection lost request_id=%s path=%s: %s: %s",
+                request_id,
+                error.path,
+                type(original).__name__,
+                original,
+            )
+            message, code = "The database is unavailable; retry shortly.", "SERVICE_UNAVAILABLE"
         else:
             logger.error(
                 "unexpected error request_id=%s path=%s",

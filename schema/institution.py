@@ -9,6 +9,7 @@ from db.queries.institutions import InstitutionRow
 from resolvers.institutions import resolve_institution, resolve_institutions
 from resolvers.pagination import Connection
 from resolvers.researchers import resolve_researchers
+from resolvers.viewer import viewer_is_following
 from schema.aggregates import FieldCount, LazyResearcher, institution_fields, institution_top_researchers
 from schema.enums import InstitutionSort, PaperSort
 from schema.inputs import PaperFilter
@@ -26,6 +27,10 @@ async def _researchers(
         info, query=None, sort="PAPER_COUNT", first=first, after=after, page=page, institution_id=root.id
     )
     return as_researcher_connection(connection)
+
+
+def _viewer_is_following(root: InstitutionRow, info: Info) -> bool | None:
+    return cast("bool | None", viewer_is_following(info.context, "institution", root.id))
 
 
 async def _papers(
@@ -83,6 +88,11 @@ class Institution(Node):
         "`papers` unfiltered."
     )
     researcher_count: int = strawberry.field(description="Researchers affiliated with the institution.")
+    follower_count: int = strawberry.field(description="Signed-in readers following the institution.")
+    viewer_is_following: bool | None = strawberry.field(
+        resolver=_viewer_is_following,
+        description="Whether the signed-in reader follows the institution; null when anonymous.",
+    )
     fields: list[FieldCount] = strawberry.field(
         resolver=institution_fields,
         description="The institution's papers per arXiv category (cross-lists included), most first; each `count` "

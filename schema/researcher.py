@@ -15,6 +15,7 @@ from resolvers.researchers import (
     resolve_researcher,
     resolve_researchers,
 )
+from resolvers.viewer import viewer_is_following
 from schema.aggregates import (
     AuthorPositionStats,
     CitationSummary,
@@ -77,6 +78,10 @@ def _affiliations(root: ResearcherRow, info: Info) -> list[Affiliation]:
     return cast(list[Affiliation], researcher_affiliations(info.context, root))
 
 
+def _viewer_is_following(root: ResearcherRow, info: Info) -> bool | None:
+    return cast("bool | None", viewer_is_following(info.context, "researcher", root.id))
+
+
 async def _papers(
     root: ResearcherRow,
     info: Info,
@@ -128,6 +133,11 @@ class Researcher(Node):
     i10_index: int = strawberry.field(description="Whole career: works with at least 10 citations.")
     citation_count: int = strawberry.field(description="Whole career: citations summed over the works.")
     works_count: int = strawberry.field(description="Whole career: works, each counted once.")
+    follower_count: int = strawberry.field(description="Signed-in readers following the researcher.")
+    viewer_is_following: bool | None = strawberry.field(
+        resolver=_viewer_is_following,
+        description="Whether the signed-in reader follows the researcher; null when anonymous.",
+    )
     h_index_in_archive: int = strawberry.field(
         resolver=researcher_h_index_in_archive, description="The h-index over this archive's papers only."
     )

@@ -13,6 +13,7 @@ RESEARCHER_STATS_VERSION = 2
 RESEARCHER_COAUTHORS_VERSION = 1
 RESEARCHER_NETWORK_VERSION = 1
 INSTITUTION_STATS_VERSION = 2
+FEED_VERSION = 1
 
 ENTITY_KINDS = ("paper", "researcher", "institution")
 
@@ -60,6 +61,13 @@ def response(ns: str, *, schema_version: str, operation: str, document_hash: str
     """A whole response: operation name, document hash and canonical variables, under the schema version."""
     digest = hashlib.sha256(b"\0".join([operation.encode(), document_hash.encode(), variables])).hexdigest()
     return f"{ns}:response:s{schema_version}:{digest}"
+
+
+def feed(ns: str, *, kind: str, key: str, fmt: str, limit: int, variant: str) -> str:
+    """A rendered RSS or Atom feed: which feed, its format and length, and the settings its links come from."""
+    parts = [kind, key, fmt, str(limit), variant]
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return f"{ns}:feed:v{FEED_VERSION}:{digest}"
 
 
 def _check_kind(kind: str) -> None:

@@ -1,61 +1,62 @@
-"""Per-process cache counters, exported at /metrics in the Prometheus text format."""
+"""The cache's counters: this process's own counts (what tests and the store read) and, with every change, the
+Prometheus counter they belong to (`telemetry.metrics`, summed over workers at /metrics)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from typing import Final
 
+from telemetry.metrics import count_cache_event
 
-@dataclass(slots=True)
-class CacheMetrics:
-    hits: int = 0
-    misses: int = 0
-    errors: int = 0  # Redis calls that failed or timed out
-    short_circuits: int = 0  # Redis calls skipped because the breaker was open
-    fallbacks: int = 0  # answers computed from PostgreSQL because Redis was unavailable
-    singleflight_joins: int = 0  # misses that waited for a computation already in flight
-    stale_stores_skipped: int = 0  # results not stored because an invalidation ran meanwhile
-    invalidation_failures: int = 0
-    response_hits: int = 0
-    response_misses: int = 0
-    response_stores: int = 0
-
-
-_HELP = {
-    "hits": "Aggregate cache reads answered from Redis.",
-    "misses": "Aggregate cache reads computed in PostgreSQL and stored.",
-    "errors": "Redis calls that failed or timed out.",
-    "short_circuits": "Redis calls skipped because the circuit breaker was open.",
-    "fallbacks": "Aggregates answered from PostgreSQL because Redis was unavailable.",
-    "singleflight_joins": "Cache misses that waited for the same computation already in flight.",
-    "stale_stores_skipped": "Computed values not stored because an invalidation happened meanwhile.",
-    "invalidation_failures": "Invalidations that could not reach Redis (retried on the next one).",
-    "response_hits": "Whole-response cache hits (GraphQL execution skipped).",
-    "response_misses": "Whole-response cache misses for cacheable operations.",
-    "response_stores": "Whole responses stored.",
+# field -> (cache, event) labels of wovepaper_cache_events_total
+EVENTS: Final = {
+    "hits": ("aggregate", "hit"),
+    "misses": ("aggregate", "miss"),
+    "fallbacks": ("aggregate", "fallback"),  # answered from PostgreSQL because Redis was unavailable
+    "singleflight_joins": ("aggregate", "singleflight_join"),  # waited for the same computation in flight
+    "stale_stores_skipped": ("aggregate", "stale_store_skipped"),  # an invalidation ran meanwhile
+    "response_hits": ("response", "hit"),
+    "response_misses": ("response", "miss"),
+    "response_stores": ("response", "store"),
+    "calls": ("redis", "call"),  # round trips to Redis (an MGET batch, a pipeline, a script)
+    "errors": ("redis", "error"),  # calls that failed or timed out
+    "short_circuits": ("redis", "short_circuit"),  # calls skipped: breaker open
+    "saturated": ("redis", "saturated"),  # calls skipped: this process already had its share in flight
+    "invalidation_failures": ("redis", "invalidation_deferred"),
 }
 
 
-def render(metrics: CacheMetrics, *, breaker_state: int, breaker_opens: int, redis_configured: bool) -> str:
-    """The Prometheus text exposition format (version 0.0.4)."""
-    out: list[str] = []
+class _Count:
+    """An int attribute whose increments also go to the Prometheus counter of its field."""
 
-    def emit(name: str, kind: str, help_text: str, value: int) -> None:
-        out.append(f"# HELP {name} {help_text}")
-        out.append(f"# TYPE {name} {kind}")
-        out.append(f"{name} {value}")
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.labels = EVENTS[name]
 
-    for f in fields(metrics):
-        emit(f"wovepaper_cache_{f.name}_total", "counter", _HELP[f.name], getattr(metrics, f.name))
-    emit(
-        "wovepaper_cache_breaker_state",
-        "gauge",
-        "Redis circuit breaker: 0 closed, 1 open, 2 half-open.",
-        breaker_state,
-    )
-    emit("wovepaper_cache_breaker_opens_total", "counter", "Times the Redis circuit breaker opened.", breaker_opens)
-    emit("wovepaper_cache_redis_configured", "gauge", "1 when REDIS_URL is set.", int(redis_configured))
-    return "\n".join(out) + "\n"
+    def __get__(self, obj: CacheMetrics | None, objtype: type | None = None) -> int:
+        assert obj is not None
+        return obj._counts.get(self.name, 0)
+
+    def __set__(self, obj: CacheMetrics, value: int) -> None:
+        delta = value - obj._counts.get(self.name, 0)
+        obj._counts[self.name] = value
+        if delta > 0:
+            count_cache_event(*self.labels, delta)
 
 
-MetricsSource = Callable[[], str]
+class CacheMetrics:
+    hits = _Count()
+    misses = _Count()
+    fallbacks = _Count()
+    singleflight_joins = _Count()
+    stale_stores_skipped = _Count()
+    response_hits = _Count()
+    response_misses = _Count()
+    response_stores = _Count()
+    calls = _Count()
+    errors = _Count()
+    short_circuits = _Count()
+    saturated = _Count()
+    invalidation_failures = _Count()
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}

@@ -9,21 +9,26 @@ is read together with the value and checked again, atomically, when storing).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import orjson
 import redis.asyncio as aioredis
+from redis.asyncio import BlockingConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import MaxConnectionsError, NoScriptError, RedisError
 
 from db.cache import keys
 from db.cache.breaker import CircuitBreaker
 from db.cache.metrics import CacheMetrics
+from db.pool import current_budget
 from db.records import Touched
+from telemetry.metrics import BREAKER_OPENS, BREAKER_STATE, REDIS_CONFIGURED
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -32,6 +37,10 @@ log = logging.getLogger(__name__)
 
 # Tag sets outlive the entries they list, so an invalidation always finds them.
 TAG_TTL_FACTOR: Final = 2
+# Keys per MGET: a larger batch is split, in one pipeline.
+MGET_CHUNK: Final = 500
+# While several computations are in flight, a store waits this long for others to share its pipeline.
+STORE_LINGER_S: Final = 0.005
 
 # KEYS[1] value, KEYS[2] generation (guard), KEYS[3..] tag sets; ARGV value, expected generation, ttl, tag ttl.
 _STORE_GUARDED = """
@@ -80,19 +89,30 @@ class EntityRef:
     id: int | str  # a paper's is its arXiv id (its global id names it)
 
 
-def create_redis(url: str, *, timeout_s: float) -> aioredis.Redis:
-    """A client that fails fast: short socket timeouts and no retries (the default retries cost seconds)."""
-    return aioredis.Redis.from_url(
+def create_redis(url: str, *, timeout_s: float, max_connections: int = 16) -> aioredis.Redis:
+    """A client that fails fast: short socket timeouts, no retries (the default retries cost seconds), and a
+    bounded pool whose callers wait at most `timeout_s` for a connection instead of failing at once."""
+    pool = BlockingConnectionPool.from_url(
         url,
+        max_connections=max_connections,
+        timeout=timeout_s,
         socket_timeout=timeout_s,
         socket_connect_timeout=timeout_s,
         retry=Retry(NoBackoff(), 0),
         retry_on_timeout=False,
     )
+    # from_pool: closing the client closes its pool too.
+    return aioredis.Redis.from_pool(pool)
 
 
 class CacheStore:
-    """One per process: holds the client, the breaker, the in-flight computations and the counters."""
+    """One per process: holds the client, the breaker, the in-flight computations and the counters.
+
+    Reads and guarded stores are batched per event-loop turn: every key asked for in one turn goes out in one
+    MGET, every store in one pipeline, and at most `max_in_flight` batches are sent at once (the rest wait and
+    join the next batch). A request's Redis traffic is so bounded by the number of turns it takes, not by how
+    many fields it resolves; a batch is a task of its own, so a cancelled request cancels no Redis call.
+    """
 
     def __init__(
         self,
@@ -103,6 +123,7 @@ class CacheStore:
         timeout_s: float = 0.25,
         breaker: CircuitBreaker | None = None,
         metrics: CacheMetrics | None = None,
+        max_in_flight: int = 4,
     ) -> None:
         self.redis = redis
         self.namespace = namespace
@@ -113,27 +134,147 @@ class CacheStore:
         self._inflight: dict[str, _Flight] = {}
         # What an invalidation could not deliver; sent again with the next one.
         self.pending_invalidation = Touched()
-        self._store_script = redis.register_script(_STORE_GUARDED) if redis is not None else None
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._reads: list[tuple[list[str], asyncio.Future[list[bytes | None] | Unavailable]]] = []
+        self._stores: list[tuple[list[str], list[bytes | int], asyncio.Future[bool | Unavailable]]] = []
+        self._read_scheduled = False
+        self._store_scheduled = False
+        self._batches: set[asyncio.Task[None]] = set()
+        self.max_in_flight = max_in_flight
+        self._in_flight = 0
+        self.peak_in_flight = 0
+        self._store_sha = hashlib.sha1(_STORE_GUARDED.encode()).hexdigest()
 
     async def call(self, op: Callable[[aioredis.Redis], Awaitable[R]]) -> R | Unavailable:
         """Run one Redis operation through the breaker; UNAVAILABLE instead of any Redis failure."""
         redis = self.redis
         if redis is None:
             return UNAVAILABLE
-        if not self.breaker.allow():
+        permit = self.breaker.allow()
+        if permit is None:
             self.metrics.short_circuits += 1
             return UNAVAILABLE
+        opens = self.breaker.opens
+        self.metrics.calls += 1
         try:
-            # The socket timeout bounds each read; this bounds the whole call (connect + command).
+            # The socket timeout bounds each read; this bounds the whole call (pool wait + connect + command).
             async with asyncio.timeout(self.timeout_s * 2):
                 result = await op(redis)
         except (RedisError, OSError, TimeoutError) as exc:
-            self.breaker.failure()
-            self.metrics.errors += 1
-            log.warning("redis unavailable: %s: %s", type(exc).__name__, exc)
+            if _pool_exhausted(exc):
+                # Our own pool was busy: Redis itself is fine, so the breaker is not told.
+                self.metrics.saturated += 1
+            else:
+                permit.failure()
+                self.metrics.errors += 1
+                log.warning("redis unavailable: %s: %s", type(exc).__name__, exc)
             return UNAVAILABLE
-        self.breaker.success()
-        return result
+        else:
+            permit.success()
+            return result
+        finally:
+            permit.release()
+            if self.breaker.opens != opens:
+                BREAKER_OPENS.inc(self.breaker.opens - opens)
+                log.warning("redis circuit breaker opened: answering from PostgreSQL")
+            self.report()
+
+    def report(self) -> None:
+        """Export the breaker's state (and whether Redis is configured) to the metrics."""
+        BREAKER_STATE.set(int(self.breaker.state))
+        REDIS_CONFIGURED.set(int(self.redis is not None))
+
+    async def mget(self, keys: list[str]) -> list[bytes | None] | Unavailable:
+        """The values of `keys`, read in the same MGET as every other key asked for in this loop turn."""
+        if self.redis is None:
+            return UNAVAILABLE
+        future: asyncio.Future[list[bytes | None] | Unavailable] = asyncio.get_running_loop().create_future()
+        self._reads.append((keys, future))
+        if not self._read_scheduled:
+            self._read_scheduled = True
+            self._spawn(self._flush_reads)
+        return await future
+
+    def _spawn(self, flush: Callable[[], Coroutine[Any, Any, None]], *, delay: float = 0.0) -> None:
+        loop = asyncio.get_running_loop()
+
+        def start() -> None:
+            task = loop.create_task(flush())
+            self._batches.add(task)
+            task.add_done_callback(self._batches.discard)
+
+        if delay:
+            loop.call_later(delay, start)
+        else:
+            loop.call_soon(start)
+
+    async def _slot(self) -> bool:
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                await self._slots.acquire()
+        except TimeoutError:
+            return False
+        self._in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+        return True
+
+    def _free_slot(self) -> None:
+        self._in_flight -= 1
+        self._slots.release()
+
+    async def _flush_reads(self) -> None:
+        got_slot = await self._slot()
+        batch, self._reads = self._reads, []
+        self._read_scheduled = False
+        try:
+            if not got_slot:
+                self.metrics.saturated += 1
+                values: list[bytes | None] | Unavailable = UNAVAILABLE
+                wanted: list[str] = []
+            else:
+                wanted = list(dict.fromkeys(k for keys_, _ in batch for k in keys_))
+                values = await self.call(lambda r: _mget_chunked(r, wanted))
+            found = {} if isinstance(values, Unavailable) else dict(zip(wanted, values, strict=True))
+            for keys_, future in batch:
+                if not future.done():
+                    future.set_result(UNAVAILABLE if isinstance(values, Unavailable) else [found[k] for k in keys_])
+        finally:
+            if got_slot:
+                self._free_slot()
+
+    async def _flush_stores(self) -> None:
+        got_slot = await self._slot()
+        batch, self._stores = self._stores, []
+        self._store_scheduled = False
+        try:
+            results: list[object] | Unavailable = UNAVAILABLE
+            if got_slot:
+                results = await self.call(lambda r: self._eval_stores(r, [(k, a) for k, a, _ in batch]))
+            else:
+                self.metrics.saturated += 1
+            for i, (_, _, future) in enumerate(batch):
+                if not future.done():
+                    future.set_result(UNAVAILABLE if isinstance(results, Unavailable) else bool(results[i]))
+        finally:
+            if got_slot:
+                self._free_slot()
+
+    async def _eval_stores(
+        self, redis: aioredis.Redis, calls: list[tuple[list[str], list[bytes | int]]]
+    ) -> list[object]:
+        """The guarded-store script once per call, all in one pipeline; loaded first when Redis lost it."""
+        for attempt in range(2):
+            pipe = redis.pipeline(transaction=False)
+            for k, a in calls:
+                pipe.evalsha(self._store_sha, len(k), *k, *a)
+            results: list[object] = await pipe.execute(raise_on_error=False)
+            if not any(isinstance(r, NoScriptError) for r in results) or attempt:
+                break
+            await redis.script_load(_STORE_GUARDED)
+        for r in results:
+            if isinstance(r, Exception):
+                raise r
+        return results
 
     async def get_or_compute(
         self,
@@ -191,10 +332,10 @@ class CacheStore:
         """
         if flight.generation is _NOT_READ or isinstance(flight.generation, Unavailable):
             return True
-        current = await self.call(lambda r: r.get(gen_key))
+        current = await self.mget([gen_key])
         if isinstance(current, Unavailable):
             return True
-        return _as_bytes(current) == flight.generation
+        return _as_bytes(current[0]) == flight.generation
 
     async def _get_or_compute(
         self,
@@ -207,10 +348,11 @@ class CacheStore:
         tags: Callable[[T], Iterable[EntityRef]] | None,
         ttl_s: int,
     ) -> T:
-        got = await self.call(lambda r: r.mget([key, gen_key]))
+        got = await self.mget([key, gen_key])
         if isinstance(got, Unavailable):
             flight.generation = got
             self.metrics.fallbacks += 1
+            _note_request("cache_fallbacks")
             return await compute()
         raw, generation = _as_bytes(got[0]), _as_bytes(got[1])
         flight.generation = generation
@@ -221,19 +363,28 @@ class CacheStore:
                 log.warning("undecodable cache entry %s; recomputing", key)
             else:
                 self.metrics.hits += 1
+                _note_request("cache_hits")
                 return cached
         self.metrics.misses += 1
+        _note_request("cache_misses")
         value = await compute()
         tag_refs = {owner, *(tags(value) if tags is not None else ())}
         tag_keys = [keys.entity_tag(self.namespace, t.kind, t.id) for t in sorted(tag_refs, key=_ref_order)]
+        # With other computations in flight (a request fanning out), the store waits a moment to share a pipeline.
         await self.store_guarded(
-            key, orjson.dumps(value), guard_key=gen_key, guard_value=generation, tag_keys=tag_keys, ttl_s=ttl_s
+            key,
+            orjson.dumps(value),
+            guard_key=gen_key,
+            guard_value=generation,
+            tag_keys=tag_keys,
+            ttl_s=ttl_s,
+            linger=STORE_LINGER_S if len(self._inflight) > 1 else 0.0,
         )
         return value
 
     async def fetch_guarded(self, key: str, guard_key: str) -> tuple[bytes | None, bytes | None] | Unavailable:
         """The value of `key` and the current value of its guard, in one round trip."""
-        got = await self.call(lambda r: r.mget([key, guard_key]))
+        got = await self.mget([key, guard_key])
         if isinstance(got, Unavailable):
             return got
         return _as_bytes(got[0]), _as_bytes(got[1])
@@ -247,32 +398,64 @@ class CacheStore:
         guard_value: bytes | None,
         tag_keys: Sequence[str],
         ttl_s: int,
+        linger: float = 0.0,
     ) -> bool:
-        """SET `key` with a TTL and add it to every tag set, unless the guard moved since it was read."""
-        script = self._store_script
-        if script is None:
+        """SET `key` with a TTL and add it to every tag set, unless the guard moved since it was read.
+
+        It goes out with the other stores of the batch: on the next loop turn, or `linger` seconds from now with
+        every store queued by then."""
+        if self.redis is None:
             return False
         expected = guard_value if guard_value is not None else b"0"
-        stored = await self.call(
-            lambda r: script(
-                keys=[key, guard_key, *tag_keys],
-                args=[payload, expected, ttl_s, ttl_s * TAG_TTL_FACTOR],
-                client=r,
-            )
-        )
-        if isinstance(stored, Unavailable):
-            return False
-        if not stored:
+        future: asyncio.Future[bool | Unavailable] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(self._count_store)
+        self._stores.append(([key, guard_key, *tag_keys], [payload, expected, ttl_s, ttl_s * TAG_TTL_FACTOR], future))
+        if not self._store_scheduled:
+            self._store_scheduled = True
+            self._spawn(self._flush_stores, delay=linger)
+        return await future is True
+
+    def _count_store(self, future: asyncio.Future[bool | Unavailable]) -> None:
+        if not future.cancelled() and future.result() is False:
             self.metrics.stale_stores_skipped += 1
-        return bool(stored)
+
+    async def settle(self) -> None:
+        """Wait until every queued read and store has been sent (tests, shutdown)."""
+        while self._batches or self._read_scheduled or self._store_scheduled:
+            await asyncio.sleep(STORE_LINGER_S / 2 if not self._batches else 0)
+            if self._batches:
+                await asyncio.gather(*self._batches, return_exceptions=True)
 
     async def aclose(self) -> None:
+        await self.settle()
         if self.redis is not None:
             await self.redis.aclose()
 
 
 def _ref_order(ref: EntityRef) -> tuple[str, str]:
     return (ref.kind, str(ref.id))
+
+
+async def _mget_chunked(redis: aioredis.Redis, wanted: list[str]) -> list[bytes | None]:
+    if len(wanted) <= MGET_CHUNK:
+        return list(map(_as_bytes, await redis.mget(wanted)))
+    pipe = redis.pipeline(transaction=False)
+    for start in range(0, len(wanted), MGET_CHUNK):
+        pipe.mget(wanted[start : start + MGET_CHUNK])
+    return [_as_bytes(v) for chunk in await pipe.execute() for v in chunk]
+
+
+def _pool_exhausted(exc: BaseException) -> bool:
+    # BlockingConnectionPool's wait ran out ("No connection available."), or a non-blocking pool was full.
+    return isinstance(exc, MaxConnectionsError) or (
+        isinstance(exc, RedisConnectionError) and str(exc) == "No connection available."
+    )
+
+
+def _note_request(field: str) -> None:
+    budget = current_budget()
+    if budget is not None:
+        setattr(budget, field, getattr(budget, field) + 1)
 
 
 def _as_bytes(v: bytes | str | None) -> bytes | None:

@@ -17,8 +17,8 @@ from db.slugs import entity_slug
 Conn = asyncpg.Connection | PoolConnectionProxy
 
 INSTITUTION_COLUMNS = """i.id, i.ror_id, i.name, i.name_slug, i.aliases, i.country, i.type, i.openalex_id,
-    i.paper_count, i.researcher_count, i.modified_at, wp_fold(i.name) AS fold_name"""
-_WIDTH = 12
+    i.paper_count, i.researcher_count, i.modified_at, wp_fold(i.name) AS fold_name, i.follower_count"""
+INSTITUTION_WIDTH = 13
 
 
 @dataclass(slots=True)
@@ -35,6 +35,8 @@ class InstitutionRow:
     researcher_count: int
     modified_at: datetime
     fold_name: str
+    # Signed-in readers following the institution (kept by a trigger on `institution_follows`).
+    follower_count: int
 
     @property
     def slug(self) -> str:
@@ -50,7 +52,7 @@ class InstitutionRow:
 
 
 def institution_from_record(record: asyncpg.Record, start: int = 0) -> InstitutionRow:
-    return InstitutionRow(*record[start : start + _WIDTH])
+    return InstitutionRow(*record[start : start + INSTITUTION_WIDTH])
 
 
 SELECT_INSTITUTIONS_BY_IDS = f"SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE i.id = any($1::bigint[])"

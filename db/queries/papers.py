@@ -179,6 +179,57 @@ async def page_papers(
     return [paper_from_record(r) for r in await conn.fetch(sql, *args, limit, offset)]
 
 
+async def page_papers_scanning(
+    conn: Conn,
+    *,
+    matches: Clause,
+    scan: Clause,
+    collect: Clause,
+    clauses: Sequence[Clause],
+    sort: Sort,
+    limit: int,
+    offset: int = 0,
+) -> list[PaperRow]:
+    """A page of the papers that `scan` (a test per paper) and `collect` (the same set as ids) both describe, in one
+    statement, read the cheaper way. `matches` estimates how many papers match (M, reading no row of `papers`).
+
+    With T papers in all and R rows wanted (limit + offset), walking papers in the sort's order finds R matches
+    after about R*T/M papers, and collecting costs M primary-key fetches: equal at M = sqrt(R*T). Above that the
+    walk is tried first, over at most 4*R*T/M papers (four times what it should need, at least 4*R): matches
+    bunched in the past (a researcher who stopped publishing) must not make it read the whole archive. When it
+    finds fewer than R, the collected set answers instead. `clauses` (filters, a cursor) apply to both. (The
+    estimate's OFFSET 0 keeps PostgreSQL from computing M once for each place it is used.)
+    """
+    want = limit + offset
+    where_matches, args = compose([matches], offset=1)
+    where_scan, more = compose([scan], offset=1 + len(args))
+    args += more
+    where_collect, more = compose([collect], offset=1 + len(args))
+    args += more
+    where, more = compose(clauses, offset=1 + len(args))
+    args += more
+    n = len(args) + 2  # after $1 (the rows wanted) and the clauses' parameters
+    order = sort.order_by
+    sql = f"""
+WITH estimate AS MATERIALIZED (
+    SELECT e.m * e.m > e.t * $1::int AS walk, greatest(ceil(4 * $1::int * e.t / greatest(e.m, 1)), 4 * $1::int) AS cap
+    FROM (SELECT ({where_matches})::float8 AS m,
+                 (SELECT greatest(c.reltuples, 1) FROM pg_class c WHERE c.oid = 'papers'::regclass)::float8 AS t
+          OFFSET 0) e
+), walked AS MATERIALIZED (
+    SELECT * FROM (SELECT {PAPER_COLUMNS} FROM papers p WHERE (SELECT walk FROM estimate) AND {where}
+                   ORDER BY {order} LIMIT (SELECT cap FROM estimate)::bigint) p
+    WHERE {where_scan} ORDER BY {order} LIMIT $1::int
+)
+SELECT * FROM (
+    SELECT * FROM walked WHERE (SELECT count(*) FROM walked) = $1::int
+    UNION ALL
+    (SELECT {PAPER_COLUMNS} FROM papers p WHERE (SELECT count(*) FROM walked) < $1::int AND {where_collect} AND {where}
+     ORDER BY {order} LIMIT $1::int)
+) p ORDER BY {order} LIMIT ${n} OFFSET ${n + 1}"""
+    return [paper_from_record(r) for r in await conn.fetch(sql, want, *args, limit, offset)]
+
+
 async def page_papers_of_owners(
     conn: Conn,
     owner: Fragment,

@@ -20,7 +20,9 @@ ExternalIdKind = Literal["s2", "openalex", "orcid"]
 Conn = asyncpg.Connection | PoolConnectionProxy
 
 RESEARCHER_COLUMNS = """r.id, r.name, r.name_slug, r.s2_author_id, r.openalex_id, r.orcid, r.paper_count,
-    r.h_index, r.i10_index, r.citation_count, r.works_count, r.modified_at, wp_fold(r.name) AS fold_name"""
+    r.h_index, r.i10_index, r.citation_count, r.works_count, r.modified_at, wp_fold(r.name) AS fold_name,
+    r.follower_count"""
+RESEARCHER_WIDTH = 14
 
 
 @dataclass(slots=True)
@@ -38,6 +40,8 @@ class ResearcherRow:
     works_count: int
     modified_at: datetime
     fold_name: str
+    # Signed-in readers following the researcher (kept by a trigger on `follows`).
+    follower_count: int
 
     @property
     def slug(self) -> str:
@@ -50,9 +54,10 @@ class ResearcherRow:
 
 def researcher_from_record(record: asyncpg.Record, start: int = 0) -> ResearcherRow:
     """From columns laid out as RESEARCHER_COLUMNS, beginning at `start`."""
-    return ResearcherRow(*record[start : start + 13])
+    return ResearcherRow(*record[start : start + RESEARCHER_WIDTH])
 
 
+SELECT_RESEARCHERS_BY_IDS = f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.id = any($1::bigint[])"
 # An id merged into another researcher leads to the survivor (migration 0011's redirects).
 SELECT_RESEARCHERS_BY_IDS_OR_REDIRECTS = f"""
 SELECT k.id AS asked, {RESEARCHER_COLUMNS}
@@ -72,6 +77,10 @@ _SELECT_BY_EXTERNAL = {
     "openalex": f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.openalex_id = $1",
     "orcid": f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.orcid = $1",
 }
+
+
+async def fetch_researchers_by_ids(conn: Conn, ids: Sequence[int]) -> list[ResearcherRow]:
+    return [researcher_from_record(r) for r in await conn.fetch(SELECT_RESEARCHERS_BY_IDS, list(ids))]
 
 
 async def fetch_researchers_following_redirects(conn: Conn, ids: Sequence[int]) -> list[tuple[int, ResearcherRow]]:

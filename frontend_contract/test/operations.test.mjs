@@ -322,4 +322,42 @@ describe("frontend contract", { skip: API ? false : "WOVEPAPER_API_URL is not se
     });
     assert.equal(await errorCode(request("ResearcherNetwork", { id: seen.researcher.slug, depth: 3 })), "BAD_USER_INPUT");
   });
+  const TOKEN = process.env.WOVEPAPER_VIEWER_TOKEN;
+  test(
+    "ViewerFeed, FollowResearcher, UnfollowResearcher: a signed-in reader's follows and feed",
+    { skip: TOKEN ? false : "WOVEPAPER_VIEWER_TOKEN is not set" },
+    async () => {
+      const reader = new GraphQLClient(API, { headers: { accept: "application/json", authorization: `Bearer ${TOKEN}` } });
+      const signedIn = (name, variables) => reader.request(operation(name), variables);
+      const id = String(seen.researcher.databaseId);
+      assert.equal(await errorCode(request("FollowResearcher", { id })), "UNAUTHENTICATED", "anonymous readers cannot follow");
+      const state = { id: isString, databaseId: isInt, viewerIsFollowing: (v) => typeof v === "boolean", followerCount: isInt };
+      const followed = (await signedIn("FollowResearcher", { id })).followResearcher.researcher;
+      assertShape(followed, state, "followResearcher.researcher");
+      assert.equal(followed.viewerIsFollowing, true);
+      const again = (await signedIn("FollowResearcher", { id })).followResearcher.researcher;
+      assert.equal(again.followerCount, followed.followerCount, "following twice is one follow");
+      const page = (await signedIn("ViewerFeed", { first: 5 })).viewer;
+      assert.ok(isString(page.feedUrl) && /\/rss\/feed\/[A-Za-z0-9_-]+\.xml$/.test(page.feedUrl), "a personal RSS link");
+      assert.ok(page.following.nodes.some((r) => r.databaseId === followed.databaseId), "listed among the followed");
+      const nodes = page.feed.nodes;
+      assert.ok(nodes.length > 0 && nodes.length <= 5);
+      const feedItem = { id: isString, databaseId: isInt, arxivId: isString, slug: isString, title: isString, published: isDate, absUrl: isString };
+      nodes.forEach((p, i) => {
+        assertShape(p, feedItem, `viewer.feed.nodes[${i}]`);
+        assert.ok(p.authors.some((a) => a.researcher?.databaseId === followed.databaseId), "by the followed researcher");
+      });
+      assertNewestFirst(nodes, "viewer.feed");
+      if (page.feed.pageInfo.hasNextPage) {
+        const next = (await signedIn("ViewerFeed", { first: 5, after: page.feed.pageInfo.endCursor })).viewer.feed.nodes;
+        const ids = new Set(nodes.map((p) => p.databaseId));
+        next.forEach((p) => assert.ok(!ids.has(p.databaseId), "feed pages do not overlap"));
+      }
+      const gone = (await signedIn("UnfollowResearcher", { id })).unfollowResearcher.researcher;
+      assert.equal(gone.viewerIsFollowing, false);
+      assert.equal(gone.followerCount, followed.followerCount - 1);
+      assert.equal((await signedIn("ViewerFeed", { first: 5 })).viewer.feed.nodes.length, 0, "nothing followed, an empty feed");
+      assert.equal((await request("ViewerFeed", {})).viewer, null, "anonymous: no viewer");
+    },
+  );
 });

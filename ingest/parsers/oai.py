@@ -21,6 +21,7 @@ from db.records import AuthorRecord, PaperRecord, VersionRecord
 from ingest.errors import MalformedResponse, oai_error
 from ingest.parsers.names import is_collaboration, join_name, split_authors
 from ingest.parsers.text import collapse, detex, none_if_empty
+from ingest.parsers.values import INT32_MAX
 
 OAI = "http://www.openarchives.org/OAI/2.0/"
 ARXIV = "http://arxiv.org/OAI/arXiv/"
@@ -122,12 +123,19 @@ def _version(v: etree._Element) -> VersionRecord | None:
             size_text = child.text
         elif tag == _V_SOURCE:
             source_type = child.text
-    if not label.isdigit() or not d:
+    # Versions count from 1; past 2**31 a number cannot be stored (`integer`), and is no real version or size.
+    if not label.isascii() or not label.isdigit() or not d or not 1 <= int(label) <= INT32_MAX:
         return None
     size = _SIZE_RE.match(size_text) if size_text else None
+    size_kb = int(size.group(1)) if size else None
     if source_type is not None:
         source_type = none_if_empty(source_type)
-    return VersionRecord(int(label), _parse_version_date(d), int(size.group(1)) if size else None, source_type)
+    return VersionRecord(
+        int(label),
+        _parse_version_date(d),
+        size_kb if size_kb is not None and size_kb <= INT32_MAX else None,
+        source_type,
+    )
 
 
 def is_withdrawn(versions: list[VersionRecord], comments: str | None) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 from db.ids import normalize_arxiv_id, normalize_openalex, normalize_orcid, normalize_ror
 from db.records import InstitutionRecord, ResearcherRecord
 from ingest.errors import MalformedResponse
+from ingest.parsers.values import count, text
 
 WORK_SELECT = "id,doi,type,cited_by_count,authorships,locations,primary_location"
 AUTHOR_SELECT = "id,orcid,display_name,works_count,cited_by_count,summary_stats"
@@ -47,9 +48,7 @@ def arxiv_doi(arxiv_id: str) -> str:
 
 
 def _bare_doi(value: Any) -> str | None:
-    if not isinstance(value, str) or not value:
-        return None
-    s = value.strip().lower()
+    s = (text(value) or "").lower()
     for prefix in ("https://doi.org/", "http://doi.org/", "doi:"):
         s = s.removeprefix(prefix)
     return s or None
@@ -99,21 +98,21 @@ def institution_from(item: Any) -> InstitutionRecord | None:
     ror = normalize_ror(item["ror"])
     if not ror:
         return None
-    country = item.get("country_code")
+    country = text(item.get("country_code"))
     oa_id = item.get("id")
-    name = str(item.get("display_name") or ror)
+    name = text(item.get("display_name")) or ror
     aliases: list[str] = []
     for key in ("display_name_acronyms", "display_name_alternatives"):
         values = item.get(key)
         for value in values if isinstance(values, list) else []:
-            if isinstance(value, str) and value.strip() and value.strip() != name and value.strip() not in aliases:
-                aliases.append(value.strip())
+            if (alias := text(value)) and alias != name and alias not in aliases:
+                aliases.append(alias)
     return InstitutionRecord(
         ror_id=ror,
         name=name,
         aliases=aliases,
-        country=country.upper() if isinstance(country, str) and len(country) == 2 else None,
-        type=item.get("type") if isinstance(item.get("type"), str) else None,
+        country=country.upper() if country and len(country) == 2 else None,
+        type=text(item.get("type")),
         openalex_id=normalize_openalex(oa_id) if isinstance(oa_id, str) else None,
     )
 
@@ -130,23 +129,22 @@ def parse_work(work: Any) -> OAWork | None:
         if not isinstance(a, dict):
             continue
         author = _dict(a.get("author"))
-        name = author.get("display_name") or a.get("raw_author_name") or ""
+        name = text(author.get("display_name")) or text(a.get("raw_author_name")) or ""
         aid = author.get("id")
         orcid = author.get("orcid")
         insts = [i for i in (institution_from(x) for x in a.get("institutions") or []) if i]
         authorships.append(
             OAAuthorship(
-                name=str(name),
+                name=name,
                 author_id=normalize_openalex(aid) if isinstance(aid, str) else None,
                 orcid=normalize_orcid(orcid) if isinstance(orcid, str) else None,
                 institutions=insts,
             )
         )
-    cited = work.get("cited_by_count")
     return OAWork(
         openalex_id=oa_id,
         doi=doi,
-        cited_by_count=cited if isinstance(cited, int) and cited >= 0 else None,
+        cited_by_count=count(work.get("cited_by_count")),
         is_preprint=_is_preprint(work, doi),
         arxiv_id=work_arxiv_id(work),
         authorships=authorships,
@@ -191,12 +189,8 @@ def researcher_from_author(item: Any) -> ResearcherRecord | None:
         return None
     stats = _dict(item.get("summary_stats"))
     orcid = item.get("orcid")
-
-    def count(v: Any) -> int | None:
-        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-
     return ResearcherRecord(
-        name=str(item.get("display_name") or oa_id),
+        name=text(item.get("display_name")) or oa_id,
         openalex_id=oa_id,
         orcid=normalize_orcid(orcid) if isinstance(orcid, str) else None,
         openalex_works_count=count(item.get("works_count")),

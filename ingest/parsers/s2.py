@@ -9,6 +9,7 @@ from typing import Any
 from db.ids import normalize_arxiv_id, normalize_orcid
 from db.records import ResearcherRecord, WorkRecord
 from ingest.errors import MalformedResponse
+from ingest.parsers.values import count, text
 
 PAPER_FIELDS = "externalIds,citationCount,authors"
 AUTHOR_FIELDS = "name,externalIds,paperCount,citationCount,hIndex"
@@ -33,21 +34,13 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _str(value: Any) -> str | None:
-    return value.strip() or None if isinstance(value, str) else None
-
-
 def parse_paper_batch(arxiv_ids: Sequence[str], payload: Any) -> dict[str, S2Paper]:
     """POST /paper/batch answer (an array in request order, null for unknown ids) -> {arxiv_id: paper}."""
     if not isinstance(payload, list) or len(payload) != len(arxiv_ids):
         raise MalformedResponse("s2", f"paper batch: expected a list of {len(arxiv_ids)} entries")
     out: dict[str, S2Paper] = {}
     for asked, item in zip(arxiv_ids, payload, strict=True):
-        if not isinstance(item, dict) or not _str(item.get("paperId")):
+        if not isinstance(item, dict) or (paper_id := text(item.get("paperId"))) is None:
             continue
         ext = _dict(item.get("externalIds"))
         # Trust the answer's own arXiv id over the request order when it is there.
@@ -55,27 +48,27 @@ def parse_paper_batch(arxiv_ids: Sequence[str], payload: Any) -> dict[str, S2Pap
         if arxiv_id != asked:
             continue
         authors = [
-            S2Author(_str(a.get("authorId")), _str(a.get("name")) or "")
+            S2Author(text(a.get("authorId")), text(a.get("name")) or "")
             for a in item.get("authors") or []
             if isinstance(a, dict)
         ]
-        out[asked] = S2Paper(str(item["paperId"]), _int(item.get("citationCount")), authors, _int(ext.get("CorpusId")))
+        out[asked] = S2Paper(paper_id, count(item.get("citationCount")), authors, count(ext.get("CorpusId")))
     return out
 
 
 def researcher_from_author(item: Any) -> ResearcherRecord | None:
     """One POST /author/batch entry -> the S2 side of a researcher."""
-    if not isinstance(item, dict) or not _str(item.get("authorId")):
+    if not isinstance(item, dict) or (author_id := text(item.get("authorId"))) is None:
         return None
     ext = _dict(item.get("externalIds"))
     orcid = ext.get("ORCID")
     return ResearcherRecord(
-        name=_str(item.get("name")) or str(item["authorId"]),
-        s2_author_id=str(item["authorId"]),
+        name=text(item.get("name")) or author_id,
+        s2_author_id=author_id,
         orcid=normalize_orcid(orcid) if isinstance(orcid, str) else None,
-        s2_paper_count=_int(item.get("paperCount")),
-        s2_citation_count=_int(item.get("citationCount")),
-        s2_h_index=_int(item.get("hIndex")),
+        s2_paper_count=count(item.get("paperCount")),
+        s2_citation_count=count(item.get("citationCount")),
+        s2_h_index=count(item.get("hIndex")),
     )
 
 
@@ -85,20 +78,20 @@ def parse_author_papers_page(payload: Any) -> tuple[list[WorkRecord], int | None
         raise MalformedResponse("s2", "author papers: expected {data: [...]}")
     works: list[WorkRecord] = []
     for p in payload["data"]:
-        if not isinstance(p, dict) or not _str(p.get("paperId")):
+        if not isinstance(p, dict) or (paper_id := text(p.get("paperId"))) is None:
             continue
         ext = _dict(p.get("externalIds"))
         arxiv = ext.get("ArXiv")
-        doi = ext.get("DOI")
+        doi = text(ext.get("DOI"))
         works.append(
             WorkRecord(
                 source="s2",
-                external_id=str(p["paperId"]),
-                title=_str(p.get("title")),
-                year=_int(p.get("year")),
-                citation_count=_int(p.get("citationCount")),
+                external_id=paper_id,
+                title=text(p.get("title")),
+                year=count(p.get("year")),
+                citation_count=count(p.get("citationCount")),
                 arxiv_id=normalize_arxiv_id(arxiv) if isinstance(arxiv, str) else None,
-                doi=doi.lower() if isinstance(doi, str) else None,
+                doi=doi.lower() if doi else None,
             )
         )
     nxt = payload.get("next")

@@ -16,7 +16,7 @@ from xml.sax.saxutils import escape
 
 from tests.acceptance import world
 from tests.ingest.conftest import OAI_CURRENT, list_records_page
-from tests.loopback import loopback
+from tests.ingest.loopback import http_server
 
 OAI_PAGE = 8
 RESPONSE_DATES = {1: "2024-05-01T00:00:00Z", 2: "2024-08-01T00:00:00Z"}
@@ -225,7 +225,7 @@ def _json(value: object) -> tuple[int, str, bytes]:
 def serving(state: World) -> Iterator[str]:
     """The three upstreams on one loopback server: /oai, /s2 (the Graph API's /graph/v1) and /oa."""
 
-    def respond(method: str, target: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    def answer(method: str, target: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
         url = urlsplit(target)
         params = {k: v[0] for k, v in parse_qs(url.query).items()}
         state.requests.append(f"{method} {url.path}")
@@ -235,7 +235,7 @@ def serving(state: World) -> Iterator[str]:
             status, kind, content = state.s2(method, url.path.removeprefix("/s2"), params, body)
         else:
             status, kind, content = state.openalex(url.path.removeprefix("/oa"), params)
-        return status, [("Content-Type", kind)], content
+        return status, {"Content-Type": kind}, content
 
-    with loopback(respond) as base:
-        yield base
+    with http_server(answer) as port:
+        yield f"http://127.0.0.1:{port}"

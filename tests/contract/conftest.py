@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import tomllib
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from app import create_app
 from settings import Settings
 from tests.integration.graph_support import StatementCounter, serving
+from tests.jwt_support import SECRET, bearer, hs256
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = ROOT / "frontend_contract"
@@ -33,7 +35,15 @@ SITE_OPERATIONS = (
     "Search",
     "Autocomplete",
     "ResearcherNetwork",
+    "ViewerFeed",
+    "FollowResearcher",
+    "UnfollowResearcher",
 )
+# Sent by the site's server for a signed-in reader, with their token.
+VIEWER_OPERATIONS = ("ViewerFeed", "FollowResearcher", "UnfollowResearcher")
+# The contract's own reader: the only writes the contract tests make to the shared demo database are this
+# reader's follows (and feed token), which no other test reads, and the follows are taken back at the end.
+CONTRACT_READER = f"contract-reader-{uuid.uuid4().hex[:8]}"
 
 
 def operation_text(name: str) -> str:
@@ -52,8 +62,11 @@ class Api:
     async def run(self, name: str, variables: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """The response body and the SQL statements the operation ran."""
         self.counter.reset()
+        headers = bearer(hs256(CONTRACT_READER)) if name in VIEWER_OPERATIONS else {}
         response = await self.client.post(
-            "/graphql", json={"query": operation_text(name), "variables": variables, "operationName": name}
+            "/graphql",
+            json={"query": operation_text(name), "variables": variables, "operationName": name},
+            headers=headers,
         )
         assert response.status_code == 200, response.text
         return response.json(), list(self.counter.statements)
@@ -63,15 +76,37 @@ class Api:
 async def serve(dsn: str) -> AsyncIterator[Api]:
     counter = StatementCounter()
     # No Redis: every figure comes from PostgreSQL, so every statement is counted.
-    app = create_app(Settings(DATABASE_URL=dsn), query_logger=counter)
+    app = create_app(Settings(DATABASE_URL=dsn, jwt_secret=SECRET), query_logger=counter)
     async with serving(app) as client:
         yield Api(client, counter)
 
 
+FOLLOWED = """
+mutation Follow($researcher: String!, $institution: String!, $on: Boolean!) {
+  followResearcher(input: {id: $researcher}) @include(if: $on) { researcher { id } }
+  followInstitution(input: {id: $institution}) @include(if: $on) { institution { id } }
+  unfollowResearcher(input: {id: $researcher}) @skip(if: $on) { researcher { id } }
+  unfollowInstitution(input: {id: $institution}) @skip(if: $on) { institution { id } }
+}"""
+
+
 @pytest.fixture(scope="module")
-async def api(demo_database_url: str) -> AsyncIterator[Api]:
+async def api(demo_database_url: str, demo_ids: dict[str, Any]) -> AsyncIterator[Api]:
+    """The demo served with the contract reader following its busiest researcher and institution."""
     async with serve(demo_database_url) as api:
-        yield api
+
+        async def following(on: bool) -> None:
+            variables = {"researcher": demo_ids["researcher"], "institution": demo_ids["institution"], "on": on}
+            response = await api.client.post(
+                "/graphql", json={"query": FOLLOWED, "variables": variables}, headers=bearer(hs256(CONTRACT_READER))
+            )
+            assert "errors" not in response.json(), response.text
+
+        await following(True)
+        try:
+            yield api
+        finally:
+            await following(False)
 
 
 @pytest.fixture(scope="session")
@@ -131,4 +166,7 @@ def variables_for(name: str, ids: dict[str, Any]) -> dict[str, Any]:
         "Search": {"query": ids["word"], "page": 1},
         "Autocomplete": {"query": ids["prefix"], "types": ["RESEARCHER", "INSTITUTION", "PAPER"]},
         "ResearcherNetwork": {"id": ids["researcher"], "depth": 2, "limit": 200},
+        "ViewerFeed": {"first": 24},
+        "FollowResearcher": {"id": ids["one_paper_researcher"]},
+        "UnfollowResearcher": {"id": ids["one_paper_researcher"]},
     }[name]

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from error_codes import ERROR_CODES
-from tests.contract.conftest import CONTRACT, ROOT
+from tests.contract.conftest import CONTRACT
+from tests.jwt_support import SECRET, hs256
+from tests.server_process import server_process
 
 NODE = shutil.which("node")
 NPM = shutil.which("npm")
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     NODE is None or NPM is None, reason="node and npm are not installed: the JavaScript contract cannot run"
 )
 BIN = CONTRACT / "node_modules" / ".bin"
-NODE_TESTS = 11  # the test() calls in frontend_contract/test/operations.test.mjs
+NODE_TESTS = 12  # the test() calls in frontend_contract/test/operations.test.mjs
 
 
 def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -42,49 +43,16 @@ def node_modules() -> Path:
     return CONTRACT / "node_modules"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def server_url(demo_database_url: str) -> Iterator[str]:
+def server_url(demo_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """uvicorn serving the app on the demo database, one worker, on a free port."""
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env["DATABASE_URL"] = demo_database_url
     env["WOVEPAPER_SEMANTIC_PRELOAD"] = "false"  # no operation here searches semantically
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"uvicorn exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not answer /healthz within 60 s")
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/graphql"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
+    env["WOVEPAPER_JWT_SECRET"] = SECRET  # the harness signs the signed-in reader's token with it
+    log = tmp_path_factory.mktemp("node-contract") / "uvicorn.log"
+    with server_process([sys.executable, "-m", "uvicorn", "app:app", "--workers", "1"], env, log) as server:
+        yield f"{server.base}/graphql"
 
 
 def test_codegen_types_every_operation_and_tsc_accepts_them(node_modules: Path, tmp_path: Path) -> None:
@@ -94,7 +62,8 @@ def test_codegen_types_every_operation_and_tsc_accepts_them(node_modules: Path, 
     types = (generated / "graphql.ts").read_text()
     for operation in (p.stem for p in (CONTRACT / "operations").glob("*.graphql")):
         assert f"export const {operation}Document" in types
-        assert f"export type {operation}Query = " in types
+        kind = "Mutation" if operation.startswith(("Follow", "Unfollow")) else "Query"
+        assert f"export type {operation}{kind} = " in types
     # Every error code, for the client's exhaustive switch (typed-client.ts `onError`).
     enums = (generated / "schema-enums.ts").read_text()
     assert all(f"'{code}'" in enums for code in ERROR_CODES)
@@ -103,7 +72,10 @@ def test_codegen_types_every_operation_and_tsc_accepts_them(node_modules: Path, 
 
 
 def test_node_client_runs_every_operation_against_a_running_server(node_modules: Path, server_url: str) -> None:
-    env = {**os.environ, "WOVEPAPER_API_URL": server_url}
+    # A reader of this run only: what the Node test follows, it unfollows again.
+    reader = f"node-contract-{uuid.uuid4().hex[:8]}"
+    token = hs256(reader, exp=int(time.time()) + 3600)
+    env = {**os.environ, "WOVEPAPER_API_URL": server_url, "WOVEPAPER_VIEWER_TOKEN": token}
     done = _run([str(NODE), "--test", "--test-reporter=tap", "test/"], env=env)
     report = done.stdout + done.stderr
     assert done.returncode == 0, report

@@ -28,11 +28,13 @@ def test_one_file_per_site_operation_and_a_budget_for_each() -> None:
 
 
 @pytest.mark.parametrize("name", SITE_OPERATIONS)
-def test_file_holds_one_query_named_after_it(name: str) -> None:
+def test_file_holds_one_operation_named_after_it(name: str) -> None:
     document = parse(operation_text(name))
     operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
     assert len(operations) == 1
-    assert operations[0].operation == OperationType.QUERY
+    # The follow buttons write; everything else the site sends reads.
+    kind = OperationType.MUTATION if name.startswith(("Follow", "Unfollow")) else OperationType.QUERY
+    assert operations[0].operation == kind
     assert operations[0].name is not None and operations[0].name.value == name
 
 
@@ -73,6 +75,14 @@ def _non_empty(name: str, data: dict[str, Any]) -> None:
     elif name == "ResearcherNetwork":
         network = data["researcher"]["network"]
         assert len(network["nodes"]) > 10 and {n["depth"] for n in network["nodes"]} >= {0, 1}
+    elif name == "ViewerFeed":
+        viewer = data["viewer"]
+        assert len(viewer["feed"]["nodes"]) == 24 and viewer["feed"]["pageInfo"]["hasNextPage"]
+        assert viewer["following"]["totalCount"] == 1 and viewer["followingInstitutions"]["totalCount"] == 1
+    elif name == "FollowResearcher":
+        assert data["followResearcher"]["researcher"]["viewerIsFollowing"] is True
+    elif name == "UnfollowResearcher":
+        assert data["unfollowResearcher"]["researcher"]["viewerIsFollowing"] is False
 
 
 @pytest.mark.parametrize("name", SITE_OPERATIONS)

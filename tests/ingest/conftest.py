@@ -126,15 +126,16 @@ class FakeOAI:
         )
 
 
-def three_page_archive() -> FakeOAI:
-    """The recorded arXivRaw pages 1 and 2, then a derived last page (empty token) holding the
-    withdrawn paper and the five-version old-style paper from the recorded GetRecord responses."""
+def three_page_archive(last_token: str = "") -> FakeOAI:
+    """The recorded arXivRaw pages 1 and 2, then a derived last page (empty token, unless `last_token` continues
+    the list) holding the withdrawn paper and the five-version old-style paper from the recorded GetRecord
+    responses."""
     page1 = (OAI_CURRENT / "listrecords_arXivRaw_page1_with-resumptionToken.xml").read_bytes()
     page2 = (OAI_CURRENT / "listrecords_arXivRaw_page2_via-resumptionToken.xml").read_bytes()
     last = list_records_page(
         fixture_records(OAI_CURRENT / "getrecord_arXivRaw_withdrawn_cond-mat-0703772_source_type-I.xml")
         + fixture_records(OAI_CURRENT / "getrecord_arXivRaw_oldstyle-id_hep-th-0703166_5-versions.xml"),
-        token="",
+        token=last_token,
     )
     return FakeOAI(
         first=page1,
@@ -167,7 +168,7 @@ async def conn(ingest_dsn: str) -> AsyncIterator[asyncpg.Connection]:
     """A connection to the ingest database, emptied first: each test starts from nothing."""
     c = await asyncpg.connect(ingest_dsn)
     await c.execute(
-        "TRUNCATE papers, researchers, institutions, ingest_checkpoints, researcher_works,"
+        "TRUNCATE papers, researchers, institutions, ingest_checkpoints, ingest_progress, researcher_works,"
         " researcher_institutions RESTART IDENTITY CASCADE"
     )
     try:

@@ -12,40 +12,14 @@ from typer.testing import CliRunner
 
 from cli import app
 from tests.ingest.conftest import FakeOAI
+from tests.ingest.loopback import Loopback, serve
 from tests.ingest.upstreams import FakeScholarly, enrich_archive_page
-from tests.loopback import loopback
 
 
 @pytest.fixture
-def upstreams() -> Iterator[tuple[str, FakeOAI, FakeScholarly]]:
-    """One loopback HTTP server: /oai is arXiv, /s2 Semantic Scholar, /oa OpenAlex."""
-    oai = FakeOAI(first=enrich_archive_page())
-    scholarly = FakeScholarly()
-
-    def respond(method: str, path: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        if path.startswith("/oai"):
-            url, fake = "https://oaipmh.arxiv.org" + path, oai
-        elif path.startswith("/s2"):
-            url, fake = "https://s2.test/graph/v1" + path.removeprefix("/s2"), scholarly
-        else:
-            url, fake = "https://api.openalex.test" + path.removeprefix("/oa"), scholarly
-        resp = fake(httpx.Request(method, url, content=body))  # type: ignore[operator]
-        return resp.status_code, list(resp.headers.items()), resp.read()
-
-    with loopback(respond) as base:
-        yield base, oai, scholarly
-
-
-def env(base: str, dsn: str) -> dict[str, str]:
-    return {
-        "DATABASE_URL": dsn,
-        "WOVEPAPER_ARXIV_OAI_URL": f"{base}/oai",
-        "WOVEPAPER_ARXIV_DELAY_S": "0",
-        "WOVEPAPER_S2_API_URL": f"{base}/s2",
-        "WOVEPAPER_S2_RPS": "1000000",
-        "WOVEPAPER_OPENALEX_API_URL": f"{base}/oa",
-        "WOVEPAPER_OPENALEX_RPS": "1000000",
-    }
+def upstreams() -> Iterator[Loopback]:
+    with serve(FakeOAI(first=enrich_archive_page()), FakeScholarly()) as loop:
+        yield loop
 
 
 async def _count(dsn: str, sql: str) -> int:
@@ -56,24 +30,22 @@ async def _count(dsn: str, sql: str) -> int:
         await c.close()
 
 
-def test_ingest_arxiv_enrich_all(
-    upstreams: tuple[str, FakeOAI, FakeScholarly], conn: asyncpg.Connection, ingest_dsn: str
-) -> None:
-    base, oai, scholarly = upstreams
+def test_ingest_arxiv_enrich_all(upstreams: Loopback, conn: asyncpg.Connection, ingest_dsn: str) -> None:
+    oai, env = upstreams.oai, upstreams.env(ingest_dsn)
     runner = CliRunner()
-    result = runner.invoke(app, ["ingest", "arxiv", "--from", "2001-01-01"], env=env(base, ingest_dsn))
+    result = runner.invoke(app, ["ingest", "arxiv", "--from", "2001-01-01"], env=env)
     assert result.exit_code == 0, result.output
     assert "arxiv: seen 3, inserted 3, updated 0, skipped 0, failed 0, requests 2, retries 0" in result.output
     # --from before earliestDatestamp was clamped (the server would reject it).
     assert oai.requests[1]["from"] == "2005-09-16"
 
-    result = runner.invoke(app, ["ingest", "enrich", "--limit", "1"], env=env(base, ingest_dsn))
+    result = runner.invoke(app, ["ingest", "enrich", "--limit", "1"], env=env)
     assert result.exit_code == 0, result.output
     assert "enrich: seen 1," in result.output
     assert asyncio.run(_count(ingest_dsn, "SELECT count(*) FROM papers WHERE enriched_at IS NULL")) == 2
 
     # `all`: arXiv from the checkpoint (nothing new: the page is served again and is unchanged), then the rest.
-    result = runner.invoke(app, ["ingest", "all"], env=env(base, ingest_dsn))
+    result = runner.invoke(app, ["ingest", "all"], env=env)
     assert result.exit_code == 0, result.output
     assert "arxiv: seen 3, inserted 0, updated 0, skipped 3" in result.output
     assert "enrich: seen 2," in result.output
@@ -81,13 +53,74 @@ def test_ingest_arxiv_enrich_all(
     assert asyncio.run(_count(ingest_dsn, "SELECT count(*) FROM researchers")) > 0
 
 
-def test_failed_upstream_exits_1(
-    upstreams: tuple[str, FakeOAI, FakeScholarly], conn: asyncpg.Connection, ingest_dsn: str
-) -> None:
-    base, oai, _ = upstreams
+def test_failed_upstream_exits_1(upstreams: Loopback, conn: asyncpg.Connection, ingest_dsn: str) -> None:
+    oai, env = upstreams.oai, upstreams.env(ingest_dsn)
     oai.script[0] = httpx.Response(
         400, text="<html><body>Bad Request</body></html>", headers={"Content-Type": "text/html"}
     )
-    result = CliRunner().invoke(app, ["ingest", "arxiv"], env=env(base, ingest_dsn))
+    result = CliRunner().invoke(app, ["ingest", "arxiv"], env=env)
     assert result.exit_code == 1
     assert "stopped early: arxiv: HTTP 400: an HTML page instead of data" in result.output
+
+
+async def _sql(dsn: str, *statements: str) -> None:
+    c = await asyncpg.connect(dsn)
+    try:
+        for statement in statements:
+            await c.execute(statement)
+    finally:
+        await c.close()
+
+
+def test_a_paper_set_aside_exits_1_with_the_count(
+    upstreams: Loopback, conn: asyncpg.Connection, ingest_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = upstreams.env(ingest_dsn)
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", "arxiv"], env=env).exit_code == 0
+    # A value PostgreSQL refuses in ChemCrow's writes, whatever it is.
+    asyncio.run(
+        _sql(
+            ingest_dsn,
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.paper_id ="
+            " (SELECT id FROM papers WHERE arxiv_id = '2304.05376') AND NEW.researcher_id IS NOT NULL THEN"
+            " RAISE EXCEPTION 'bad value' USING ERRCODE = '22021'; END IF; RETURN NEW; END $$",
+            "CREATE TRIGGER refuse BEFORE UPDATE ON authorships FOR EACH ROW EXECUTE FUNCTION refuse()",
+        )
+    )
+    try:
+        result = runner.invoke(app, ["ingest", "enrich"], env=env)
+    finally:
+        asyncio.run(_sql(ingest_dsn, "DROP FUNCTION refuse() CASCADE"))
+    assert result.exit_code == 1, result.output
+    assert "enrich: seen 3, inserted" in result.output and "failed 1," in result.output
+    assert "paper 2304.05376 set aside, its enrichment is retried later: CharacterNotInRepertoireError: bad value" in (
+        caplog.text
+    )
+    assert asyncio.run(_count(ingest_dsn, "SELECT count(*) FROM papers WHERE enriched_at IS NULL")) == 1
+
+
+def test_a_lock_waited_on_too_long_stops_the_run_with_a_line(
+    upstreams: Loopback, conn: asyncpg.Connection, ingest_dsn: str
+) -> None:
+    env = upstreams.env(ingest_dsn)
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", "arxiv"], env=env).exit_code == 0
+
+    async def enrich_while_locked() -> object:
+        locker = await asyncpg.connect(ingest_dsn)
+        try:
+            await locker.execute("BEGIN")
+            await locker.execute("LOCK TABLE researchers IN EXCLUSIVE MODE")
+            return await asyncio.to_thread(
+                runner.invoke, app, ["ingest", "enrich"], env=env | {"WOVEPAPER_INGEST_LOCK_TIMEOUT_MS": "300"}
+            )
+        finally:
+            await locker.close()
+
+    result = asyncio.run(enrich_while_locked())
+    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
+    assert "enrich: stopped: database: LockNotAvailableError: canceling statement due to lock timeout" in (
+        result.output  # type: ignore[attr-defined]
+    )
+    assert asyncio.run(_count(ingest_dsn, "SELECT count(*) FROM papers WHERE enriched_at IS NULL")) == 3

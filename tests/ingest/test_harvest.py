@@ -239,3 +239,24 @@ async def test_two_writers_with_a_record_repeated_on_consecutive_pages(
     assert {r[0] for r in await paper_rows(conn)} == {"hep-th/0703166", "cond-mat/0703772"}
     state = await load_harvest_state(conn, "arxiv:all")
     assert state is not None and state.token is None and state.pages == 3
+
+
+async def test_numbers_past_int32_in_a_record_do_not_stop_the_harvest(
+    conn: asyncpg.Connection, clock: FakeClock
+) -> None:
+    from datetime import UTC, datetime
+
+    from tests.ingest.upstreams import arxiv_raw
+
+    record = arxiv_raw("2401.00002", "Big numbers", "Ann Lee", datetime(2024, 1, 2, tzinfo=UTC))
+    record = record.replace(b"<size>100kb</size>", b"<size>99999999999kb</size>").replace(
+        b"</version>",
+        b'</version><version version="v4294967297"><date>Wed, 3 Jan 2024 00:00:00 GMT</date><size>1kb</size></version>',
+    )
+    summary = await harvest_arxiv(conn, FakeOAI(first=list_records_page([record], "")).client(clock))
+    assert summary.inserted == 1 and summary.failed == 0
+    row = await conn.fetchrow(
+        "SELECT p.version, v.size_kb FROM papers p JOIN paper_versions v ON v.paper_id = p.id"
+        " WHERE p.arxiv_id = '2401.00002'"
+    )
+    assert row is not None and tuple(row) == (1, None)  # the impossible version and size are not numbers we keep

@@ -166,22 +166,25 @@ def _oa_author(openalex_url: str) -> dict[str, Any]:
     raise KeyError(openalex_url)
 
 
-Responder = Callable[[httpx.Request], httpx.Response | None]
+Responder = Callable[[httpx.Request], httpx.Response]
 
 
 @dataclass
 class FakeScholarly:
-    """S2 and OpenAlex in one transport; `script` overrides the n-th request to a host (0-based).
+    """S2 and OpenAlex in one transport; `script` overrides the n-th request to a host (0-based), with a
+    response or a function of the request.
 
     `author_ids` gives an author of a paper another S2 id ({(arXiv id, 0-based index in S2's list): id}, a duplicate
     profile); `merged` makes S2 answer an author id with another's record, as it does for ids it merged."""
 
-    s2_script: dict[int, httpx.Response] = field(default_factory=dict)
-    oa_script: dict[int, httpx.Response] = field(default_factory=dict)
+    s2_script: dict[int, httpx.Response | Responder] = field(default_factory=dict)
+    oa_script: dict[int, httpx.Response | Responder] = field(default_factory=dict)
     s2_requests: list[httpx.Request] = field(default_factory=list)
     oa_requests: list[httpx.Request] = field(default_factory=list)
     author_ids: dict[tuple[str, int], str] = field(default_factory=dict)
     merged: dict[str, str] = field(default_factory=dict)
+    # Changes every JSON body answered (not scripted ones) in place: bad values as an upstream may send them.
+    tamper: Callable[[httpx.Request, Any], None] | None = None
 
     def _paper(self, arxiv_id: str) -> dict[str, Any] | None:
         paper = S2_PAPERS.get(arxiv_id)
@@ -204,10 +207,21 @@ class FakeScholarly:
         if request.url.host == "s2.test":
             n = len(self.s2_requests)
             self.s2_requests.append(request)
-            return self.s2_script.get(n) or self._s2(request)
+            return self._scripted(self.s2_script.get(n), request) or self._tampered(request, self._s2(request))
         n = len(self.oa_requests)
         self.oa_requests.append(request)
-        return self.oa_script.get(n) or self._openalex(request)
+        return self._scripted(self.oa_script.get(n), request) or self._tampered(request, self._openalex(request))
+
+    def _tampered(self, request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if self.tamper is None or response.status_code != 200:
+            return response
+        body = json.loads(response.read())
+        self.tamper(request, body)
+        return httpx.Response(200, json=body)
+
+    @staticmethod
+    def _scripted(entry: httpx.Response | Responder | None, request: httpx.Request) -> httpx.Response | None:
+        return entry(request) if callable(entry) else entry
 
     def _s2(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/graph/v1")

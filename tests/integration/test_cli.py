@@ -136,6 +136,30 @@ async def test_up_uses_the_given_servers_migrates_serves_and_stops_on_signal(
     assert output.rstrip().endswith("stopped")
 
 
+def _with_password(dsn: str, password: str) -> str:
+    scheme, _, rest = dsn.partition("://")
+    authority, slash, tail = rest.partition("/")
+    user, _, host = authority.rpartition("@")
+    return f"{scheme}://{user or 'postgres'}:{password}@{host}{slash}{tail}"
+
+
+async def test_up_never_prints_a_given_password(make_database, tmp_path: Path) -> None:
+    # The database is the user's (with a password), Redis is started here: the line for other shells is printed.
+    password = "pw-7e1c9a3f5d"
+    dsn = _with_password(await make_database("up_password"), password)
+    port = localservices.free_port()
+    log = tmp_path / "up.log"
+    proc = _start_up(port, _env(DATABASE_URL=dsn, WOVEPAPER_LOCAL_DIR=str(tmp_path / "local")), log)
+    try:
+        _wait_ready(proc, port, log)
+    finally:
+        code = _stop(proc, signal.SIGINT, log)
+    output = log.read_text()
+    assert code == 0, output
+    assert "started project-local Redis" in output and "other shells: export REDIS_URL=" in output
+    assert password not in output
+
+
 def test_up_fails_fast_when_the_port_is_taken(tmp_path: Path) -> None:
     local = tmp_path / "local"
     with socket.socket() as taken:

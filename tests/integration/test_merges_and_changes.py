@@ -55,6 +55,18 @@ async def test_a_merged_researcher_resolves_to_the_survivor_everywhere(make_data
     wumo_slug = entity_slug(wumo, slugify("Wumo Yan"))
     async with graph(seeded) as g:
         before = (await g.data('{ researcher(id: "s2:1741101") { id databaseId } }'))["researcher"]
+        # A reader follows both profiles, another only the one merged away: both follow the survivor after.
+        conn = await asyncpg.connect(seeded.dsn)
+        try:
+            await conn.execute("INSERT INTO viewers (id) VALUES ('reader-both'), ('reader-ada')")
+            await conn.execute(
+                "INSERT INTO follows (viewer_id, researcher_id) VALUES ('reader-both', $1), ('reader-both', $2),"
+                " ('reader-ada', $2)",
+                wumo,
+                ada,
+            )
+        finally:
+            await conn.close()
         start = datetime.now(UTC) - timedelta(seconds=1)
         await asyncio.sleep(0.01)
         touched = await _merge(seeded.dsn, ada, wumo)
@@ -70,6 +82,18 @@ async def test_a_merged_researcher_resolves_to_the_survivor_everywhere(make_data
         both = {p.arxiv_id for p in PAPERS if any(a.researcher in ("wumo", "ada") for a in p.authors)}
         assert r["paperCount"] == r["papers"]["totalCount"] == len(both)
         assert r["externalIds"]["semanticScholar"] == "2109311836"  # the survivor's own
+        conn = await asyncpg.connect(seeded.dsn)
+        try:
+            followers = await conn.fetch("SELECT viewer_id FROM follows WHERE researcher_id = $1 ORDER BY 1", wumo)
+            assert [f["viewer_id"] for f in followers] == ["reader-ada", "reader-both"]
+            counts = await conn.fetchrow(
+                "SELECT (SELECT follower_count FROM researchers WHERE id = $1) AS researcher,"
+                " (SELECT follow_count FROM viewers WHERE id = 'reader-both') AS viewer",
+                wumo,
+            )
+            assert tuple(counts) == (2, 1)
+        finally:
+            await conn.close()
 
         path = (
             await g.data(

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-import localservices
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.server_process import server_process
 
 
 def _serve_command() -> list[str]:
@@ -29,7 +24,6 @@ def _serve_command() -> list[str]:
 def served(
     database_url: str, redis_url: str, cache_namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    port = localservices.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WOVEPAPER_")}
     # As everywhere in the tests: no embedding model loading (seconds of CPU) in the server.
     env |= {
@@ -39,37 +33,9 @@ def served(
         "WOVEPAPER_CACHE_NAMESPACE": cache_namespace,
     }
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [*_serve_command(), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"`wovepaper serve` exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"`wovepaper serve` did not answer within 60 s:\n{log.read_text()}")
-            time.sleep(0.1)
-        yield base
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, log.read_text()
+    with server_process([*_serve_command(), "serve"], env, log) as server:
+        yield server.base
+    assert server.process.returncode == 0, log.read_text()
 
 
 def test_healthz(served: str) -> None:

@@ -3,8 +3,6 @@ from __future__ import annotations
 import pytest
 
 from db.cache import keys
-from db.cache.breaker import BreakerState, CircuitBreaker
-from db.cache.metrics import CacheMetrics, render
 
 
 def test_keys_are_namespaced_versioned_and_lowercase() -> None:
@@ -52,46 +50,6 @@ def test_unknown_entity_kind_is_refused() -> None:
     assert keys.entity_generation("wp", "institution", 5) == "wp:institution:5:gen"
 
 
-def test_breaker_opens_after_threshold_and_probes_once() -> None:
-    now = [0.0]
-    b = CircuitBreaker(threshold=2, reset_after_s=10, clock=lambda: now[0])
-    assert b.allow()
-    b.failure()
-    assert b.state is BreakerState.CLOSED
-    b.failure()
-    assert b.state is BreakerState.OPEN and not b.allow() and b.opens == 1
-    now[0] = 10.0
-    assert b.state is BreakerState.HALF_OPEN
-    assert b.allow() and not b.allow()  # one probe at a time
-    b.failure()
-    assert b.state is BreakerState.OPEN and b.opens == 1  # reopened for a full period, not a new opening
-    now[0] = 19.0
-    assert not b.allow()
-    now[0] = 20.0
-    assert b.allow()
-    b.success()
-    assert b.state is BreakerState.CLOSED and b.allow()
-
-
-def test_success_resets_the_failure_count() -> None:
-    b = CircuitBreaker(threshold=2, reset_after_s=1)
-    b.failure()
-    b.success()
-    b.failure()
-    assert b.state is BreakerState.CLOSED
-
-
-def test_metrics_render_prometheus_text() -> None:
-    m = CacheMetrics(hits=3, response_hits=2)
-    text = render(m, breaker_state=1, breaker_opens=4, redis_configured=True)
-    lines = text.splitlines()
-    assert "wovepaper_cache_hits_total 3" in lines
-    assert "wovepaper_cache_response_hits_total 2" in lines
-    assert "wovepaper_cache_breaker_state 1" in lines
-    assert "# TYPE wovepaper_cache_misses_total counter" in lines
-    assert text.endswith("\n")
-
-
 def test_contract_operations_cacheability() -> None:
     from db.cache.response_cache import canonical_variables, document_hash, entity_refs
     from db.cache.store import EntityRef
@@ -121,3 +79,18 @@ def test_contract_operations_cacheability() -> None:
         }
     }
     assert entity_refs(data) == {EntityRef("researcher", 7), EntityRef("paper", 3), EntityRef("institution", 2)}
+
+
+def test_documents_selecting_what_depends_on_the_reader_are_never_cached() -> None:
+    from pathlib import Path
+
+    from resolvers.cacheable_operations import cacheable_operation, load_cacheable_operations
+
+    for field in ("viewerIsFollowing", "followingInstitutions", "feedUrl"):
+        assert cacheable_operation(f"query P($id: String!) {{ researcher(id: $id) {{ id {field} }} }}") == []
+    # A follower count is everyone's: the researcher page stays cacheable with it.
+    assert cacheable_operation('query P { researcher(id: "1") { id followerCount } }') != []
+    operations = Path(__file__).resolve().parents[2] / "frontend_contract" / "operations"
+    names = {op.name for op in load_cacheable_operations(operations)}
+    assert "ResearcherPage" in names
+    assert not names & {"ViewerFeed", "FollowResearcher", "UnfollowResearcher"}

@@ -108,3 +108,23 @@ def test_readme_documents_every_setting() -> None:
     expected = {_env_name((name,)) for name in Settings.model_fields}
     assert expected - documented == set(), "add these to the README's configuration table"
     assert documented - expected == set(), "the README documents settings that do not exist"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://app:s3cret@db.internal:5432/wp", "postgresql://app:***@db.internal:5432/wp"),
+        ("postgresql://app:p%40ss:w@db/wp?sslmode=require", "postgresql://app:***@db/wp?sslmode=require"),
+        (
+            "postgresql:///wp?host=/run/pg&password=s3cret&user=app",
+            "postgresql:///wp?host=/run/pg&password=***&user=app",
+        ),
+        ("redis://:s3cret@cache:6379/0", "redis://:***@cache:6379/0"),
+        ("postgresql://app@db/wp", "postgresql://app@db/wp"),
+        ("unix:///tmp/redis.sock", "unix:///tmp/redis.sock"),
+    ],
+)
+def test_masked_url_hides_the_password_only(url: str, shown: str) -> None:
+    from settings import masked_url
+
+    assert masked_url(url) == shown

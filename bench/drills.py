@@ -1,0 +1,47 @@
+"""The fault drills of tests/drills/, run longer, with the numbers for bench/RESULTS.md ("Reliability").
+
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python -m bench.drills [--phase 8]
+
+DATABASE_URL names a server where a throwaway database is created (and dropped at the end) for the Redis and
+shutdown drills; the PostgreSQL drill starts a server of its own (as a non-root user). Loopback only; each drill
+stops by itself. Prints one Markdown table per drill and its facts (recovery times, counts)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from tests.drills.load import format_summary
+from tests.drills.scenarios import postgres_drill, redis_drill, shutdown_drill, throwaway_demo_database
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--phase", type=float, default=8.0, help="seconds per phase")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--papers", type=int, default=2000)
+    parser.add_argument("--only", choices=["redis", "postgres", "shutdown"], default=None)
+    args = parser.parse_args()
+    async with throwaway_demo_database(os.environ["DATABASE_URL"], papers=args.papers, prefix="wovepaper_drill") as dsn:
+        with tempfile.TemporaryDirectory(prefix="wovepaper-drills-") as tmp:
+            work = Path(tmp)
+            print(f"# drills, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}")
+            if args.only in (None, "redis"):
+                r = await redis_drill(dsn, work / "redis", phase_s=args.phase, concurrency=args.concurrency)
+                print(format_summary("\n## Redis frozen, back, killed, restarted", r.summary))
+                print(r.facts, "bad:", len(r.bad))
+            if args.only in (None, "postgres"):
+                r = await postgres_drill(work / "pg", phase_s=args.phase, concurrency=args.concurrency)
+                print(format_summary("\n## PostgreSQL restarted, stopped, backends terminated", r.summary))
+                print(r.facts, "bad:", len(r.bad))
+            if args.only in (None, "shutdown"):
+                r = await shutdown_drill(dsn, work / "shutdown", drain_s=5.0, grace_s=20.0)
+                print(format_summary("\n## SIGTERM under load", r.summary))
+                print(r.facts, "bad:", len(r.bad))
+
+if __name__ == "__main__":
+    asyncio.run(main())

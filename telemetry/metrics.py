@@ -1,0 +1,132 @@
+"""Every Prometheus metric the API exports, in one place (prometheus_client).
+
+With `PROMETHEUS_MULTIPROC_DIR` set before this module is imported (`wovepaper serve --workers N` sets it),
+each worker writes its values to files there and `/metrics`, whichever worker answers it, reports one set
+summed over the live workers. Without it, values live in this process only.
+
+Label values are bounded: operation names come from `operation_label` (the site's operations by name, the rest
+"other"), reasons and outcomes are fixed words.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Final
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import generate_latest as _generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+
+# Latency buckets from a cached page (milliseconds) to the operation timeout (10 s).
+LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+REQUEST_SECONDS = Histogram(
+    "wovepaper_request_duration_seconds",
+    "Time to answer an HTTP request, by GraphQL operation (or route) and HTTP status.",
+    ["operation", "status"],
+    buckets=LATENCY_BUCKETS,
+)
+SQL_STATEMENTS = Counter(
+    "wovepaper_sql_statements_total", "SQL statements run while answering requests, by operation.", ["operation"]
+)
+SQL_SECONDS = Counter(
+    "wovepaper_sql_seconds_total", "Time PostgreSQL spent on those statements, by operation.", ["operation"]
+)
+CACHE_EVENTS = Counter(
+    "wovepaper_cache_events_total",
+    "Cache outcomes: cache=aggregate|response|redis, event=hit|miss|fallback|store|error|short_circuit|...",
+    ["cache", "event"],
+)
+REJECTIONS = Counter(
+    "wovepaper_rejected_requests_total",
+    "Requests refused or cut short, by reason (OVERLOADED, TIMEOUT, SERVICE_UNAVAILABLE, rate limits, ...).",
+    ["reason"],
+)
+BREAKER_STATE = Gauge(
+    "wovepaper_cache_breaker_state",
+    "Redis circuit breaker, the worst over the workers: 0 closed, 1 open, 2 half-open.",
+    multiprocess_mode="livemax",
+)
+BREAKER_OPENS = Counter("wovepaper_cache_breaker_opens_total", "Times the Redis circuit breaker opened.")
+REDIS_CONFIGURED = Gauge(
+    "wovepaper_cache_redis_configured", "1 when REDIS_URL is set.", multiprocess_mode="livemax"
+)
+POOL_CONNECTIONS = Gauge(
+    "wovepaper_db_pool_connections",
+    "PostgreSQL connections of the API's pools: state=open|in_use|max.",
+    ["state"],
+    multiprocess_mode="livesum",
+)
+POOL_WAITERS = Gauge(
+    "wovepaper_db_pool_waiters", "Callers waiting for a PostgreSQL connection.", multiprocess_mode="livesum"
+)
+DB_RETRIES = Counter(
+    "wovepaper_db_lost_connection_retries_total", "Read operations run again after a lost PostgreSQL connection."
+)
+
+_operation_names: frozenset[str] = frozenset()
+
+
+def count_rejection(reason: str) -> None:
+    """One request refused or cut short for `reason` (a fixed, upper-case word such as "RATE_LIMITED")."""
+    REJECTIONS.labels(reason).inc()
+
+
+def count_cache_event(cache: str, event: str, amount: int = 1) -> None:
+    CACHE_EVENTS.labels(cache, event).inc(amount)
+
+
+def set_operation_names(names: Iterable[str]) -> None:
+    """The operation names reported as they are (the site's); any other name is reported as "other"."""
+    global _operation_names
+    _operation_names = frozenset(names)
+
+
+def operation_label(name: str | None) -> str:
+    if not name:
+        return "anonymous"
+    return name if name in _operation_names else "other"
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get(MULTIPROC_ENV) or None
+
+
+def generate_latest(extra: Iterable[Collector] = ()) -> bytes:
+    """The exposition text: every worker's values when in multiprocess mode, plus `extra` collectors
+    (computed now, in this process)."""
+    if multiprocess_dir():
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    else:
+        registry = CollectorRegistry()
+        registry.register(_Forward(REGISTRY))
+    for collector in extra:
+        registry.register(collector)
+    return _generate_latest(registry)
+
+
+def mark_process_dead(pid: int) -> None:
+    """Drop a finished worker's live gauges (its counters stay counted)."""
+    directory = multiprocess_dir()
+    if directory:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
+
+
+class _Forward(Collector):
+    """The default registry's metrics, so a per-scrape registry can add collectors of its own."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self._source = source
+
+    def collect(self) -> Iterable[object]:  # type: ignore[override]
+        return self._source.collect()
+
+

@@ -1,0 +1,118 @@
+"""What an operator sees: X-Request-Id (echoed, and in masked errors), one JSON log line per request, metrics
+summed over `serve --workers N`, and OpenTelemetry spans when switched on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import httpx
+import pytest
+
+from app import create_app
+from settings import Settings
+from telemetry.logs import JsonFormatter
+from tests.drills.servers import ServedApi
+from tests.integration.inprocess import served
+
+QUERY = "query Names { researchers(first: 2) { nodes { id name } } }"
+
+
+async def test_request_id_is_echoed_or_made(database_url) -> None:
+    async with served(database_url) as (client, _):
+        given = await client.post("/graphql", json={"query": QUERY}, headers={"X-Request-Id": "edge-7f3a.1"})
+        assert given.headers["x-request-id"] == "edge-7f3a.1"
+        made = await client.post("/graphql", json={"query": QUERY})
+        assert len(made.headers["x-request-id"]) == 16
+        # An id that could forge log lines or headers is replaced.
+        forged = await client.post("/graphql", json={"query": QUERY}, headers={"X-Request-Id": 'a" b\\n{}' * 20})
+        assert forged.headers["x-request-id"] != 'a" b\\n{}' * 20 and len(forged.headers["x-request-id"]) == 16
+
+
+async def test_one_json_line_per_request_with_its_operation_and_statements(database_url, caplog) -> None:
+    async with served(database_url) as (client, _):
+        with caplog.at_level(logging.INFO, logger="wovepaper.request"):
+            response = await client.post("/graphql", json={"query": QUERY}, headers={"X-Request-Id": "req-1"})
+            await client.get("/healthz")  # probes are not logged
+    assert response.status_code == 200
+    records = [r for r in caplog.records if r.name == "wovepaper.request"]
+    assert len(records) == 1
+    line = json.loads(JsonFormatter().format(records[0]))
+    assert line["request_id"] == "req-1" and line["operation"] == "Names" and line["status"] == 200
+    assert line["statements"] >= 1 and line["duration_ms"] > 0 and line["level"] == "info"
+
+
+@pytest.mark.slow
+async def test_metrics_of_several_workers_are_one_set(database_url, tmp_path) -> None:
+    api = ServedApi.start({"DATABASE_URL": database_url}, tmp_path / "api.log", workers=2)
+    try:
+        async with httpx.AsyncClient(base_url=api.url, timeout=20) as client:
+            await asyncio.gather(*(client.post("/graphql", json={"query": QUERY}) for _ in range(30)))
+            counts = set()
+            for _ in range(6):  # several scrapes, answered by either worker
+                # Not one of the site's operations: counted under "other" (labels stay bounded).
+                counts.add(_sample(await client.get("/metrics"), "other"))
+                await asyncio.sleep(0.05)
+        assert counts == {30.0}
+    finally:
+        api.stop()
+
+
+def _sample(response: httpx.Response, operation: str) -> float:
+    name = "wovepaper_request_duration_seconds_count"
+    total = 0.0
+    for line in response.text.splitlines():
+        if line.startswith(name + "{") and f'operation="{operation}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_opentelemetry_spans_for_requests_and_sql(database_url) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from telemetry.tracing import instrument, tracer_provider, uninstrument
+
+    exporter = InMemorySpanExporter()
+    application = create_app(Settings(DATABASE_URL=database_url, REDIS_URL=None))
+    instrument(application, service_name="wovepaper-test", provider=tracer_provider("wovepaper-test", exporter))
+    try:
+        async with served(database_url, application=application) as (client, _):
+            response = await client.post("/graphql", json={"query": QUERY})
+        assert response.status_code == 200
+        spans = exporter.get_finished_spans()
+        kinds = {s.kind.name for s in spans}
+        assert "SERVER" in kinds  # the HTTP request
+        assert any(s.attributes and s.attributes.get("db.system") == "postgresql" for s in spans)  # its SQL
+        assert {s.resource.attributes["service.name"] for s in spans} == {"wovepaper-test"}
+    finally:
+        uninstrument()
+
+
+def test_tracing_is_off_by_default() -> None:
+    assert Settings().otel_enabled is False
+
+
+async def test_ingest_progress_is_exported_from_the_database(make_database) -> None:
+    import asyncpg
+
+    from db.migrate import migrate
+
+    dsn = await make_database("progress")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+        await conn.execute(
+            "INSERT INTO ingest_checkpoints (source, state, updated_at) VALUES ('arxiv:all', $1::text::jsonb, now())",
+            json.dumps({"token": None, "next_from": "2026-11-29", "pages": 42}),
+        )
+    finally:
+        await conn.close()
+    async with served(dsn) as (client, _):
+        lines = (await client.get("/metrics")).text.splitlines()
+    assert 'wovepaper_ingest_pages{source="arxiv:all"} 42.0' in lines
+    assert 'wovepaper_ingest_running{source="arxiv:all"} 0.0' in lines
+    assert any(line.startswith('wovepaper_ingest_lag_seconds{source="arxiv:all"}') for line in lines)
+    assert any(line.startswith('wovepaper_ingest_last_success_timestamp_seconds{source="arxiv:all"}') for line in lines)
+    assert "wovepaper_ingest_enrich_queue 0.0" in lines
+    assert any(line.startswith('wovepaper_db_pool_connections{state="open"}') for line in lines)

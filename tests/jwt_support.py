@@ -1,0 +1,54 @@
+"""Keys and tokens for tests: an HS256 secret, RSA and EC key pairs, their JWK Set, and tokens signed with them."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+SECRET = "test-secret-of-at-least-thirty-two-bytes!"
+OTHER_SECRET = "another-secret-of-at-least-thirty-two-bytes"
+
+
+class KeyPair:
+    """A private key for signing and its public JWK (with `kid`)."""
+
+    def __init__(self, kid: str, kind: str = "RSA") -> None:
+        self.kid = kid
+        self.algorithm = "RS256" if kind == "RSA" else "ES256"
+        if kind == "RSA":
+            self.private: Any = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.private.public_key()))
+        else:
+            self.private = ec.generate_private_key(ec.SECP256R1())
+            jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(self.private.public_key()))
+        self.jwk = {**jwk, "kid": kid, "use": "sig", "alg": self.algorithm}
+
+    def token(self, sub: str = "reader-1", *, kid: str | None = None, **claims: Any) -> str:
+        headers = {"kid": kid or self.kid}
+        return jwt.encode(_claims(sub, claims), self.private, algorithm=self.algorithm, headers=headers)
+
+
+def jwks(*pairs: KeyPair) -> dict[str, Any]:
+    return {"keys": [p.jwk for p in pairs]}
+
+
+def _claims(sub: str | None, claims: dict[str, Any]) -> dict[str, Any]:
+    now = int(time.time())
+    payload: dict[str, Any] = {"iat": now, "exp": now + 600}
+    if sub is not None:
+        payload["sub"] = sub
+    payload.update(claims)
+    return {k: v for k, v in payload.items() if v is not None}
+
+
+def hs256(sub: str | None = "reader-1", *, secret: str = SECRET, **claims: Any) -> str:
+    """An HS256 token; a claim given as None is left out."""
+    return jwt.encode(_claims(sub, claims), secret, algorithm="HS256")
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}

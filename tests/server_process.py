@@ -1,0 +1,64 @@
+"""An API server as a real process on a free port, for tests that talk to it over HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+import localservices
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class ServerProcess:
+    base: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+@contextlib.contextmanager
+def server_process(
+    argv: list[str], env: dict[str, str], log: Path, *, timeout_s: float = 60
+) -> Iterator[ServerProcess]:
+    """Runs `argv` plus `--host 127.0.0.1 --port <free port>`, output to `log`; yields once /healthz answers and
+    stops it with SIGINT (as Ctrl-C would) on the way out. A server that exits or stays silent fails the test."""
+    port = localservices.free_port()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*argv, "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"{argv[0]} exited with {proc.returncode}:\n{log.read_text()}")
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"{argv[0]} did not answer within {timeout_s:g} s:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield ServerProcess(base, proc, log)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
