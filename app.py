@@ -16,6 +16,7 @@ import asyncpg
 import redis.asyncio as aioredis
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -23,18 +24,22 @@ from starlette.routing import Route
 import embeddings
 import lifecycle
 from db.cache.breaker import CircuitBreaker
-from db.cache.response_cache import ResponseCache
 from db.cache.store import CacheStore, create_redis
 from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
+from edge.api_keys import ApiKeyAuthenticator
+from edge.body_limit import BodySizeLimit
 from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
 from edge.jwt import JwtAuthenticator, build_bearer_authenticator
+from edge.persisted import PersistedDocuments, build_manifest
 from edge.private import PrivateResponses
-from resolvers.cacheable_operations import load_cacheable_operations
+from edge.ratelimit import RateLimiter, RateLimitHeaders, RateLimitPolicy
+from edge.request import RequestParser
+from edge.response_cache import CdnPolicy, ResponseCache, cacheable_operations
 from resolvers.feeds import feed_routes
 from schema import Schema, build_schema
-from schema.view import BodySizeLimit, GraphQLView
-from settings import Settings, get_settings
+from schema.view import GraphQLView
+from settings import Settings, cors_origin_list, get_settings
 from telemetry import logs
 from telemetry import metrics as telemetry_metrics
 from telemetry.ingest_progress import IngestProgressCollector
@@ -47,6 +52,15 @@ READY_TIMEOUT_S = 2.0
 # /readyz waits this long for a pooled connection; a pool that busy is checked on a connection of its own, so
 # a saturated pool is not reported as a database that is down.
 READY_POOL_WAIT_S = 0.5
+# Response headers a browser page may read on a cross-origin call.
+RATE_LIMIT_HEADERS = [
+    "x-ratelimit-limit",
+    "x-ratelimit-remaining",
+    "x-ratelimit-used",
+    "x-ratelimit-reset",
+    "x-ratelimit-resource",
+    "retry-after",
+]
 # What /readyz reports as "down" rather than a 500. InternalClientError: a pooled connection whose backend was
 # just terminated (a server restart) until asyncpg notices.
 POSTGRES_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, TimeoutError)
@@ -57,6 +71,7 @@ class State(TypedDict):
     pool: ServingPool
     redis: aioredis.Redis | None
     cache: CacheStore
+    rate_limiter: RateLimiter
 
 
 def create_app(
@@ -68,8 +83,8 @@ def create_app(
     bearer_authenticator: BearerAuthenticator | None = None,
 ) -> Starlette:
     """`schema` defaults to `build_schema(settings)`; `query_logger` sees every SQL statement (tests count them);
-    the authenticators verify `X-Api-Key` and `Authorization: Bearer` (without a key authenticator, keys are
-    refused; the bearer authenticator defaults to the JWT settings')."""
+    the authenticators verify `X-Api-Key` (default: the `api_keys` table) and `Authorization: Bearer` (default:
+    the JWT settings')."""
     settings = settings or get_settings()
     if bearer_authenticator is None:
         bearer_authenticator = build_bearer_authenticator(
@@ -81,16 +96,34 @@ def create_app(
         )
     verifier = bearer_authenticator
     schema = schema or build_schema(settings)
-    graphql = GraphQLView(schema, settings)
-    cacheable = load_cacheable_operations(OPERATIONS_DIR)
+    manifest = build_manifest(OPERATIONS_DIR)
+    cacheable = cacheable_operations(manifest.values())
     telemetry_metrics.set_operation_names(op.name for op in cacheable)
-    # Whole responses of the site's anonymous operations; a new schema never serves old entries.
-    cached_graphql = ResponseCache(
-        graphql,
-        operations=cacheable,
-        schema_version=hashlib.sha256(schema.as_str().encode()).hexdigest()[:12],
-        ttl_s=min(settings.cache_ttl_s, RESPONSE_TTL_S),
+    # The edge, in the order a request passes it (telemetry, CORS, the body limit and identity are app middleware):
+    # rate-limit headers -> request parsing -> persisted documents -> whole-response cache -> GraphQL.
+    graphql_endpoint = RateLimitHeaders(
+        RequestParser(
+            PersistedDocuments(
+                ResponseCache(
+                    GraphQLView(schema, settings),
+                    operations=cacheable,
+                    schema=schema._schema,
+                    # A new schema never serves old entries.
+                    schema_version=hashlib.sha256(schema.as_str().encode()).hexdigest()[:12],
+                    ttl_s=min(settings.cache_ttl_s, RESPONSE_TTL_S),
+                    cdn=CdnPolicy(settings.cdn_max_age_s, settings.cdn_stale_while_revalidate_s),
+                ),
+                manifest={k.removeprefix("sha256:"): v for k, v in manifest.items()},
+                mode=settings.trusted_documents,
+            )
+        ),
+        policy=RateLimitPolicy(
+            enabled=settings.rate_limits == "on",
+            anonymous_points_per_hour=settings.anon_points_per_hour,
+            key_points_per_hour=settings.key_points_per_hour,
+        ),
     )
+    cors_origins = cors_origin_list(settings.cors_origins)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[State]:
@@ -136,7 +169,13 @@ def create_app(
         # full passes, which otherwise scan all of it and stall a request for tens of milliseconds.
         gc.freeze()
         try:
-            yield {"settings": settings, "pool": pool, "redis": redis, "cache": cache}
+            yield {
+                "settings": settings,
+                "pool": pool,
+                "redis": redis,
+                "cache": cache,
+                "rate_limiter": RateLimiter(cache if redis is not None else None),
+            }
         finally:
             restore_sigterm()
             await cache.aclose()
@@ -213,17 +252,27 @@ def create_app(
         routes=[
             Route("/healthz", healthz),
             Route("/readyz", readyz),
-            Route("/graphql", cached_graphql, methods=["GET", "POST"]),
+            Route("/graphql", graphql_endpoint, methods=["GET", "POST"]),
             Route("/metrics", metrics),
             *feed_routes(),
         ],
         middleware=[
             Middleware(RequestTelemetry),
+            # The site's browser-side calls (co-author network, search as you type); preflights end here.
+            Middleware(
+                CORSMiddleware,
+                allow_origins=cors_origins,
+                allow_credentials="*" not in cors_origins,
+                allow_methods=["GET", "POST"],
+                allow_headers=["content-type", "authorization", "x-api-key"],
+                expose_headers=RATE_LIMIT_HEADERS,
+                max_age=600,
+            ),
             Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes),
             Middleware(
                 IdentityMiddleware,
                 trusted_proxies=parse_networks(settings.trusted_proxies.split(",")),
-                key_authenticator=key_authenticator,
+                key_authenticator=key_authenticator or ApiKeyAuthenticator(),
                 bearer_authenticator=bearer_authenticator,
             ),
             Middleware(PrivateResponses),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     max_depth: int = Field(10, ge=2)
     max_aliases: int = Field(15, ge=1)
     max_tokens: int = Field(2000, ge=100)
+    # Query cost, checked before any SQL (README, "The public edge").
+    max_nodes: int = Field(50_000, ge=1)
+    max_cost: int = Field(5000, ge=1)
     pool_min_size: int = Field(2, ge=1)
     pool_max_size: int = Field(10, ge=1)
     # Connections one request may hold at once (its other reads wait for them), and the longest wait for a free
@@ -42,6 +45,17 @@ class Settings(BaseSettings):
     # Proxies whose X-Forwarded-For is believed (comma-separated addresses or CIDR networks).
     trusted_proxies: str = ""
 
+    # The public edge (README, "The public edge").
+    rate_limits: Literal["on", "off"] = "on"
+    anon_points_per_hour: int = Field(1000, ge=1)
+    key_points_per_hour: int = Field(5000, ge=1)
+    trusted_documents: Literal["off", "site", "only"] = "site"
+    cdn_max_age_s: int = Field(60, ge=0)
+    cdn_stale_while_revalidate_s: int = Field(600, ge=0)
+    purge_url: str | None = None
+    cors_origins: str = ""
+    graphiql: bool = True
+    introspection: bool = True
     # Graceful shutdown: after SIGTERM, serve this long with /readyz failing (so load balancers move away),
     # then stop accepting and give in-flight requests at most shutdown_grace_s.
     shutdown_drain_s: float = Field(5.0, ge=0)
@@ -117,6 +131,21 @@ class Settings(BaseSettings):
         parse_networks(v.split(","))
         return v
 
+    @field_validator("purge_url")
+    @classmethod
+    def _purge_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL")
+        return v
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, v: str) -> str:
+        for origin in cors_origin_list(v):
+            if origin != "*" and not origin.startswith(("http://", "https://")):
+                raise ValueError(f"{origin!r} is not an origin (scheme://host[:port])")
+        return v
+
     @field_validator("jwt_secret")
     @classmethod
     def _secret_length(cls, v: SecretStr | None) -> SecretStr | None:
@@ -184,6 +213,10 @@ def masked_url(url: str) -> str:
         authority = f"{user}{':***' if colon else ''}@{hostport}"
     tail = re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", tail)
     return f"{scheme}{sep}{authority}{slash}{tail}"
+
+
+def cors_origin_list(spec: str) -> list[str]:
+    return [o.strip().rstrip("/") for o in spec.split(",") if o.strip()]
 
 
 def _env_name(loc: tuple[int | str, ...]) -> str:

@@ -37,7 +37,7 @@ async def ids_with_full_pages(dsn: str, n: int) -> list[str]:
 
 
 async def drive(dsn: str, executor: Any, ids: list[str], requests: int, profile: str | None) -> tuple[float, float]:
-    settings = Settings(DATABASE_URL=dsn)
+    settings = Settings(DATABASE_URL=dsn, rate_limits="off")
     schema = build_schema(settings, execution_context_class=executor)
     app = create_app(settings, schema=schema)
     query = (OPERATIONS / "ResearcherPage.graphql").read_text()

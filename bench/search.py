@@ -55,6 +55,7 @@ def free_port() -> int:
 def server(database_url: str, *, semantic: bool = False) -> Iterator[str]:
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database_url, "WOVEPAPER_STATEMENT_TIMEOUT_MS": "30000"}
+    env["WOVEPAPER_RATE_LIMITS"] = "off"  # one client address, thousands of requests
     # The model loads in a background thread for seconds after start-up: only the semantic rows want it, and they
     # warm up on it; elsewhere it would compete with the requests being timed.
     env["WOVEPAPER_SEMANTIC_PRELOAD"] = "true" if semantic else "false"

@@ -220,7 +220,7 @@ async def in_process_api(database_url: str) -> AsyncIterator[tuple[httpx.AsyncCl
 
     statements: list[str] = []
     app = create_app(
-        Settings(DATABASE_URL=database_url, jwt_secret=SECRET, semantic_preload=False),
+        Settings(DATABASE_URL=database_url, jwt_secret=SECRET, semantic_preload=False, rate_limits="off"),
         query_logger=lambda record: statements.append(record.query),
     )
     async with app.router.lifespan_context(app) as state:

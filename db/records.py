@@ -128,12 +128,15 @@ class Touched:
     researchers: set[int] = field(default_factory=set)
     institutions: set[int] = field(default_factory=set)
     paper_keys: set[str] = field(default_factory=set)
+    # arXiv ids of papers new to the archive: responses that looked them up and found nothing are dropped.
+    new_papers: set[str] = field(default_factory=set)
 
     def update(self, other: Touched) -> None:
         self.papers |= other.papers
         self.researchers |= other.researchers
         self.institutions |= other.institutions
         self.paper_keys |= other.paper_keys
+        self.new_papers |= other.new_papers
 
     def __bool__(self) -> bool:
-        return bool(self.papers or self.researchers or self.institutions or self.paper_keys)
+        return bool(self.papers or self.researchers or self.institutions or self.paper_keys or self.new_papers)

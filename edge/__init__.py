@@ -1,4 +1,5 @@
 """The HTTP edge in front of GraphQL: one ASGI step per module, in the order a request passes them.
 
-body limit -> identity -> rate limit -> persisted documents -> whole-response cache -> GraphQL.
+CORS -> body limit -> identity (API key, bearer) -> rate-limit headers -> request parsing -> persisted
+documents -> whole-response cache -> GraphQL (whose guard prices the query and charges the budget).
 """

@@ -114,12 +114,23 @@ export function errorCode(error: unknown): ErrorCode | null {
 export function onError(code: ErrorCode): "fix-request" | "retry-later" | "not-found" | "sign-in" | "report" {
   switch (code) {
     case "BAD_USER_INPUT":
+    case "BAD_REQUEST":
+    case "UNSUPPORTED_MEDIA_TYPE":
     case "GRAPHQL_PARSE_FAILED":
+    case "TOO_MANY_TOKENS":
     case "GRAPHQL_VALIDATION_FAILED":
+    case "QUERY_TOO_DEEP":
+    case "TOO_MANY_ALIASES":
+    case "TOO_MANY_DIRECTIVES":
+    case "TOO_MANY_FIELDS":
+    case "TOO_MANY_FRAGMENTS":
     case "QUERY_TOO_COMPLEX":
     case "PAYLOAD_TOO_LARGE":
     case "PERSISTED_QUERY_NOT_FOUND":
     case "PERSISTED_QUERY_REQUIRED":
+    case "PERSISTED_QUERY_NOT_SUPPORTED":
+    case "PERSISTED_QUERY_HASH_MISMATCH":
+    case "FORBIDDEN_ORIGIN":
       return "fix-request";
     case "NOT_FOUND":
       return "not-found";

@@ -9,6 +9,8 @@ from datetime import date
 
 import asyncpg
 
+from db.cache.invalidation import attach_purge
+from db.cache.purge import HttpPurge
 from db.cache.store import CacheStore, create_redis
 from db.queries.figures import refresh_figures
 from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_failures, fetch_ingest_status
@@ -50,12 +52,17 @@ async def _resources(settings: Settings) -> AsyncIterator[tuple[asyncpg.Connecti
         cache = CacheStore(
             redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
         )
+    purge = HttpPurge(settings.purge_url) if settings.purge_url and cache is not None else None
+    if purge is not None and cache is not None:
+        attach_purge(cache, purge)
     try:
         yield conn, cache
     finally:
         await conn.close()
         if cache is not None:
             await cache.aclose()
+        if purge is not None:
+            await purge.aclose()
 
 
 async def run_arxiv(settings: Settings, *, from_: date | None, until: date | None, set_spec: str | None) -> Summary:

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from edge.identity import ANONYMOUS_LOCAL, Identity
+from edge.ratelimit import Budget
 from resolvers.loaders import Loaders
 from settings import Settings
 
@@ -29,6 +30,10 @@ class Context:
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     # Who asks (edge/identity.py); in-process callers without an HTTP request are a local anonymous reader.
     identity: Identity = ANONYMOUS_LOCAL
+    # The client's rate-limit budget (edge/ratelimit.py), charged once the query's cost is known.
+    budget: Budget | None = None
+    # The measured cost of the running operation (schema/extensions.py sets it before execution).
+    cost: Any = None
 
     def renew(self) -> None:
         """Fresh loaders, to run the operation again: the first run's cached failures must not answer it."""
@@ -45,10 +50,12 @@ class Context:
         response: Response | None = None,
         cache: Any = None,
         identity: Identity | None = None,
+        budget: Budget | None = None,
     ) -> Context:
         ctx = cls(pool, settings, Loaders(pool), redis, request, response, cache)
         if identity is not None:
             ctx.identity = identity
+        ctx.budget = budget
         # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors.
         request_id = request.scope.get("state", {}).get("request_id") if request is not None else None
         if isinstance(request_id, str):

@@ -16,6 +16,7 @@ from graphql import OperationType as CoreOperationType
 from graphql.error import GraphQLError
 from graphql.language import OperationDefinitionNode, parse
 from strawberry.extensions import SchemaExtension
+from strawberry.schema.config import StrawberryConfig
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
@@ -31,6 +32,7 @@ from schema.institution import Institution, InstitutionQuery
 from schema.node import NodeQuery
 from schema.paper import Paper, PaperQuery
 from schema.path import PathQuery
+from schema.rate_limit import RateLimitQuery
 from schema.researcher import Researcher, ResearcherQuery
 from schema.search import SearchQuery
 from schema.viewer import ViewerQuery
@@ -46,6 +48,7 @@ QUERY_TYPES: list[type] = [
     SearchQuery,
     ViewerQuery,
     ChangesQuery,
+    RateLimitQuery,
 ]
 # Mutation is merged the same way from MUTATION_TYPES; the schema has no Mutation type while it is empty.
 MUTATION_TYPES: list[type] = [FollowMutation]
@@ -152,6 +155,8 @@ def build_schema(
         types=[*NODE_TYPES, ErrorCode],
         extensions=list(extensions) if extensions is not None else default_extensions(settings),
         execution_context_class=execution_context_class or FastExecutor,
+        # Without introspection, "Did you mean ...?" would still spell the schema out field by field.
+        config=StrawberryConfig(disable_field_suggestions=not settings.introspection),
     )
 
 

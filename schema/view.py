@@ -7,12 +7,15 @@ import logging
 from typing import Any
 
 import orjson
+from cross_web import AsyncHTTPRequestAdapter, HTTPException, StarletteRequestAdapter
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLRequestData
 
+from edge.request import GraphQLRequest
 from resolvers.context import Context
 from settings import Settings
 
@@ -24,17 +27,49 @@ class OperationTimeout(Exception):
 
 
 def error_response(status: int, message: str, code: str) -> JSONResponse:
-    """A GraphQL-shaped error body for failures outside execution (timeout, body too large)."""
+    """A GraphQL-shaped error body for failures outside execution (the operation timeout)."""
     return JSONResponse({"errors": [{"message": message, "extensions": {"code": code}}]}, status_code=status)
 
 
+class _RequestAdapter(StarletteRequestAdapter):
+    @property
+    def state(self) -> Any:
+        return self._request.state
+
+
 class GraphQLView(GraphQL[Context, None]):
-    """GraphiQL for browsers (GET with Accept: text/html); queries only over POST; one operation per
-    request; the whole operation under a time budget (504 when it runs out)."""
+    """GraphiQL for browsers (GET with Accept: text/html) unless turned off; the request as the edge parsed
+    it (GET only for persisted documents, which the edge checks); one operation per request; the whole
+    operation under a time budget (504 when it runs out)."""
 
     def __init__(self, schema: Any, settings: Settings) -> None:
-        super().__init__(schema, graphql_ide="graphiql", allow_queries_via_get=False, multipart_uploads_enabled=False)
+        super().__init__(
+            schema,
+            graphql_ide="graphiql" if settings.graphiql else None,
+            allow_queries_via_get=True,
+            multipart_uploads_enabled=False,
+        )
         self.settings = settings
+
+    request_adapter_class = _RequestAdapter
+
+    def should_render_graphql_ide(self, request: Any) -> bool:
+        # The edge's rule (edge/request.py): a browser opening /graphql, no query string; a GET with one is
+        # a persisted document, whatever the Accept header.
+        return request.method == "GET" and not request.query_params and "text/html" in request.headers.get("accept", "")
+
+    async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> GraphQLRequestData:
+        parsed = getattr(request.state, "graphql_request", None) if isinstance(request, _RequestAdapter) else None
+        if not isinstance(parsed, GraphQLRequest):
+            # Only the edge's RequestParser reads bodies; without it nothing reaches GraphQL.
+            raise HTTPException(400, "The request was not parsed at the edge.")
+        return GraphQLRequestData(
+            query=parsed.query,
+            variables=parsed.variables,
+            operation_name=parsed.operation_name,
+            extensions=parsed.extensions,
+            protocol="http",
+        )
 
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
         state = request.state
@@ -46,6 +81,7 @@ class GraphQLView(GraphQL[Context, None]):
             response=response if isinstance(response, Response) else None,
             cache=getattr(state, "cache", None),
             identity=getattr(state, "identity", None),
+            budget=getattr(state, "budget", None),
         )
 
     def encode_json(self, data: object) -> bytes:
@@ -70,57 +106,3 @@ class GraphQLView(GraphQL[Context, None]):
             logger.warning("operation timed out after %ss", seconds)
             message = f"The operation took longer than {seconds:g}s."
             await error_response(504, message, "TIMEOUT")(scope, receive, send)
-
-
-class BodySizeLimit:
-    """413 for request bodies over `max_bytes`, by Content-Length or while streaming."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    too_big = int(value) > self.max_bytes
-                except ValueError:
-                    too_big = False
-                if too_big:
-                    await self._reject(scope, receive, send)
-                    return
-        received = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if started:
-                raise
-            await self._reject(scope, receive, send)
-
-    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = error_response(413, f"Request body larger than {self.max_bytes} bytes.", "PAYLOAD_TOO_LARGE")
-        await response(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +18,12 @@ import pytest
 import localservices
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def wovepaper_command() -> list[str]:
+    """The console script when the project is installed (as `make test` does), else the same entry point."""
+    script = shutil.which("wovepaper", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "cli"]
 
 
 @dataclass

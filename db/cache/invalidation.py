@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import weakref
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from redis.asyncio import Redis
@@ -13,14 +15,26 @@ from db.records import Touched
 
 log = logging.getLogger(__name__)
 
+# Tells a CDN which tags (`Surrogate-Key`) to purge: db/cache/purge.py posts them to WOVEPAPER_PURGE_URL.
+Purge = Callable[[list[str]], Awaitable[None]]
+# The purge hook of a store, attached once by whoever opens it (the ingest), used by every invalidate().
+_PURGES: weakref.WeakKeyDictionary[CacheStore, Purge] = weakref.WeakKeyDictionary()
+
+
+def attach_purge(cache: CacheStore, purge: Purge) -> None:
+    _PURGES[cache] = purge
+
+
 # Entities per script call: bounds the time Redis spends in one script.
 CHUNK: Final = 200
 
-# KEYS[1] response epoch, KEYS[2] lists tag, then (tag set, generation) per entity, then plain keys
-# (ARGV[2] of them at the end). Every member of a dropped tag set is deleted with it.
+# KEYS[1] response epoch, then ARGV[3] tag sets dropped alone (the lists tag, tags of lookups that found
+# nothing), then (tag set, generation) per entity, then plain keys (ARGV[2] of them at the end). Every
+# member of a dropped tag set is deleted with it.
 _INVALIDATE = """
 local ttl = ARGV[1]
 local plain = tonumber(ARGV[2])
+local alone = tonumber(ARGV[3])
 redis.call('INCR', KEYS[1])
 redis.call('EXPIRE', KEYS[1], ttl)
 local function drop(tag)
@@ -30,9 +44,11 @@ local function drop(tag)
   end
   redis.call('DEL', tag)
 end
-drop(KEYS[2])
+for i = 2, alone + 1 do
+  drop(KEYS[i])
+end
 local pairs_end = #KEYS - plain
-for i = 3, pairs_end, 2 do
+for i = alone + 2, pairs_end, 2 do
   drop(KEYS[i])
   redis.call('INCR', KEYS[i + 1])
   redis.call('EXPIRE', KEYS[i + 1], ttl)
@@ -65,12 +81,32 @@ def _touched(entities: list[tuple[str, int | str]]) -> Touched:
     return rest
 
 
-async def invalidate(cache: CacheStore | None, touched: Touched) -> None:
-    """Drop every cached aggregate and whole response derived from the touched entities.
+def _dropped_alone(ns: str, todo: Touched) -> list[str]:
+    """The lists tag, and the tags of lookups that found nothing which this write may now answer."""
+    tags = [keys.lists_tag(ns), *(keys.missing_tag(ns, "paper", a) for a in sorted(todo.new_papers))]
+    if todo.researchers:
+        tags.append(keys.missing_tag(ns, "researcher", "any"))
+    if todo.institutions:
+        tags.append(keys.missing_tag(ns, "institution", "any"))
+    return tags
+
+
+async def invalidate(cache: CacheStore | None, touched: Touched, *, purge: Purge | None = None) -> None:
+    """Drop every cached aggregate and whole response derived from the touched entities; then, with a
+    `purge` hook, tell the CDN which tags to purge.
 
     Never raises: when Redis is unavailable the ids are kept and sent with the next call, and
     entries left behind expire with their TTL.
     """
+    await _drop(cache, touched)
+    if purge is None and cache is not None:
+        purge = _PURGES.get(cache)
+    # After Redis: a CDN refetching at once must not be answered from a response this write made stale.
+    if purge is not None and touched:
+        await purge(purge_tags(cache.namespace if cache else "", touched))
+
+
+async def _drop(cache: CacheStore | None, touched: Touched) -> None:
     if cache is None or cache.redis is None:
         return
     todo = Touched()
@@ -90,7 +126,8 @@ async def invalidate(cache: CacheStore | None, touched: Touched) -> None:
     ]
     script = cache.redis.register_script(_INVALIDATE)
     ttl = cache.ttl_s * 2
-    for start in range(0, len(entities), CHUNK):
+    alone = _dropped_alone(ns, todo)
+    for start in range(0, max(len(entities), 1), CHUNK):
         chunk = entities[start : start + CHUNK]
         pair_keys: list[str] = []
         plain_keys: list[str] = []
@@ -98,8 +135,10 @@ async def invalidate(cache: CacheStore | None, touched: Touched) -> None:
             pair, plain = _entity_keys(ns, kind, entity_id)
             pair_keys += pair
             plain_keys += plain
-        all_keys = [keys.response_epoch(ns), keys.lists_tag(ns), *pair_keys, *plain_keys]
-        args = [ttl, len(plain_keys)]
+        # The tags dropped alone go with the first chunk only.
+        first = alone if start == 0 else []
+        all_keys = [keys.response_epoch(ns), *first, *pair_keys, *plain_keys]
+        args = [ttl, len(plain_keys), len(first)]
 
         async def run(r: Redis, k: list[str] = all_keys, a: list[int] = args) -> object:
             return await script(keys=k, args=a, client=r)
@@ -107,6 +146,18 @@ async def invalidate(cache: CacheStore | None, touched: Touched) -> None:
         done = await cache.call(run)
         if isinstance(done, Unavailable):
             cache.metrics.invalidation_failures += 1
-            cache.pending_invalidation.update(_touched(entities[start:]))
+            rest = _touched(entities[start:])
+            rest.new_papers = set(todo.new_papers) if start == 0 else set()
+            cache.pending_invalidation.update(rest)
             log.warning("cache invalidation deferred for %d entities: Redis unavailable", len(entities) - start)
             return
+
+
+def purge_tags(ns: str, touched: Touched) -> list[str]:
+    """The CDN tags a write makes stale: the same names as the responses' `Surrogate-Key`."""
+    tags = [keys.entity_tag(ns, "paper", i) for i in sorted(touched.papers)]
+    # A response names a paper by its global id, which names its arXiv id: that is its tag.
+    tags += [keys.entity_tag(ns, "paper", k) for k in sorted(touched.paper_keys)]
+    tags += [keys.entity_tag(ns, "researcher", i) for i in sorted(touched.researchers)]
+    tags += [keys.entity_tag(ns, "institution", i) for i in sorted(touched.institutions)]
+    return [keys.surrogate_key(ns, t) for t in (*_dropped_alone(ns, touched), *tags)]

@@ -73,3 +73,30 @@ def feed(ns: str, *, kind: str, key: str, fmt: str, limit: int, variant: str) ->
 def _check_kind(kind: str) -> None:
     if kind not in ENTITY_KINDS:
         raise ValueError(f"unknown entity kind {kind!r}")
+
+
+def rate_limit(ns: str, subject: str) -> str:
+    """A client's rate-limit state (its theoretical arrival time): `key:<id>` or `ip:<address>`."""
+    return f"{ns}:ratelimit:{subject}"
+
+
+def persisted_query(ns: str, sha256: str) -> str:
+    """A document registered through automatic persisted queries, by its sha256."""
+    return f"{ns}:apq:{sha256}"
+
+
+def persisted_query_count(ns: str) -> str:
+    """How many documents were registered in the current window (bounds what clients can store)."""
+    return f"{ns}:apq:count"
+
+
+def missing_tag(ns: str, kind: str, key: str) -> str:
+    """Responses that found no `kind` under `key` (a normalised arXiv id, an external id): dropped when an
+    entity of that kind is written, so a paper asked for before it was ingested is found right after."""
+    _check_kind(kind)
+    return f"{ns}:tag:missing:{kind}:{key}"
+
+
+def surrogate_key(ns: str, tag_key: str) -> str:
+    """A tag as a CDN sees it (`Surrogate-Key`, purges): the tag key without the namespace."""
+    return tag_key.removeprefix(f"{ns}:tag:")

@@ -340,6 +340,7 @@ async def upsert_papers(
 
     touched_here.papers = written | relinked
     touched_here.paper_keys = {aid for aid, pid in result.ids.items() if pid in new}
+    touched_here.new_papers = {p.arxiv_id for p in fresh if result.ids[p.arxiv_id] in new}
     # A paper new to the archive has no researcher or institution linked yet.
     await add_people_of_papers(conn, touched_here.papers - new, touched_here)
     result.touched = touched_here

@@ -322,6 +322,21 @@ describe("frontend contract", { skip: API ? false : "WOVEPAPER_API_URL is not se
     });
     assert.equal(await errorCode(request("ResearcherNetwork", { id: seen.researcher.slug, depth: 3 })), "BAD_USER_INPUT");
   });
+
+  test("Persisted documents: the site's operations by documentId over GET, cacheable by a CDN", async () => {
+    const manifest = JSON.parse(readFileSync(new URL("../persisted-documents.json", import.meta.url), "utf8"));
+    const documentId = Object.keys(manifest).find((id) => manifest[id] === operation("ResearcherPage"));
+    assert.ok(documentId, "ResearcherPage is in persisted-documents.json");
+    const variables = { id: String(seen.researcher.databaseId) };
+    const url = `${API}?documentId=${encodeURIComponent(documentId)}&variables=${encodeURIComponent(JSON.stringify(variables))}`;
+    const got = await fetch(url);
+    assert.equal(got.status, 200);
+    assert.deepEqual(await got.json(), { data: await request("ResearcherPage", variables) });
+    assert.match(got.headers.get("cache-control"), /^public, max-age=\d+/);
+    assert.ok(got.headers.get("surrogate-key").split(" ").includes(`researcher:${seen.researcher.databaseId}`));
+    const again = await fetch(url, { headers: { "if-none-match": got.headers.get("etag") } });
+    assert.equal(again.status, 304);
+  });
   const TOKEN = process.env.WOVEPAPER_VIEWER_TOKEN;
   test(
     "ViewerFeed, FollowResearcher, UnfollowResearcher: a signed-in reader's follows and feed",

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     NODE is None or NPM is None, reason="node and npm are not installed: the JavaScript contract cannot run"
 )
 BIN = CONTRACT / "node_modules" / ".bin"
-NODE_TESTS = 12  # the test() calls in frontend_contract/test/operations.test.mjs
+NODE_TESTS = 13  # the test() calls in frontend_contract/test/operations.test.mjs
 
 
 def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:

@@ -111,7 +111,14 @@ class ServedApi:
     @classmethod
     def start(cls, env: dict[str, str], log: Path, *, workers: int = 1) -> ServedApi:
         port = localservices.free_port()
-        full = {**os.environ, **env, "WOVEPAPER_SEMANTIC_SEARCH": "false", "PYTHONUNBUFFERED": "1"}
+        # The drills' steady load comes from one address: a fault drill, not a test of the rate limit.
+        full = {
+            **os.environ,
+            "WOVEPAPER_RATE_LIMITS": "off",
+            **env,
+            "WOVEPAPER_SEMANTIC_SEARCH": "false",
+            "PYTHONUNBUFFERED": "1",
+        }
         args = [str(Path(sys.executable).parent / "wovepaper"), "serve", "--host", "127.0.0.1", "--port", str(port)]
         args += ["--workers", str(workers)]
         with log.open("wb") as out:

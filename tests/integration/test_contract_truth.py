@@ -295,17 +295,30 @@ BAD_INPUTS = [
 ]
 
 
-async def test_text_that_is_no_unicode_is_bad_user_input(g: Graph) -> None:
-    # JSON carries an unpaired surrogate where a GraphQL string literal cannot: through a variable.
-    for query, variables in (
-        ("query($q: String!) { search(query: $q) { totalCount } }", {"q": "graph \ud800"}),
-        ("query($f: PaperFilter) { papers(filter: $f) { totalCount } }", {"f": {"category": "cs.\udfff"}}),
-    ):
-        payload = json.dumps({"query": query, "variables": variables})  # ASCII: the surrogate as \\ud800
-        response = await g.client.post("/graphql", content=payload, headers={"content-type": "application/json"})
-        body = response.json()
-        assert _codes(body) == ["BAD_USER_INPUT"], body
-        assert "Unicode" in body["errors"][0]["message"]
+async def test_text_that_is_no_unicode_is_refused_before_postgresql(g: Graph) -> None:
+    # JSON carries an unpaired surrogate where a GraphQL string literal cannot: through a variable. Over HTTP the
+    # edge refuses the body (BAD_REQUEST); run in-process, the arguments' check refuses it (BAD_USER_INPUT).
+    from resolvers.context import Context
+    from schema import build_schema
+    from settings import Settings
+
+    schema = build_schema(Settings())
+    pool = await asyncpg.create_pool(g.seeded.dsn, min_size=1, max_size=1)
+    try:
+        for query, variables in (
+            ("query($q: String!) { search(query: $q) { totalCount } }", {"q": "graph \ud800"}),
+            ("query($f: PaperFilter) { papers(filter: $f) { totalCount } }", {"f": {"category": "cs.\udfff"}}),
+        ):
+            payload = json.dumps({"query": query, "variables": variables})  # ASCII: the surrogate as \\ud800
+            response = await g.client.post("/graphql", content=payload, headers={"content-type": "application/json"})
+            assert _codes(response.json()) == ["BAD_REQUEST"], response.text
+            result = await schema.execute(
+                query, variable_values=variables, context_value=Context.create(pool, Settings())
+            )
+            assert result.errors and result.errors[0].extensions == {"code": "BAD_USER_INPUT"}
+            assert "Unicode" in result.errors[0].message
+    finally:
+        await pool.close()
 
 
 @pytest.mark.parametrize(("query", "field"), BAD_INPUTS)

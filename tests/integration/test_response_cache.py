@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -24,7 +25,7 @@ from db.cache.store import CacheStore
 from db.migrate import migrate
 from db.paging import encode_global_id, paper_global_id
 from db.queries.figures import refresh_institution_figures, refresh_researcher_figures
-from db.records import Touched
+from db.records import AuthorRecord, PaperRecord, Touched
 from settings import Settings
 from tests.integration.agg_data import ARXIV_IDS, EXPECTED_ADA, build_handmade
 
@@ -73,6 +74,12 @@ query InstitutionPage($id: String!) {
 }
 """
 
+PAPER_PAGE = """
+query PaperPage($id: String!) {
+  paper(id: $id) { id arxivId title }
+}
+"""
+
 _ns = itertools.count()
 
 
@@ -105,6 +112,7 @@ def operations_dir(tmp_path, monkeypatch) -> None:
         ("ResearcherPage", RESEARCHER_PAGE),
         ("ResearchersList", RESEARCHERS_LIST),
         ("InstitutionPage", INSTITUTION_PAGE),
+        ("PaperPage", PAPER_PAGE),
     ):
         (ops / f"{name}.graphql").write_text(text)
     monkeypatch.setattr(app_module, "OPERATIONS_DIR", ops)
@@ -431,11 +439,9 @@ async def test_researchers_sorted_and_filtered_by_stored_figures(api, resp_db) -
 async def test_ingest_write_path_then_api_shows_new_figures_at_once(api, resp_db) -> None:
     """The ingest's write functions in one transaction, invalidation after the commit: the very next
     request (a cached page before) shows the new paper and figures."""
-    from datetime import UTC, datetime
-
     from db.queries.figures import refresh_figures
     from db.queries.writes import apply_authorship_matches, update_citations, upsert_papers, upsert_researchers
-    from db.records import AuthorRecord, AuthorshipMatch, CitationRecord, PaperRecord, ResearcherRecord
+    from db.records import AuthorshipMatch, CitationRecord, ResearcherRecord
 
     client, store, _ = api
     when = datetime(2025, 2, 1, tzinfo=UTC)
@@ -448,16 +454,7 @@ async def test_ingest_write_path_then_api_shows_new_figures_at_once(api, resp_db
                 rids = await upsert_researchers(
                     conn, [ResearcherRecord("Ingested Author", s2_author_id="ing-1")], touched=touched
                 )
-                paper = PaperRecord(
-                    arxiv_id=arxiv_id,
-                    version=1,
-                    title=f"Paper {arxiv_id}",
-                    abstract="",
-                    categories=["astro-ph.GA"],
-                    published=when,
-                    updated=when,
-                    authors=[AuthorRecord(1, "Ingested Author")],
-                )
+                paper = paper_record(arxiv_id, f"Paper {arxiv_id}", "astro-ph.GA", "Ingested Author", when)
                 await upsert_papers(conn, [paper], touched=touched)
                 await apply_authorship_matches(conn, [AuthorshipMatch(arxiv_id, 1, "ing-1")], rids, {}, touched=touched)
                 await update_citations(conn, [CitationRecord(arxiv_id, cited, "s2")], touched=touched)
@@ -481,3 +478,100 @@ async def test_ingest_write_path_then_api_shows_new_figures_at_once(api, resp_db
     assert now["authorPositions"]["solo"] == 2 and now["fields"] == [{"category": "astro-ph.GA", "count": 2}]
     assert now["citationSummary"] == {"total": 10, "papersWithCounts": 2}
     assert now["mostCitedPaper"]["arxivId"] == "2502.00002"
+
+
+def paper_record(arxiv_id: str, title: str, category: str, author: str, when: datetime) -> PaperRecord:
+    return PaperRecord(
+        arxiv_id=arxiv_id,
+        version=1,
+        title=title,
+        abstract="",
+        categories=[category],
+        published=when,
+        updated=when,
+        authors=[AuthorRecord(1, author)],
+    )
+
+
+async def response_entries(store: CacheStore) -> int:
+    assert store.redis is not None
+    return len([k async for k in store.redis.scan_iter(match=f"{store.namespace}:response:s*", count=1000)])
+
+
+async def test_undeclared_variables_are_refused_and_never_stored(api, resp_db) -> None:
+    """Each random undeclared variable was a new entry (and 52 MB of Redis for 200 requests)."""
+    client, store, _ = api
+    for i in range(20):
+        r = await post(client, RESEARCHER_PAGE, {"id": str(resp_db[1]["A"]), "pad": f"{i}-{os.urandom(8).hex()}"})
+        assert r.json()["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert store.metrics.response_stores == 0
+    assert await response_entries(store) == 0
+
+
+async def test_id_spellings_share_one_entry(api, resp_db) -> None:
+    client, store, _ = api
+    a = resp_db[1]["A"]
+    first = await post(client, RESEARCHER_PAGE, {"id": str(a)})
+    assert first.headers["x-cache"] == "miss"
+    for spelling in (f"{a}-ada-lovelace", f"{a}-anything-at-all", f" {a}"):
+        again = await post(client, RESEARCHER_PAGE, {"id": spelling})
+        assert again.headers["x-cache"] == "hit", spelling
+        assert again.content == first.content
+    assert await response_entries(store) == 1
+
+
+async def test_only_what_graphql_accepts_is_served_from_cache(api, resp_db) -> None:
+    client, store, _ = api
+    body = json.dumps({"query": RESEARCHER_PAGE, "variables": {"id": str(resp_db[1]["A"])}})
+    assert (
+        await client.post("/graphql", content=body, headers={"content-type": "application/json"})
+    ).status_code == 200
+    for content_type in ("text/plain", "application/x-www-form-urlencoded"):
+        r = await client.post("/graphql", content=body, headers={"content-type": content_type})
+        assert r.status_code == 415 and "x-cache" not in r.headers
+    trailing = await post(client, RESEARCHER_PAGE + "\x0b", {"id": str(resp_db[1]["A"])})
+    assert trailing.json()["errors"][0]["extensions"]["code"] == "GRAPHQL_PARSE_FAILED"
+    assert trailing.headers.get("x-cache") != "hit"
+    assert store.metrics.response_hits == 0
+
+
+async def test_a_paper_asked_for_before_its_ingest_is_found_right_after(api, resp_db) -> None:
+    from db.queries.writes import upsert_papers
+
+    client, store, _ = api
+    arxiv_id = f"2503.{int.from_bytes(os.urandom(2), 'big') % 90000 + 10000:05d}"
+    missing = await post(client, PAPER_PAGE, {"id": arxiv_id})
+    assert missing.json() == {"data": {"paper": None}}
+    # The miss is cached, under the id in any spelling...
+    for spelling in (arxiv_id, f"arXiv:{arxiv_id}v2", f"{arxiv_id}-a-title"):
+        assert (await post(client, PAPER_PAGE, {"id": spelling})).headers["x-cache"] == "hit"
+    # ... and an unrelated write keeps it.
+    await invalidate(store, Touched(new_papers={"2503.00001"} - {arxiv_id}))
+    assert (await post(client, PAPER_PAGE, {"id": arxiv_id})).headers["x-cache"] == "hit"
+    when = datetime(2025, 3, 1, tzinfo=UTC)
+    touched = Touched()
+    conn = await asyncpg.connect(resp_db[0])
+    try:
+        async with conn.transaction():
+            paper = paper_record(arxiv_id, "Found at last", "cs.LG", "Some Author", when)
+            await upsert_papers(conn, [paper], touched=touched)
+    finally:
+        await conn.close()
+    assert touched.new_papers == {arxiv_id}
+    await invalidate(store, touched)
+    found = await post(client, PAPER_PAGE, {"id": f"arXiv:{arxiv_id}v2"})
+    assert found.headers["x-cache"] == "miss"
+    assert found.json()["data"]["paper"]["title"] == "Found at last"
+
+
+async def test_a_researcher_asked_for_by_id_before_it_exists_is_found_after_its_write(api, resp_db) -> None:
+    client, store, _ = api
+    conn = await asyncpg.connect(resp_db[0])
+    try:
+        next_id = await conn.fetchval("SELECT coalesce(max(id), 0) + 1000 FROM researchers")
+    finally:
+        await conn.close()
+    assert (await post(client, RESEARCHER_PAGE, {"id": str(next_id)})).json() == {"data": {"researcher": None}}
+    assert (await post(client, RESEARCHER_PAGE, {"id": str(next_id)})).headers["x-cache"] == "hit"
+    await invalidate(store, Touched(researchers={next_id}))
+    assert (await post(client, RESEARCHER_PAGE, {"id": str(next_id)})).headers["x-cache"] == "miss"

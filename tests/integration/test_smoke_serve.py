@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.server_process import server_process
-
-
-def _serve_command() -> list[str]:
-    # The console script when the project is installed (as `make test` does), else the same entry point.
-    script = shutil.which("wovepaper", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "cli"]
+from tests.server_process import server_process, wovepaper_command
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +24,7 @@ def served(
         "WOVEPAPER_CACHE_NAMESPACE": cache_namespace,
     }
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with server_process([*_serve_command(), "serve"], env, log) as server:
+    with server_process([*wovepaper_command(), "serve"], env, log) as server:
         yield server.base
     assert server.process.returncode == 0, log.read_text()
 

@@ -51,23 +51,24 @@ def test_unknown_entity_kind_is_refused() -> None:
 
 
 def test_contract_operations_cacheability() -> None:
-    from db.cache.response_cache import canonical_variables, document_hash, entity_refs
     from db.cache.store import EntityRef
     from db.paging import encode_global_id
-    from resolvers.cacheable_operations import cacheable_operation
+    from edge.response_cache import cacheable_operation, canonical_variables, document_hash, entity_refs
 
     page = "query ResearcherPage($id: String!) { researcher(id: $id) { id name } }"
-    ops = cacheable_operation(page)
-    assert {op.name for op in ops} == {"ResearcherPage"} and not any(op.is_list for op in ops)
-    assert document_hash(page) in {op.document_hash for op in ops}
+    op = cacheable_operation(page)
+    assert op is not None and op.name == "ResearcherPage" and not op.is_list
+    assert op.document_hash == document_hash(page)
+    assert [(lookup.kind, lookup.variable) for lookup in op.lookups] == [("researcher", "id")]
     # Lists and paths may change with any write.
-    assert all(op.is_list for op in cacheable_operation("query L { researchers(first: 5) { nodes { id } } }"))
+    listed = cacheable_operation("query L { researchers(first: 5) { nodes { id } } }")
+    assert listed is not None and listed.is_list
     # Never cached: viewer-specific fields, mutations, anonymous or multi-operation documents.
-    assert cacheable_operation("query F($id: String!) { researcher(id: $id) { id isFollowed } }") == []
-    assert cacheable_operation("query V { viewer { id } }") == []
-    assert cacheable_operation("mutation M { follow(id: 1) { id } }") == []
-    assert cacheable_operation("{ researcher(id: 1) { id } }") == []
-    assert cacheable_operation("query A { paper(id: 1) { id } } query B { paper(id: 2) { id } }") == []
+    assert cacheable_operation("query F($id: String!) { researcher(id: $id) { id isFollowed } }") is None
+    assert cacheable_operation("query V { viewer { id } }") is None
+    assert cacheable_operation("mutation M { follow(id: 1) { id } }") is None
+    assert cacheable_operation("{ researcher(id: 1) { id } }") is None
+    assert cacheable_operation("query A { paper(id: 1) { id } } query B { paper(id: 2) { id } }") is None
     # Canonical variables: key order and spacing do not matter.
     assert canonical_variables({"b": 1, "a": {"y": 2, "x": 1}}) == canonical_variables({"a": {"x": 1, "y": 2}, "b": 1})
     assert canonical_variables(None) == canonical_variables({})
@@ -84,13 +85,14 @@ def test_contract_operations_cacheability() -> None:
 def test_documents_selecting_what_depends_on_the_reader_are_never_cached() -> None:
     from pathlib import Path
 
-    from resolvers.cacheable_operations import cacheable_operation, load_cacheable_operations
+    from edge.persisted import build_manifest
+    from edge.response_cache import cacheable_operation, cacheable_operations
 
     for field in ("viewerIsFollowing", "followingInstitutions", "feedUrl"):
-        assert cacheable_operation(f"query P($id: String!) {{ researcher(id: $id) {{ id {field} }} }}") == []
+        assert cacheable_operation(f"query P($id: String!) {{ researcher(id: $id) {{ id {field} }} }}") is None
     # A follower count is everyone's: the researcher page stays cacheable with it.
-    assert cacheable_operation('query P { researcher(id: "1") { id followerCount } }') != []
+    assert cacheable_operation('query P { researcher(id: "1") { id followerCount } }') is not None
     operations = Path(__file__).resolve().parents[2] / "frontend_contract" / "operations"
-    names = {op.name for op in load_cacheable_operations(operations)}
+    names = {op.name for op in cacheable_operations(build_manifest(operations).values())}
     assert "ResearcherPage" in names
     assert not names & {"ViewerFeed", "FollowResearcher", "UnfollowResearcher"}

@@ -13,8 +13,8 @@ from error_codes import ERROR_CODES
 ROOT = Path(__file__).resolve().parents[2]
 SKIPPED = {"tests", "bench", ".venv", "node_modules", ".wovepaper", ".git"}
 # Lines that name a code: `code = "X"`, `"code": "X"`, `message, code = "...", "X"`, `EdgeError(401, "X", ...)`,
-# `error_response(504, message, "X")`; the code is an upper-case string literal on such a line.
-CODE_LINE = re.compile(r"\bcode\b|EdgeError\(|error_response\(|send_error\(")
+# `error_response(504, message, "X")`, `coded(error, "X")`; the code is an upper-case string literal on such a line.
+CODE_LINE = re.compile(r"\bcode\b|EdgeError\(|error_response\(|send_error\(|coded\(|count_rejection\(")
 CODE = re.compile(r'"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]{4,})"')
 
 

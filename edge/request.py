@@ -1,0 +1,171 @@
+"""The GraphQL request, read and parsed once at the edge: `scope["state"]["graphql_request"]`.
+
+POST takes `application/json` only (a form or `text/plain` body is a CSRF vector and not GraphQL); GET
+carries its fields in the query string. Anything that is not one GraphQL request (a body of `42` or
+`null`, broken JSON or UTF-8, a number too large for a double, JSON nested past MAX_NESTING, fields of
+the wrong type, a batch) is a 400 with a GraphQL error body, never a 500. Every later step (persisted
+documents, the response cache, GraphQL itself) uses this one parse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from edge.errors import EdgeError, send_error
+
+MAX_NESTING = 32
+JSON_TYPES = (b"application/json", b"application/graphql-response+json")
+
+
+@dataclass(frozen=True, slots=True)
+class GraphQLRequest:
+    method: str
+    query: str | None
+    variables: dict[str, Any] | None
+    operation_name: str | None
+    extensions: dict[str, Any] | None
+    document_id: str | None = None
+    # Set by the persisted-documents step: "site" (the site's manifest) or "apq" (a registered document).
+    persisted: str | None = None
+
+    def with_document(self, query: str, persisted: str) -> GraphQLRequest:
+        return replace(self, query=query, persisted=persisted)
+
+
+def bad_request(message: str) -> EdgeError:
+    return EdgeError(400, "BAD_REQUEST", message)
+
+
+def _nesting(value: object) -> int:
+    """How deep JSON containers nest (iteratively: no recursion limit to hit)."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in item if isinstance(v, dict | list))
+    return deepest
+
+
+def _json_field(raw: str | None, name: str) -> object:
+    if raw is None or raw == "":
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise bad_request(f"`{name}` is not valid JSON.") from None
+
+
+def from_fields(method: str, data: dict[str, Any]) -> GraphQLRequest:
+    query = data.get("query")
+    variables = data.get("variables")
+    operation_name = data.get("operationName")
+    extensions = data.get("extensions")
+    document_id = data.get("documentId")
+    if not isinstance(query, str | None):
+        raise bad_request("`query` must be a string.")
+    if not isinstance(variables, dict | None):
+        raise bad_request("`variables` must be an object.")
+    if not isinstance(operation_name, str | None):
+        raise bad_request("`operationName` must be a string.")
+    if not isinstance(extensions, dict | None):
+        raise bad_request("`extensions` must be an object.")
+    if not isinstance(document_id, str | None):
+        raise bad_request("`documentId` must be a string.")
+    if _nesting(variables) > MAX_NESTING or _nesting(extensions) > MAX_NESTING:
+        raise bad_request(f"`variables` and `extensions` may nest at most {MAX_NESTING} levels.")
+    if query is None and document_id is None and not (extensions or {}).get("persistedQuery"):
+        raise bad_request("No GraphQL document: send `query`, `documentId` or a persisted query hash.")
+    return GraphQLRequest(method, query, variables, operation_name, extensions, document_id)
+
+
+def parse_get(query_string: bytes) -> GraphQLRequest:
+    try:
+        params = dict(parse_qsl(query_string.decode("utf-8"), keep_blank_values=True, strict_parsing=False))
+    except UnicodeDecodeError:
+        raise bad_request("The query string is not UTF-8.") from None
+    data: dict[str, Any] = {
+        "query": params.get("query"),
+        "operationName": params.get("operationName") or None,
+        "documentId": params.get("documentId") or params.get("id"),
+        "variables": _json_field(params.get("variables"), "variables"),
+        "extensions": _json_field(params.get("extensions"), "extensions"),
+    }
+    return from_fields("GET", data)
+
+
+def parse_post(content_type: bytes, body: bytes) -> GraphQLRequest:
+    media_type = content_type.split(b";", 1)[0].strip().lower()
+    if media_type not in JSON_TYPES:
+        raise EdgeError(415, "UNSUPPORTED_MEDIA_TYPE", "POST a JSON body with `Content-Type: application/json`.")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise bad_request(f"The body is not valid JSON: {exc}.") from None
+    if isinstance(data, list):
+        raise bad_request("Batched requests are not supported: send one operation per request.")
+    if not isinstance(data, dict):
+        raise bad_request("The body must be a JSON object with a `query`.")
+    return from_fields("POST", data)
+
+
+def header(scope: Scope, name: bytes) -> bytes | None:
+    """The first value of a request header (`name` in lower case)."""
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return bytes(value)
+    return None
+
+
+def wants_graphiql(scope: Scope) -> bool:
+    """A browser opening /graphql: no query string, HTML accepted."""
+    return (
+        scope["method"] == "GET" and not scope.get("query_string") and b"text/html" in (header(scope, b"accept") or b"")
+    )
+
+
+class RequestParser:
+    """Reads the body once (the body-size limit sits before this step) and parses the request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or wants_graphiql(scope):
+            await self.app(scope, receive, send)
+            return
+        try:
+            if scope["method"] == "GET":
+                request = parse_get(scope.get("query_string", b""))
+            elif scope["method"] == "POST":
+                request = parse_post(header(scope, b"content-type") or b"", await read_body(receive))
+            else:
+                raise EdgeError(
+                    405, "METHOD_NOT_ALLOWED", "GraphQL takes GET and POST.", headers={"allow": "GET, POST"}
+                )
+        except EdgeError as exc:
+            await send_error(send, exc)
+            return
+        scope.setdefault("state", {})["graphql_request"] = request
+        await self.app(scope, receive, send)
+
+
+async def read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)

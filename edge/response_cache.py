@@ -1,0 +1,420 @@
+"""Whole responses of the site's operations, in Redis and at the CDN.
+
+Redis: anonymous requests (no `Authorization`, `Cookie` or `X-Api-Key`) whose document is exactly one of
+the site's cacheable operations are answered without running GraphQL. The key is the operation, its
+document hash, the schema version and the values of its declared variables as GraphQL coerces them
+(defaults filled in, ids in one spelling: `entity_keys.py`); a request GraphQL would refuse (undeclared
+or malformed variables) is passed through and never stored. A response is stored only without errors,
+with the cost it was charged and its tags: every paper, researcher and institution in it, the lists tag
+for list operations, and for a lookup that found nothing the id it asked for, so the write that creates
+that entity drops it. A response computed while any invalidation ran is not stored.
+
+CDN: anonymous GET responses of persisted documents carry `Cache-Control: public`, a strong `ETag` (304
+on `If-None-Match`) and the same tags in `Surrogate-Key` / `Cache-Tag`, so a CDN can hold them and purge
+exactly what an ingest changed. Requests with a key or a token get `Cache-Control: private, no-store`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+import orjson
+from graphql import (
+    FieldNode,
+    GraphQLSchema,
+    OperationDefinitionNode,
+    OperationType,
+    VariableDefinitionNode,
+    VariableNode,
+    parse,
+    visit,
+)
+from graphql.execution.values import get_variable_values
+from graphql.language import Visitor
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from db.cache import keys
+from db.cache.store import CacheStore, EntityRef, Unavailable
+from db.paging import TokenError, decode_global_id
+from edge.entity_keys import database_id, entity_key, paper_key
+from edge.errors import EdgeError, send_error
+from edge.identity import Identity
+from edge.ratelimit import Budget
+from edge.request import GraphQLRequest, header
+from telemetry.metrics import count_rejection
+
+log = logging.getLogger(__name__)
+
+# Requests carrying any of these may see viewer-specific data: never cached, never served from cache.
+CREDENTIAL_HEADERS = frozenset({b"authorization", b"cookie", b"x-api-key"})
+GLOBAL_ID_KINDS = {"Paper": "paper", "Researcher": "researcher", "Institution": "institution"}
+MAX_TAGS = 2000
+# Root fields whose result depends only on the entities it contains; any other root field (lists,
+# paths, search) may change with any write, so its responses are dropped on every invalidation.
+ENTITY_ROOT_FIELDS = frozenset({"paper", "researcher", "institution", "node", "nodes", "__typename"})
+LOOKUP_FIELDS = frozenset({"paper", "researcher", "institution"})
+# Fields whose value depends on who asks: an operation selecting one is never cached.
+VIEWER_FIELDS = frozenset(
+    {
+        "viewer",
+        "me",
+        "isFollowed",
+        "isFollowing",
+        "following",
+        "follows",
+        "viewerIsFollowing",
+        "followingInstitutions",
+        "feedUrl",
+        "rotateFeedToken",
+    }
+)
+PRIVATE = b"private, no-store"
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """A root `paper` / `researcher` / `institution` field and the variable holding the id it looks up."""
+
+    response_key: str
+    kind: str
+    variable: str
+
+
+@dataclass(frozen=True, slots=True)
+class CacheableOperation:
+    name: str
+    document: str
+    document_hash: str
+    is_list: bool  # its result may change with any write (lists, paths), not only its entities'
+    variable_definitions: tuple[VariableDefinitionNode, ...]
+    lookups: tuple[Lookup, ...]
+
+
+def document_hash(document: str) -> str:
+    return hashlib.sha256(document.encode()).hexdigest()
+
+
+class _FieldNames(Visitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def enter_field(self, node: FieldNode, *_: object) -> None:
+        self.names.add(node.name.value)
+
+
+def cacheable_operation(document: str) -> CacheableOperation | None:
+    """The cache entry's description for one document, or None when its responses may not be shared."""
+    doc = parse(document)
+    operations = [d for d in doc.definitions if isinstance(d, OperationDefinitionNode)]
+    if len(operations) != 1:
+        return None
+    op = operations[0]
+    if op.operation is not OperationType.QUERY or op.name is None:
+        return None
+    names = _FieldNames()
+    visit(doc, names)
+    if names.names & VIEWER_FIELDS:
+        return None
+    roots = [s for s in op.selection_set.selections if isinstance(s, FieldNode)]
+    is_list = len(roots) != len(op.selection_set.selections) or any(
+        s.name.value not in ENTITY_ROOT_FIELDS for s in roots
+    )
+    lookups = []
+    for field in roots:
+        for arg in field.arguments or ():
+            if field.name.value in LOOKUP_FIELDS and arg.name.value == "id" and isinstance(arg.value, VariableNode):
+                key = field.alias.value if field.alias else field.name.value
+                lookups.append(Lookup(key, field.name.value, arg.value.name.value))
+    return CacheableOperation(
+        op.name.value, document, document_hash(document), is_list, tuple(op.variable_definitions or ()), tuple(lookups)
+    )
+
+
+def cacheable_operations(documents: Iterable[str]) -> list[CacheableOperation]:
+    return [op for op in map(cacheable_operation, documents) if op is not None]
+
+
+def canonical_variables(variables: object) -> bytes:
+    """Sorted keys, no whitespace: equal variables give equal bytes, whatever the client's order."""
+    return orjson.dumps(variables if variables is not None else {}, option=orjson.OPT_SORT_KEYS)
+
+
+def entity_refs(data: object) -> set[EntityRef]:
+    """Every paper, researcher and institution in a response, found by its global `id`."""
+    found: set[EntityRef] = set()
+    for value in _ids(data):
+        try:
+            type_name, db_id = decode_global_id(value)
+        except (TokenError, ValueError):
+            continue
+        kind = GLOBAL_ID_KINDS.get(type_name)
+        if kind is not None:
+            found.add(EntityRef(kind, db_id))
+    return found
+
+
+def _ids(data: object) -> Iterator[str]:
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if k == "id" and isinstance(v, str):
+                    yield v
+                elif isinstance(v, dict | list):
+                    stack.append(v)
+        elif isinstance(item, list):
+            stack.extend(x for x in item if isinstance(x, dict | list))
+
+
+def miss_tag(ns: str, lookup: Lookup, requested: object) -> str | None:
+    """The tag of a lookup that found nothing: the id it asked for, as the write creating it will name it."""
+    if not isinstance(requested, str):
+        return None
+    if lookup.kind == "paper":
+        arxiv_id = paper_key(requested)
+        return keys.missing_tag(ns, "paper", arxiv_id) if arxiv_id else None
+    db_id = database_id(requested)
+    if db_id is not None:
+        return keys.entity_tag(ns, lookup.kind, db_id)
+    # An external id (S2, OpenAlex, ORCID, ROR, a name): any write of that kind may create it.
+    return keys.missing_tag(ns, lookup.kind, "any")
+
+
+@dataclass(frozen=True, slots=True)
+class CdnPolicy:
+    max_age_s: int
+    stale_while_revalidate_s: int
+
+    def cache_control(self) -> bytes:
+        return f"public, max-age={self.max_age_s}, stale-while-revalidate={self.stale_while_revalidate_s}".encode()
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    response_key: str
+    operation: CacheableOperation
+    coerced: Mapping[str, object]
+
+
+class ResponseCache:
+    """ASGI step in front of GraphQL; the store comes from the lifespan state (`cache`)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        operations: Iterable[CacheableOperation],
+        schema: GraphQLSchema,
+        schema_version: str,
+        ttl_s: int,
+        cdn: CdnPolicy,
+    ) -> None:
+        self.app = app
+        self.by_document = {op.document: op for op in operations}
+        self.schema = schema
+        self.schema_version = schema_version
+        self.ttl_s = ttl_s
+        self.cdn = cdn
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = scope.get("state") or {}
+        request = state.get("graphql_request")
+        identity = state.get("identity")
+        if scope["type"] != "http" or not isinstance(request, GraphQLRequest) or not isinstance(identity, Identity):
+            await self.app(scope, receive, send)
+            return
+        if not identity.anonymous or any(name in CREDENTIAL_HEADERS for name, _ in scope["headers"]):
+            await self.app(scope, receive, _with_headers(send, [(b"cache-control", PRIVATE)]))
+            return
+        public = request.method == "GET" and request.persisted is not None
+        store = state.get("cache")
+        operation = self.by_document.get(request.query or "")
+        key = None
+        if operation is not None and isinstance(store, CacheStore) and store.redis is not None:
+            key = self._key(operation, request, store.namespace)
+        if key is None and not public:
+            await self.app(scope, receive, send)
+            return
+        budget = state.get("budget")
+        inm = header(scope, b"if-none-match")
+        epoch_key, epoch = "", None
+        if key is not None:
+            assert isinstance(store, CacheStore)
+            epoch_key = keys.response_epoch(store.namespace)
+            got = await store.fetch_guarded(key.response_key, epoch_key)
+            if isinstance(got, Unavailable):
+                key = None
+            else:
+                cached, epoch = got
+                if cached is not None:
+                    entry = _Entry.load(cached)
+                    if entry is not None:
+                        if isinstance(budget, Budget):
+                            decision = await budget.charge(entry.cost)
+                            if not decision.allowed:
+                                count_rejection("RATE_LIMITED")
+                                message, figures = decision.refusal()
+                                retry = {"retry-after": str(decision.retry_after)}
+                                await send_error(
+                                    send, EdgeError(429, "RATE_LIMITED", message, headers=retry, **figures)
+                                )
+                                return
+                        store.metrics.response_hits += 1
+                        await self._send(send, entry.body, entry.tags, public=public, hit=True, inm=inm)
+                        return
+                store.metrics.response_misses += 1
+        captured = _Capture()
+        await self.app(scope, receive, captured)
+        if captured.start is None:
+            return
+        body = captured.body()
+        result = _json(body) if captured.status == 200 else None
+        data = result.get("data") if isinstance(result, dict) and not result.get("errors") else None
+        uncached = [(b"x-cache", b"miss")] if key is not None else []
+        if public:
+            uncached.append((b"cache-control", b"no-store"))
+        if not isinstance(data, dict):
+            await captured.replay(_with_headers(send, uncached))
+            return
+        ns = store.namespace if isinstance(store, CacheStore) else ""
+        tags = self._tags(ns, data, operation, key)
+        if tags is None:
+            await captured.replay(_with_headers(send, uncached))
+            return
+        await self._send(send, body, [keys.surrogate_key(ns, t) for t in tags], public=public, hit=False, inm=inm)
+        if key is not None and isinstance(store, CacheStore):
+            charged = budget.decision.cost if isinstance(budget, Budget) and budget.decision else 1
+            payload = _Entry(charged, [keys.surrogate_key(ns, t) for t in tags], body).dump()
+            if await store.store_guarded(
+                key.response_key, payload, guard_key=epoch_key, guard_value=epoch, tag_keys=tags, ttl_s=self.ttl_s
+            ):
+                store.metrics.response_stores += 1
+
+    def _key(self, operation: CacheableOperation, request: GraphQLRequest, ns: str) -> _Key | None:
+        if request.operation_name not in (None, operation.name):
+            return None
+        variables = request.variables or {}
+        declared = {d.variable.name.value for d in operation.variable_definitions}
+        if not set(variables) <= declared:
+            return None  # GraphQL refuses undeclared variables
+        coerced = get_variable_values(self.schema, operation.variable_definitions, variables, max_errors=1)
+        if isinstance(coerced, list):
+            return None  # GraphQL answers the coercion errors
+        values = dict(coerced.coerced)
+        for lookup in operation.lookups:
+            raw = values.get(lookup.variable)
+            if isinstance(raw, str):
+                values[lookup.variable] = entity_key(lookup.kind, raw) or raw
+        response_key = keys.response(
+            ns,
+            schema_version=self.schema_version,
+            operation=operation.name,
+            document_hash=operation.document_hash,
+            variables=canonical_variables(values),
+        )
+        return _Key(response_key, operation, coerced.coerced)
+
+    def _tags(
+        self, ns: str, data: Mapping[str, object], operation: CacheableOperation | None, key: _Key | None
+    ) -> list[str] | None:
+        refs = entity_refs(data)
+        if len(refs) > MAX_TAGS:
+            return None  # too broad to invalidate precisely; not worth caching
+        tags = [keys.entity_tag(ns, r.kind, r.id) for r in sorted(refs, key=lambda r: (r.kind, r.id))]
+        if operation is None or operation.is_list:
+            tags.append(keys.lists_tag(ns))
+        if operation is not None and key is not None:
+            for lookup in operation.lookups:
+                if data.get(lookup.response_key) is None:
+                    tag = miss_tag(ns, lookup, key.coerced.get(lookup.variable))
+                    if tag is None:
+                        return None
+                    tags.append(tag)
+        return tags
+
+    async def _send(
+        self, send: Send, body: bytes, tags: list[str], *, public: bool, hit: bool, inm: bytes | None
+    ) -> None:
+        headers = [(b"content-type", b"application/json"), (b"x-cache", b"hit" if hit else b"miss")]
+        status = 200
+        if public:
+            etag = b'"' + hashlib.sha256(body).hexdigest()[:32].encode() + b'"'
+            tag_list = " ".join(tags).encode()
+            headers += [
+                (b"cache-control", self.cdn.cache_control()),
+                (b"etag", etag),
+                (b"surrogate-key", tag_list),
+                (b"cache-tag", tag_list.replace(b" ", b",")),
+            ]
+            if inm is not None and etag in [t.strip() for t in inm.split(b",")]:
+                status, body = 304, b""
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """What Redis holds: the cost charged and the tags, one line of JSON, then the body."""
+
+    cost: int
+    tags: list[str]
+    body: bytes
+
+    def dump(self) -> bytes:
+        return orjson.dumps({"cost": self.cost, "tags": self.tags}) + b"\n" + self.body
+
+    @classmethod
+    def load(cls, raw: bytes) -> _Entry | None:
+        head, sep, body = raw.partition(b"\n")
+        meta = _json(head) if sep else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("cost"), int):
+            return None
+        return cls(meta["cost"], [str(t) for t in meta.get("tags", [])], body)
+
+
+def _json(raw: bytes) -> object:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            names = {k for k, _ in extra}
+            kept = [(k, v) for k, v in message.get("headers", []) if k not in names]
+            message = {**message, "headers": [*kept, *extra]}
+        await send(message)
+
+    return sending
+
+
+class _Capture:
+    """Holds the whole response back, to add headers computed from its body before sending it."""
+
+    def __init__(self) -> None:
+        self.start: Message | None = None
+        self.status = 0
+        self._chunks: list[bytes] = []
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.start = message
+            self.status = message["status"]
+        elif message["type"] == "http.response.body":
+            self._chunks.append(message.get("body", b""))
+
+    def body(self) -> bytes:
+        return b"".join(self._chunks)
+
+    async def replay(self, send: Send) -> None:
+        assert self.start is not None
+        await send(self.start)
+        await send({"type": "http.response.body", "body": self.body()})

@@ -1,0 +1,197 @@
+"""API keys, budgets and their headers, 429, dry runs, and limiting while Redis is down."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import signal
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+import localservices
+from app import create_app
+from cli import app as cli_app
+from edge.api_keys import ApiKeyAuthenticator
+from tests.integration.graph_support import StatementCounter, seeded_database, serving, settings_for
+
+_ns = itertools.count()
+TYPENAME = {"query": "{ __typename }"}
+
+
+@pytest.fixture(scope="module")
+async def seeded(make_database: Any) -> Any:
+    return await seeded_database(make_database, "edge-keys")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@contextlib.asynccontextmanager
+async def api(
+    seeded: Any, redis_url: str | None, namespace: str, *, keys: ApiKeyAuthenticator | None = None, **settings: Any
+) -> AsyncIterator[tuple[httpx.AsyncClient, StatementCounter]]:
+    counter = StatementCounter()
+    application = create_app(
+        settings_for(seeded.dsn, REDIS_URL=redis_url, cache_namespace=f"{namespace}-k{next(_ns)}", **settings),
+        query_logger=counter,
+        key_authenticator=keys,
+    )
+    async with serving(application) as client:
+        yield client, counter
+
+
+async def cli(dsn: str, *args: str) -> str:
+    """`wovepaper ...` in a thread (the command runs its own event loop), against `dsn`."""
+
+    def run() -> str:
+        result = CliRunner().invoke(cli_app, list(args), env={"DATABASE_URL": dsn})
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    return await asyncio.to_thread(run)
+
+
+async def test_keys_created_listed_checked_without_sql_and_revoked(seeded: Any, redis_url: str, cache_namespace: str):
+    key = (await cli(seeded.dsn, "keys", "create", "--name", "partner-a", "--points-per-hour", "50")).strip()
+    assert key.startswith("wpk_")
+    prefix = key[:12]
+    conn = await asyncpg.connect(seeded.dsn)
+    try:
+        stored = await conn.fetchrow("SELECT key_hash, prefix FROM api_keys WHERE prefix = $1", prefix)
+    finally:
+        await conn.close()
+    assert stored["prefix"] == prefix and key.encode() not in bytes(stored["key_hash"])
+    listing = await cli(seeded.dsn, "keys", "list")
+    row = next(line for line in listing.splitlines() if prefix in line)
+    assert "partner-a" in row and "never" in row and "\t50\t" in row
+
+    clock = Clock()
+    async with api(seeded, redis_url, cache_namespace, keys=ApiKeyAuthenticator(clock=clock)) as (client, counter):
+        counter.reset()
+        for _ in range(5):
+            r = await client.post("/graphql", json=TYPENAME, headers={"x-api-key": key})
+            assert r.status_code == 200 and r.json() == {"data": {"__typename": "Query"}}
+            assert r.headers["x-ratelimit-limit"] == "50"
+            assert r.headers["cache-control"] == "private, no-store"
+        # One look-up for five requests: the key's answer is remembered.
+        assert sum("api_keys" in s for s in counter.statements) == 1
+        assert "never" not in next(
+            line for line in (await cli(seeded.dsn, "keys", "list")).splitlines() if prefix in line
+        )
+
+        for bad in ("wpk_00000000_" + "A" * 43, "not-a-key"):
+            refused = await client.post("/graphql", json=TYPENAME, headers={"x-api-key": bad})
+            assert refused.status_code == 401
+            assert refused.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+
+        assert "revoked" in await cli(seeded.dsn, "keys", "revoke", prefix)
+        clock.now += 11  # past the 10 s a worker remembers a key
+        revoked = await client.post("/graphql", json=TYPENAME, headers={"x-api-key": key})
+        assert revoked.status_code == 401
+        assert revoked.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+
+
+async def test_key_origins(seeded: Any, redis_url: str, cache_namespace: str) -> None:
+    key = (await cli(seeded.dsn, "keys", "create", "--name", "site", "--origins", "https://site.example")).strip()
+    async with api(seeded, redis_url, cache_namespace) as (client, _):
+        ok = await client.post("/graphql", json=TYPENAME, headers={"x-api-key": key, "origin": "https://site.example"})
+        assert ok.status_code == 200
+        # A key without its own budget has the server's.
+        assert ok.headers["x-ratelimit-limit"] == "5000"
+        other = await client.post(
+            "/graphql", json=TYPENAME, headers={"x-api-key": key, "origin": "https://evil.example"}
+        )
+        assert other.status_code == 403 and other.json()["errors"][0]["extensions"]["code"] == "FORBIDDEN_ORIGIN"
+
+
+PAGE = "{ papers(first: 2) { nodes { id } } }"
+
+
+async def test_budgets_headers_and_429(seeded: Any, redis_url: str, cache_namespace: str) -> None:
+    async with api(seeded, redis_url, cache_namespace, anon_points_per_hour=3, trusted_proxies="127.0.0.1/32") as (
+        client,
+        counter,
+    ):
+        for remaining in (2, 1, 0):
+            r = await client.post("/graphql", json={"query": PAGE})
+            assert "errors" not in r.json()
+            h = r.headers
+            assert (h["x-ratelimit-limit"], h["x-ratelimit-remaining"], h["x-ratelimit-used"]) == (
+                "3",
+                str(remaining),
+                str(3 - remaining),
+            )
+            assert h["x-ratelimit-resource"] == "graphql" and int(h["x-ratelimit-reset"]) > 0
+        counter.reset()
+        refused = await client.post("/graphql", json={"query": PAGE})
+        assert refused.status_code == 429
+        assert int(refused.headers["retry-after"]) >= 1
+        assert refused.json()["errors"][0]["extensions"]["code"] == "RATE_LIMITED"
+        assert refused.json().get("data") is None
+        assert counter.statements == []  # nothing executed
+        # Another client address (behind the trusted proxy) has its own budget.
+        elsewhere = await client.post("/graphql", json={"query": PAGE}, headers={"x-forwarded-for": "203.0.113.9"})
+        assert elsewhere.status_code == 200 and elsewhere.headers["x-ratelimit-remaining"] == "2"
+
+
+async def test_rate_limit_field_and_dry_run(seeded: Any, redis_url: str, cache_namespace: str) -> None:
+    async with api(seeded, redis_url, cache_namespace) as (client, counter):
+        body = (
+            await client.post(
+                "/graphql",
+                json={
+                    "query": "{ rateLimit { limit cost nodeCount remaining used resetAt } "
+                    "papers(first: 50) { nodes { id } } }"
+                },
+            )
+        ).json()
+        rl = body["data"]["rateLimit"]
+        assert (rl["limit"], rl["cost"], rl["nodeCount"]) == (1000, 1, 50)
+        assert rl["remaining"] == 999 and rl["used"] == 1 and rl["resetAt"]
+        wide = "researchers(first: 100) { nodes { papers(first: 100) { nodes { id } } } }"
+        counter.reset()
+        dry = await client.post(
+            "/graphql", json={"query": f"{{ rateLimit(dryRun: true) {{ cost nodeCount remaining }} {wide} }}"}
+        )
+        assert dry.json() == {"data": {"rateLimit": {"cost": 2, "nodeCount": 100 + 100 * 100, "remaining": 999}}}
+        assert counter.statements == []  # priced, not executed
+        assert dry.headers["x-ratelimit-remaining"] == "999"  # and free
+
+
+async def test_rate_limits_off_still_price(seeded: Any, redis_url: str, cache_namespace: str) -> None:
+    async with api(seeded, redis_url, cache_namespace, anon_points_per_hour=1, rate_limits="off") as (client, _):
+        for _ in range(3):
+            r = await client.post(
+                "/graphql", json={"query": "{ rateLimit { cost nodeCount } papers(first: 3) { nodes { id } } }"}
+            )
+            assert r.status_code == 200 and r.json()["data"]["rateLimit"] == {"cost": 1, "nodeCount": 3}
+            assert "x-ratelimit-limit" not in r.headers
+
+
+async def test_limiting_goes_on_per_process_while_redis_is_down(seeded: Any, cache_namespace: str, tmp_path) -> None:
+    server = localservices.start_redis(tmp_path / "redis", port=localservices.free_port())
+    try:
+        async with api(seeded, server.url, cache_namespace, anon_points_per_hour=4) as (client, _):
+            first = await client.post("/graphql", json=TYPENAME)
+            assert first.headers["x-ratelimit-remaining"] == "3"
+            server.stop()
+            answered = [await client.post("/graphql", json=TYPENAME) for _ in range(6)]
+            statuses = [r.status_code for r in answered]
+            # Never "no limit", never "refuse everyone": the process counts on its own.
+            assert statuses[:4] == [200] * 4 and statuses[4:] == [429, 429], statuses
+    finally:
+        if server.process.poll() is None:
+            os.kill(server.pid, signal.SIGCONT)
+        server.stop()

@@ -1,0 +1,249 @@
+"""Persisted documents (the site's by id, APQ), CDN headers and 304s, the purge hook, CORS, exposure settings."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from app import OPERATIONS_DIR, create_app
+from db.cache.invalidation import attach_purge, invalidate
+from db.cache.purge import HttpPurge
+from db.cache.store import CacheStore
+from db.records import Touched
+from edge.persisted import build_manifest
+from frontend_contract.manifest import MANIFEST_PATH, render
+from tests.integration.graph_support import StatementCounter, seeded_database, serving, settings_for
+
+_ns = itertools.count()
+RESEARCHER_PAGE = (OPERATIONS_DIR / "ResearcherPage.graphql").read_text()
+RESEARCHER_PAGE_ID = hashlib.sha256(RESEARCHER_PAGE.encode()).hexdigest()
+AD_HOC = "query Mine { papers(first: 1) { nodes { id title } } }"
+AD_HOC_HASH = hashlib.sha256(AD_HOC.encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+async def seeded(make_database: Any) -> Any:
+    return await seeded_database(make_database, "edge-persisted")
+
+
+@contextlib.asynccontextmanager
+async def api(
+    seeded: Any, redis_url: str, namespace: str, **settings: Any
+) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    counter = StatementCounter()
+    application = create_app(
+        settings_for(seeded.dsn, REDIS_URL=redis_url, cache_namespace=f"{namespace}-p{next(_ns)}", **settings),
+        query_logger=counter,
+    )
+    async with serving(application) as client:
+        yield client, counter
+
+
+def test_the_committed_manifest_is_current() -> None:
+    """The site ships frontend_contract/persisted-documents.json: regenerate it with the operations."""
+    assert MANIFEST_PATH.read_bytes() == render(build_manifest(OPERATIONS_DIR)), (
+        "stale: run .venv/bin/python -m frontend_contract.manifest"
+    )
+
+
+async def test_persisted_get_is_cdn_cacheable_with_etag_and_tags(seeded: Any, redis_url: str, cache_namespace: str):
+    wumo = seeded.researcher_ids["wumo"]
+    params = {"documentId": f"sha256:{RESEARCHER_PAGE_ID}", "variables": json.dumps({"id": str(wumo)})}
+    async with api(seeded, redis_url, cache_namespace) as (client, counter):
+        first = await client.get("/graphql", params=params)
+        assert first.status_code == 200, first.text
+        assert first.json()["data"]["researcher"]["name"] == "Wumo Yan"
+        assert first.headers["cache-control"] == "public, max-age=60, stale-while-revalidate=600"
+        etag = first.headers["etag"]
+        assert etag.startswith('"') and not etag.startswith("W/")
+        tags = first.headers["surrogate-key"].split()
+        assert f"researcher:{wumo}" in tags and first.headers["cache-tag"] == ",".join(tags)
+        assert any(t.startswith("paper:") for t in tags) and any(t.startswith("institution:") for t in tags)
+        # Again, from the response cache: same body, same tag; with If-None-Match a 304 and no body.
+        counter.reset()
+        again = await client.get("/graphql", params=params)
+        assert again.headers["x-cache"] == "hit" and again.content == first.content and again.headers["etag"] == etag
+        assert counter.statements == []
+        not_modified = await client.get("/graphql", params=params, headers={"if-none-match": etag})
+        assert not_modified.status_code == 304 and not_modified.content == b""
+        assert not_modified.headers["etag"] == etag
+        # The same document by POST runs (and is cached) too, without CDN headers.
+        post = await client.post("/graphql", json={"documentId": RESEARCHER_PAGE_ID, "variables": {"id": str(wumo)}})
+        assert post.json() == first.json() and "etag" not in post.headers
+        unknown = await client.get("/graphql", params={"documentId": "0" * 64})
+        assert unknown.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_FOUND"
+        # An error is never public.
+        bad = await client.get("/graphql", params={**params, "variables": json.dumps({"id": "no such id!"})})
+        assert bad.json()["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+        assert bad.headers["cache-control"] == "no-store"
+
+
+async def test_keyed_and_signed_in_responses_are_private(seeded: Any, redis_url: str, cache_namespace: str) -> None:
+    from typer.testing import CliRunner
+
+    from cli import app as cli_app
+
+    result = await asyncio.to_thread(
+        CliRunner().invoke, cli_app, ["keys", "create", "--name", "site-server"], env={"DATABASE_URL": seeded.dsn}
+    )
+    key = result.stdout.strip()
+    params = {"documentId": RESEARCHER_PAGE_ID, "variables": json.dumps({"id": str(seeded.researcher_ids["wumo"])})}
+    async with api(seeded, redis_url, cache_namespace) as (client, _):
+        for _ in range(2):
+            keyed = await client.get("/graphql", params=params, headers={"x-api-key": key})
+            assert keyed.status_code == 200 and keyed.headers["cache-control"] == "private, no-store"
+            assert "x-cache" not in keyed.headers and "surrogate-key" not in keyed.headers
+
+
+async def test_automatic_persisted_queries(seeded: Any, redis_url: str, cache_namespace: str) -> None:
+    extensions = {"persistedQuery": {"version": 1, "sha256Hash": AD_HOC_HASH}}
+    async with api(seeded, redis_url, cache_namespace) as (client, _):
+        unknown = await client.post("/graphql", json={"extensions": extensions})
+        assert unknown.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_FOUND"
+        mismatch = await client.post("/graphql", json={"query": AD_HOC + " ", "extensions": extensions})
+        assert mismatch.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_HASH_MISMATCH"
+        registered = await client.post("/graphql", json={"query": AD_HOC, "extensions": extensions})
+        assert "errors" not in registered.json()
+        by_hash = await client.post("/graphql", json={"extensions": extensions})
+        assert by_hash.json() == registered.json()
+        got = await client.get("/graphql", params={"extensions": json.dumps(extensions)})
+        assert got.json() == registered.json()
+        assert got.headers["cache-control"].startswith("public") and "lists" in got.headers["surrogate-key"].split()
+
+
+async def test_registrations_are_bounded(seeded: Any, redis_url: str, cache_namespace: str, monkeypatch) -> None:
+    """A client cannot fill Redis: past the window's count (and past 16 KB) documents run but are not kept."""
+    import edge.persisted
+
+    monkeypatch.setattr(edge.persisted, "MAX_REGISTRATIONS", 2)
+    documents = [f"query R{i} {{ __typename }}" for i in range(3)] + ["query Big { __typename }" + " " * 17_000]
+    async with api(seeded, redis_url, cache_namespace) as (client, _):
+        for document in documents:
+            pq = {"persistedQuery": {"version": 1, "sha256Hash": hashlib.sha256(document.encode()).hexdigest()}}
+            ran = await client.post("/graphql", json={"query": document, "extensions": pq})
+            assert ran.json() == {"data": {"__typename": "Query"}}
+        kept = []
+        for document in documents:
+            pq = {"persistedQuery": {"version": 1, "sha256Hash": hashlib.sha256(document.encode()).hexdigest()}}
+            body = (await client.post("/graphql", json={"extensions": pq})).json()
+            kept.append("data" in body)
+    assert kept == [True, True, False, False]
+
+
+async def test_only_trusted_documents(seeded: Any, redis_url: str, cache_namespace: str) -> None:
+    async with api(seeded, redis_url, cache_namespace, trusted_documents="only") as (client, _):
+        refused = await client.post("/graphql", json={"query": AD_HOC})
+        assert refused.status_code == 400
+        assert refused.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_REQUIRED"
+        apq = await client.post(
+            "/graphql",
+            json={"query": AD_HOC, "extensions": {"persistedQuery": {"version": 1, "sha256Hash": AD_HOC_HASH}}},
+        )
+        assert apq.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_REQUIRED"
+        site = await client.post(
+            "/graphql", json={"documentId": RESEARCHER_PAGE_ID, "variables": {"id": str(seeded.researcher_ids["wumo"])}}
+        )
+        assert "errors" not in site.json()
+        as_text = await client.post(
+            "/graphql", json={"query": RESEARCHER_PAGE, "variables": {"id": str(seeded.researcher_ids["wumo"])}}
+        )
+        assert as_text.json() == site.json()
+    async with api(seeded, redis_url, cache_namespace, trusted_documents="off") as (client, _):
+        off = await client.post("/graphql", json={"documentId": RESEARCHER_PAGE_ID, "variables": {"id": "1"}})
+        assert off.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_SUPPORTED"
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    received: list[Any] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers["content-length"]))
+        _Receiver.received.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def purge_receiver() -> Iterator[str]:
+    _Receiver.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/purge"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_invalidation_purges_the_cdn_tags(seeded: Any, redis_url: str, cache_namespace: str, purge_receiver):
+    from db.cache.store import create_redis
+
+    store = CacheStore(create_redis(redis_url, timeout_s=1.0), namespace=f"{cache_namespace}-purge", ttl_s=60)
+    purge = HttpPurge(purge_receiver)
+    try:
+        attach_purge(store, purge)
+        await invalidate(store, Touched(papers={3}, researchers={7}, new_papers={"2501.00001"}))
+    finally:
+        await purge.aclose()
+        await store.aclose()
+    assert _Receiver.received == [
+        {"tags": ["lists", "missing:paper:2501.00001", "missing:researcher:any", "paper:3", "researcher:7"]}
+    ]
+
+
+async def test_cors_preflight_and_credentials(seeded: Any, redis_url: str, cache_namespace: str) -> None:
+    async with api(seeded, redis_url, cache_namespace, cors_origins="https://wovepaper.example") as (client, _):
+        preflight = await client.options(
+            "/graphql",
+            headers={
+                "origin": "https://wovepaper.example",
+                "access-control-request-method": "POST",
+                "access-control-request-headers": "content-type",
+            },
+        )
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == "https://wovepaper.example"
+        assert preflight.headers["access-control-allow-credentials"] == "true"
+        call = await client.post(
+            "/graphql", json={"query": "{ __typename }"}, headers={"origin": "https://wovepaper.example"}
+        )
+        assert call.headers["access-control-allow-origin"] == "https://wovepaper.example"
+        assert "x-ratelimit-remaining" in call.headers["access-control-expose-headers"]
+        other = await client.options(
+            "/graphql", headers={"origin": "https://elsewhere.example", "access-control-request-method": "POST"}
+        )
+        assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
+
+
+async def test_graphiql_and_introspection_can_be_closed(seeded: Any, redis_url: str, cache_namespace: str) -> None:
+    introspect = {"query": "{ __schema { types { name } } }"}
+    async with api(seeded, redis_url, cache_namespace) as (client, _):
+        assert (await client.get("/graphql", headers={"accept": "text/html"})).status_code == 200
+        assert "errors" not in (await client.post("/graphql", json=introspect)).json()
+        assert (
+            "Did you mean"
+            in (await client.post("/graphql", json={"query": "{ paperz }"})).json()["errors"][0]["message"]
+        )
+    async with api(seeded, redis_url, cache_namespace, graphiql=False, introspection=False) as (client, _):
+        assert (await client.get("/graphql", headers={"accept": "text/html"})).status_code == 404
+        closed = (await client.post("/graphql", json=introspect)).json()
+        assert closed["errors"][0]["extensions"]["code"] == "GRAPHQL_VALIDATION_FAILED"
+        typo = (await client.post("/graphql", json={"query": "{ paperz }"})).json()
+        assert "Did you mean" not in typo["errors"][0]["message"]
+        assert (await client.post("/graphql", json={"query": "{ __typename }"})).json() == {
+            "data": {"__typename": "Query"}
+        }

@@ -1,0 +1,75 @@
+"""The edge's pure parts: request parsing, id spellings, the rate rule, the byte-bounded document cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from edge.entity_keys import entity_key, paper_key
+from edge.errors import EdgeError
+from edge.ratelimit import LocalLimiter
+from edge.request import parse_get, parse_post
+from schema.document_cache import MAX_DOCUMENT_BYTES, DocumentCache
+
+
+def test_paper_spellings_name_one_arxiv_id() -> None:
+    for spelling in (
+        "2401.01234",
+        "2401.01234v3",
+        "arXiv:2401.01234",
+        "https://arxiv.org/abs/2401.01234v2",
+        "10.48550/arXiv.2401.01234",
+        "2401.01234-any-title-words",
+        " 2401.01234 ",
+    ):
+        assert paper_key(spelling) == "2401.01234", spelling
+    assert paper_key("astro-ph-9901001-cosmic-rays") == "astro-ph/9901001"
+    assert paper_key("not an id") is None
+
+
+def test_entity_spellings() -> None:
+    assert entity_key("researcher", "42") == entity_key("researcher", "42-ada-lovelace") == "researcher:42"
+    assert entity_key("researcher", "S2:123") == "researcher:s2:123"
+    assert entity_key("researcher", "https://orcid.org/0000-0002-1825-0097") == "researcher:orcid:0000-0002-1825-0097"
+    assert entity_key("researcher", "nobody!") is None
+    assert entity_key("institution", "Université  de Montréal") == entity_key("institution", "université de montréal")
+
+
+def test_requests_parse_or_say_why() -> None:
+    request = parse_post(b"application/json; charset=utf-8", b'{"query": "{ a }", "variables": {"x": 1}}')
+    assert (request.query, request.variables, request.method) == ("{ a }", {"x": 1}, "POST")
+    got = parse_get(b"documentId=sha256%3Aab&variables=%7B%22id%22%3A%221%22%7D")
+    assert (got.document_id, got.variables, got.query) == ("sha256:ab", {"id": "1"}, None)
+    for content_type, body, status in (
+        (b"text/plain", b'{"query": "{ a }"}', 415),
+        (b"application/json", b"[]", 400),
+        (b"application/json", b'{"query": "{ a }", "operationName": 3}', 400),
+        (b"application/json", b'{"query": "{ a }", "extensions": []}', 400),
+        (b"application/json", b'{"query": "{ a }", "variables": {"a": ' + b'{"b": ' * 40 + b"1" + b"}" * 41, 400),
+    ):
+        with pytest.raises(EdgeError) as caught:
+            parse_post(content_type, body)
+        assert caught.value.status == status
+
+
+def test_points_refill_continuously() -> None:
+    now = [0.0]
+    limiter = LocalLimiter(clock=lambda: now[0])
+    assert limiter.charge("ip:a", 600, 1000).remaining == 400
+    refused = limiter.charge("ip:a", 500, 1000)
+    assert not refused.allowed and refused.remaining == 400
+    assert refused.retry_after == 360  # 100 points refill in 360 s at 1000 points/hour
+    now[0] += 360
+    assert limiter.charge("ip:a", 500, 1000).allowed
+    assert limiter.charge("ip:b", 1, 1000).remaining == 999  # every client its own budget
+    full = limiter.charge("ip:a", 0, 1000)
+    assert full.reset_at == 3960  # 1,100 points spent: 600 at 0 s and 500 at 360 s, 3.6 s each
+
+
+def test_document_cache_is_bounded_by_text() -> None:
+    cache: DocumentCache[int] = DocumentCache(max_bytes=1000)
+    cache.put("x" * (MAX_DOCUMENT_BYTES + 1), 1)  # a large document (a 900 KB comment) is never kept
+    assert len(cache) == 0
+    for i in range(30):
+        cache.put(f"{i:03d}" + "y" * 97, i)
+    assert cache.size <= 1000 and len(cache) == 10
+    assert cache.get("029" + "y" * 97) == 29 and cache.get("000" + "y" * 97) is None
