@@ -418,6 +418,23 @@ def ingest_status(
             typer.echo(line)
 
 
+@app.command("merge-researchers")
+def merge_researchers(
+    absorbed: int = typer.Argument(..., min=1, help="Database id of the researcher to merge away."),
+    survivor: int = typer.Argument(..., min=1, help="Database id of the researcher that absorbs it."),
+) -> None:
+    """Merge one researcher profile into another (two profiles of one person): the absorbed id, slug and
+    Semantic Scholar id keep resolving to the survivor, and the changes feed lists the merge."""
+    from ingest.runner import run_merge
+
+    settings = settings_or_exit()
+    database_url_or_exit(settings)
+    if not asyncio.run(run_merge(settings, absorbed_id=absorbed, survivor_id=survivor)):
+        typer.echo(f"error: no merge: researchers {absorbed} and {survivor} must both exist and differ", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"merged researcher {absorbed} into {survivor}")
+
+
 async def _with_connection(dsn: str, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
     conn = await asyncpg.connect(dsn)
     try:

@@ -582,7 +582,7 @@ async def _write(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, prog
     done = 0
     report("papers", 0, plan.papers)
     async for papers in _prefetched(generate_papers(plan, people, institutions, arxiv_ids), batch_size):
-        keys = {m.researcher_key for _, ms, _, _ in papers for m in ms}
+        keys = {m.researcher_key for _, ms, _, _ in papers for m in ms if m.researcher_key is not None}
         key_ids = {k: rids[_S2_INVERSE(int(k) - 1_000_000)] for k in keys}
         async with conn.transaction():
             await upsert_papers(conn, [p for p, _, _, _ in papers])

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from db.paging import encode_global_id
+from db.paging import encode_global_id, paper_global_id
 from db.queries.aggregates import SELECT_RESEARCHER_STATS
 
 RESEARCHER = """SELECT id, name, name_slug, s2_author_id, openalex_id, orcid, paper_count, h_index, citation_count,
@@ -73,7 +73,7 @@ def _institution(i_id: int, name: str, name_slug: str) -> dict[str, Any]:
 def paper_item(p: asyncpg.Record, authors: list[dict[str, Any]]) -> dict[str, Any]:
     """A paper as the site's lists show it (ResearcherPage, PaperList)."""
     return {
-        "id": encode_global_id("Paper", p["id"]),
+        "id": paper_global_id(p["arxiv_id"]),
         "databaseId": p["id"],
         "arxivId": p["arxiv_id"],
         "slug": p["slug"],
@@ -148,7 +148,7 @@ async def researcher_page(conn: asyncpg.Connection, researcher_id: int, page: in
         on_page = next((p for p in rows if p["id"] == stats["most_cited_paper_id"]), None)
         m = on_page or await conn.fetchrow(MOST_CITED, stats["most_cited_paper_id"])
         most_cited = {
-            "id": encode_global_id("Paper", m["id"]),
+            "id": paper_global_id(m["arxiv_id"]),
             "databaseId": m["id"],
             "arxivId": m["arxiv_id"],
             "slug": m["slug"],

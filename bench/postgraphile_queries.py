@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from db.paging import encode_global_id
+from db.paging import encode_global_id, paper_global_id
 from db.queries.aggregates import SELECT_RESEARCHER_STATS
 
 RESEARCHER_PAGE = """
@@ -137,7 +137,7 @@ def to_contract_shape(body: dict[str, Any]) -> dict[str, Any]:
             )
         nodes.append(
             {
-                "id": encode_global_id("Paper", pid),
+                "id": paper_global_id(p["arxivId"]),
                 "databaseId": pid,
                 "arxivId": p["arxivId"],
                 "slug": p["slug"],
@@ -187,7 +187,7 @@ def to_contract_shape(body: dict[str, Any]) -> dict[str, Any]:
                 "mostCitedPaper": None
                 if m is None
                 else {
-                    "id": encode_global_id("Paper", int(m["rowId"])),
+                    "id": paper_global_id(m["arxivId"]),
                     "databaseId": int(m["rowId"]),
                     "arxivId": m["arxivId"],
                     "slug": m["slug"],

@@ -7,6 +7,7 @@ id) can append the same fragments. The set of fragments is finite, so asyncpg's 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from db.paging import CursorValue, datetime_to_micros, micros_to_datetime
 _PARAM = re.compile(r"\$(\d+)")
 
 AuthorPosition = Literal["FIRST", "LAST", "MIDDLE", "SOLO"]
+# Which papers a list holds as to withdrawal: lists and feeds leave withdrawn papers out unless asked.
+Withdrawn = Literal["EXCLUDE", "INCLUDE", "ONLY"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +43,11 @@ class Clause:
 # `p.id IN (subquery)` a generic plan may instead walk the whole date index looking for the entity's
 # papers, which costs the size of the archive rather than the size of the entity (measured on 1M
 # papers: 88 ms for a researcher's first page, against under 2 ms this way).
+# A researcher id may be one merged into another (migration 0011's redirects): it names the survivor's papers.
+_RESEARCHER = "coalesce((SELECT d.survivor_id FROM researcher_redirects d WHERE d.old_id = $1::bigint), $1::bigint)"
 _POSITION_SUBQUERY = (
     "p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a JOIN papers q ON q.id = a.paper_id"
-    " WHERE a.researcher_id = $1::bigint AND {cond}))"
+    f" WHERE a.researcher_id = {_RESEARCHER} AND {{cond}}))"
 )
 
 PAPER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
@@ -52,7 +57,7 @@ PAPER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
         "published_from": Fragment("p.published >= $1::timestamptz", 1),
         "published_before": Fragment("p.published < $1::timestamptz", 1),
         "researcher": Fragment(
-            "p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a WHERE a.researcher_id = $1::bigint))", 1
+            f"p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a WHERE a.researcher_id = {_RESEARCHER}))", 1
         ),
         "institution": Fragment(
             "p.id = ANY (ARRAY(SELECT DISTINCT ai.paper_id FROM authorship_institutions ai"
@@ -70,6 +75,8 @@ PAPER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
         "nothing": Fragment("false", 0),
         # A set of papers by database id (chat scoped to the papers a page lists).
         "ids": Fragment("p.id = ANY($1::bigint[])", 1),
+        "not_withdrawn": Fragment("NOT p.withdrawn", 0),
+        "withdrawn": Fragment("p.withdrawn", 0),
     }
 )
 
@@ -95,6 +102,7 @@ class PaperFilterSpec:
     institution_ids: tuple[int, ...] = ()
     # Applies to `researcher_id`: the researcher's position among the paper's authors.
     author_position: AuthorPosition | None = None
+    withdrawn: Withdrawn = "EXCLUDE"
     # A reference that names nothing in the archive: the filter matches no paper.
     matches_nothing: bool = False
 
@@ -103,6 +111,8 @@ def paper_filter_clauses(spec: PaperFilterSpec) -> list[Clause]:
     if spec.matches_nothing:
         return [Clause(PAPER_FILTERS["nothing"], ())]
     clauses: list[Clause] = []
+    if spec.withdrawn != "INCLUDE":
+        clauses.append(Clause(PAPER_FILTERS["withdrawn" if spec.withdrawn == "ONLY" else "not_withdrawn"], ()))
     if spec.category is not None:
         key = "primary_category" if spec.primary_only else "category"
         clauses.append(Clause(PAPER_FILTERS[key], (spec.category,)))
@@ -159,7 +169,17 @@ def owners_page(
     return sql, [list(owner_ids), *args, limit, offset]
 
 
-KeyKind = Literal["ts", "int", "int_or_null", "str"]
+# `score`: a float as repr() text (exact, so a keyset neither skips nor repeats a row), compared as float8.
+# `int`, `int_or_null`: an integer column (32 bits); `bigint`: an id.
+KeyKind = Literal["ts", "int", "int_or_null", "bigint", "str", "score"]
+_INT32 = range(-(2**31), 2**31)
+
+
+def _is_score(value: object) -> bool:
+    try:
+        return isinstance(value, str) and math.isfinite(float(value))
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,18 +204,25 @@ class Sort:
         return tuple(values)
 
     def after_clause(self, key: tuple[CursorValue, ...]) -> Clause:
-        """The keyset condition for a cursor's key; ValueError when the key does not fit this sort."""
+        """The keyset condition for a cursor's key; ValueError when the key does not fit this sort (a tampered
+        cursor: an integer, time or score out of range never reaches PostgreSQL)."""
         if len(key) != len(self.key):
             raise ValueError("cursor does not fit this sort")
         args: list[object] = []
         for value, (_, kind) in zip(key, self.key, strict=True):
-            if kind == "ts" and isinstance(value, int) and not isinstance(value, bool):
+            if isinstance(value, bool):
+                raise ValueError("cursor does not fit this sort")
+            if kind == "ts" and isinstance(value, int):
                 args.append(micros_to_datetime(value))
-            elif kind in ("int", "int_or_null") and isinstance(value, int) and not isinstance(value, bool):
+            elif kind in ("int", "int_or_null") and isinstance(value, int) and value in _INT32:
+                args.append(value)
+            elif kind == "bigint" and isinstance(value, int):
                 args.append(value)
             elif kind == "int_or_null" and value is None:
                 args.append(None)
             elif kind == "str" and isinstance(value, str):
+                args.append(value)
+            elif kind == "score" and _is_score(value):
                 args.append(value)
             else:
                 raise ValueError("cursor does not fit this sort")
@@ -216,13 +243,13 @@ PAPER_SORTS: Mapping[str, Sort] = _frozen(
             "NEWEST",
             "p.published DESC, p.id DESC",
             Fragment("(p.published, p.id) < ($1::timestamptz, $2::bigint)", 2),
-            (("published", "ts"), ("id", "int")),
+            (("published", "ts"), ("id", "bigint")),
         ),
         Sort(
             "OLDEST",
             "p.published ASC, p.id ASC",
             Fragment("(p.published, p.id) > ($1::timestamptz, $2::bigint)", 2),
-            (("published", "ts"), ("id", "int")),
+            (("published", "ts"), ("id", "bigint")),
         ),
         # Papers without a count sort last; written out (not coalesce) so papers_cited_idx serves it.
         Sort(
@@ -233,7 +260,7 @@ PAPER_SORTS: Mapping[str, Sort] = _frozen(
                 " OR p.cited_by_count IS NULL)",
                 2,
             ),
-            (("cited_by_count", "int_or_null"), ("id", "int")),
+            (("cited_by_count", "int_or_null"), ("id", "bigint")),
             Fragment("(p.cited_by_count IS NULL AND p.id < $1::bigint)", 1),
         ),
     ]
@@ -296,7 +323,6 @@ FOLLOWED_INSTITUTIONS_SORT = Sort(
 # Researchers (alias r) and institutions (alias i): figures descending, id ascending, as their indexes are.
 RESEARCHER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
     {
-        "name": Fragment("wp_fold(r.name) LIKE '%' || wp_fold($1::text) || '%'", 1),
         "institution": Fragment(
             "r.id IN (SELECT ri.researcher_id FROM researcher_institutions ri WHERE ri.institution_id = $1::bigint)",
             1,
@@ -315,7 +341,7 @@ def _by_figure(name: str, alias: str, column: str) -> Sort:
         name,
         f"{alias}.{column} DESC, {alias}.id ASC",
         Fragment(f"({alias}.{column} < $1::int OR ({alias}.{column} = $1::int AND {alias}.id > $2::bigint))", 2),
-        ((column, "int"), ("id", "int")),
+        ((column, "int"), ("id", "bigint")),
     )
 
 
@@ -324,7 +350,7 @@ def _by_name(alias: str) -> Sort:
         "NAME",
         f"wp_fold({alias}.name) ASC, {alias}.id ASC",
         Fragment(f"(wp_fold({alias}.name), {alias}.id) > ($1::text, $2::bigint)", 2),
-        (("fold_name", "str"), ("id", "int")),
+        (("fold_name", "str"), ("id", "bigint")),
     )
 
 
@@ -344,7 +370,6 @@ RESEARCHER_OWNER_FILTERS: Mapping[str, Fragment] = MappingProxyType(
 
 INSTITUTION_FILTERS: Mapping[str, Fragment] = MappingProxyType(
     {
-        "name": Fragment("wp_fold(i.name) LIKE '%' || wp_fold($1::text) || '%'", 1),
         "country": Fragment("i.country = $1::text", 1),
     }
 )

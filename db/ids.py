@@ -37,6 +37,11 @@ def normalize_arxiv_id(text: str) -> str | None:
     return parsed[0] if parsed else None
 
 
+def arxiv_doi(arxiv_id: str) -> str:
+    """The DOI arXiv registers for every paper: 10.48550/arXiv.2401.01234."""
+    return f"10.48550/arXiv.{arxiv_id}"
+
+
 def ror_checksum(body: str) -> str:
     """ISO 7064 Mod 97-10 over the Crockford base32 value of the 7 leading characters."""
     value = 0

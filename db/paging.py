@@ -8,7 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 
+from db.ids import normalize_arxiv_id
+
 MAX_TOKEN_LENGTH = 512
+# A cursor's integers are bigint keys: anything wider was not issued here.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 CursorValue = int | str | None
@@ -44,9 +48,13 @@ def decode_cursor(token: str, sort: str, arity: int) -> tuple[CursorValue, ...]:
     if not isinstance(payload, list) or len(payload) != arity + 1 or payload[0] != sort:
         raise TokenError("cursor belongs to another sort or list")
     values = tuple(payload[1:])
-    if not all(v is None or isinstance(v, int | str) for v in values):
+    if not all(v is None or isinstance(v, str) or _is_int64(v) for v in values):
         raise TokenError("cursor holds unexpected values")
     return values
+
+
+def _is_int64(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX
 
 
 def datetime_to_micros(value: datetime) -> int:
@@ -56,20 +64,40 @@ def datetime_to_micros(value: datetime) -> int:
 
 
 def micros_to_datetime(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
+    """TokenError when the value is no time a datetime can hold (a tampered cursor)."""
+    try:
+        return _EPOCH + timedelta(microseconds=value)
+    except OverflowError:
+        raise TokenError("time out of range") from None
 
 
-def encode_global_id(type_name: str, db_id: int) -> str:
-    """`Paper:42` -> `UGFwZXI6NDI`: opaque to callers, stable across releases."""
-    return _b64(f"{type_name}:{db_id}".encode())
+def encode_global_id(type_name: str, key: int | str) -> str:
+    """`Researcher:42` -> `UmVzZWFyY2hlcjo0Mg`: opaque to callers, stable across releases."""
+    return _b64(f"{type_name}:{key}".encode())
 
 
-def decode_global_id(token: str) -> tuple[str, int]:
+def paper_global_id(arxiv_id: str) -> str:
+    """A paper's global id names its arXiv id, not its row: it survives a rebuild of the database."""
+    return encode_global_id("Paper", arxiv_id)
+
+
+def entity_global_id(kind: str, db_id: int, arxiv_id: str | None) -> str:
+    """The global id of a PAPER / RESEARCHER / INSTITUTION row: a paper's names its arXiv id."""
+    return paper_global_id(arxiv_id) if arxiv_id is not None else encode_global_id(kind.title(), db_id)
+
+
+def decode_global_id(token: str) -> tuple[str, int | str]:
+    """(type, key): the database id of a researcher or an institution, the arXiv id of a paper (or, for a
+    paper id issued before ids named arXiv ids, its database id)."""
     try:
         text = _unb64(token).decode("ascii")
     except UnicodeDecodeError as exc:
         raise TokenError("not a global id") from exc
-    type_name, sep, raw_id = text.partition(":")
-    if not sep or not type_name.isalpha() or not raw_id.isdigit() or len(raw_id) > 18:
+    type_name, sep, raw = text.partition(":")
+    if not sep or not type_name.isalpha():
         raise TokenError("not a global id")
-    return type_name, int(raw_id)
+    if raw.isdigit() and len(raw) <= 18:
+        return type_name, int(raw)
+    if type_name == "Paper" and normalize_arxiv_id(raw) == raw:
+        return type_name, raw
+    raise TokenError("not a global id")

@@ -124,11 +124,12 @@ class WorkRecord:
 
 @dataclass(frozen=True, slots=True)
 class AuthorshipMatch:
-    """Enrichment's verdict for one authorship: which researcher and institutions it is."""
+    """Enrichment's verdict for one authorship: which researcher and institutions it is. An author no source
+    identifies (no researcher) still has the institutions OpenAlex gives for them."""
 
     arxiv_id: str
     position: int
-    researcher_key: str  # s2_author_id of the matched researcher
+    researcher_key: str | None  # s2_author_id of the matched researcher; None: the author stays unmatched
     institution_rors: list[str] = field(default_factory=list)
 
 
@@ -139,15 +140,20 @@ class CitationRecord:
     source: str  # 's2' | 'openalex'
     s2_paper_id: str | None = None
     openalex_id: str | None = None
+    s2_corpus_id: int | None = None
 
 
 @dataclass(slots=True)
 class Touched:
-    """Database ids a write touched: what the cache must forget once the transaction commits."""
+    """Database ids a write touched: what the cache must forget once the transaction commits.
+
+    `paper_keys` are the touched papers' arXiv ids: a paper's global id (and so a cached response's tag)
+    names its arXiv id, not its row. The write path records them with the papers' ids."""
 
     papers: set[int] = field(default_factory=set)
     researchers: set[int] = field(default_factory=set)
     institutions: set[int] = field(default_factory=set)
+    paper_keys: set[str] = field(default_factory=set)
     # arXiv ids of papers new to the archive: responses that looked them up and found nothing are dropped.
     new_papers: set[str] = field(default_factory=set)
 
@@ -155,7 +161,8 @@ class Touched:
         self.papers |= other.papers
         self.researchers |= other.researchers
         self.institutions |= other.institutions
+        self.paper_keys |= other.paper_keys
         self.new_papers |= other.new_papers
 
     def __bool__(self) -> bool:
-        return bool(self.papers or self.researchers or self.institutions or self.new_papers)
+        return bool(self.papers or self.researchers or self.institutions or self.paper_keys or self.new_papers)

@@ -30,12 +30,15 @@ from db.queries.ingest_state import (
     fetch_enrich_queue,
     fetch_identity_owners,
     fetch_s2_figures,
+    fetch_stored_rors,
     record_enrich_failures,
     record_progress,
     tombstone_papers,
 )
+from db.queries.merges import apply_s2_merges
 from db.queries.writes import (
     PaperWriteResult,
+    add_people_of_papers,
     apply_authorship_matches,
     mark_enriched,
     replace_researcher_works,
@@ -157,6 +160,8 @@ async def harvest_arxiv(
             await commit_without_flush_wait(c)
             result = await upsert_papers(c, page.records)
             tombstoned = await tombstone_papers(c, page.deleted)
+            # A withdrawn paper leaves its researchers' and institutions' counts (refreshed below).
+            await add_people_of_papers(c, tombstoned, result.touched)
             if prev is not None:
                 # Checkpoints commit in page order: wait for the page before (its failure rolls this back).
                 # Until then this transaction holds rows of its own papers only, which the page before never
@@ -176,6 +181,7 @@ async def harvest_arxiv(
         result, tombstoned = await task
         touched = result.touched
         touched.papers |= tombstoned
+        touched.paper_keys |= set(page.deleted)
         await invalidate_after_commit(cache, touched)
         summary.seen += page.seen
         summary.inserted += result.inserted
@@ -280,13 +286,16 @@ class EnrichBatch:
     matches: list[AuthorshipMatch] = field(default_factory=list)
     works: dict[str, list[WorkRecord]] = field(default_factory=dict)  # by S2 author id
     citations: list[CitationRecord] = field(default_factory=list)
+    # S2 author ids that S2 answers with another (it merged them): {old id: surviving id}.
+    s2_merged: dict[str, str] = field(default_factory=dict)
     new_researchers: set[str] = field(default_factory=set)  # S2 author ids the archive does not hold yet
     unmatched: set[str] = field(default_factory=set)  # papers neither source could match
     failed: dict[str, str] = field(default_factory=dict)  # papers set aside, with the reason
 
     def only(self, arxiv_ids: set[str]) -> EnrichBatch:
         """The part of the batch that writes these papers: their matches and citations, and the researchers
-        (with their works) and institutions those matches name."""
+        (with their works) and institutions those matches name. The S2 merges go with every part (a merge
+        applied twice finds nothing left to merge)."""
         matches = [m for m in self.matches if m.arxiv_id in arxiv_ids]
         people = {m.researcher_key for m in matches}
         rors = {r for m in matches for r in m.institution_rors}
@@ -299,6 +308,7 @@ class EnrichBatch:
             matches=matches,
             works={k: v for k, v in self.works.items() if k in people},
             citations=[c for c in self.citations if c.arxiv_id in arxiv_ids],
+            s2_merged=self.s2_merged,
             new_researchers=self.new_researchers & people,
             unmatched=self.unmatched & arxiv_ids,
         )
@@ -326,19 +336,21 @@ def plan_paper(
     s2_align = align_authors(paper.authors, [a.name for a in s2.authors]) if s2 else {}
     oa_align = align_authors(paper.authors, [a.name for a in oaw.authorships]) if oaw else {}
     dup_aligns = [(w, align_authors(paper.authors, [a.name for a in w.authorships])) for w in works[1:]]
-    for position, idx in sorted(s2_align.items()):
-        author = s2.authors[idx] if s2 else None
-        if author is None or not author.author_id:
-            continue  # S2 lists the name but has no identity for it: the authorship stays unmatched
-        names.setdefault(author.author_id, author.name)
+    # Every aligned author: a researcher when S2 identifies them, and the institutions OpenAlex gives either way
+    # (an author S2 has no identity for still counts for their institution).
+    for position in sorted(s2_align.keys() | oa_align.keys()):
+        author = s2.authors[s2_align[position]] if s2 is not None and position in s2_align else None
+        s2_id = author.author_id if author is not None else None
+        if author is not None and s2_id:
+            names.setdefault(s2_id, author.name)
         rors: list[str] = []
         if oaw is not None and position in oa_align:
             oa = oaw.authorships[oa_align[position]]
             # OpenAlex agrees on this person (same arXiv position by name): its ids attach to them.
-            if oa.author_id:
-                oa_claims[author.author_id][oa.author_id] += 1
-            if oa.orcid:
-                orcid_claims[author.author_id][oa.orcid] += 1
+            if s2_id and oa.author_id:
+                oa_claims[s2_id][oa.author_id] += 1
+            if s2_id and oa.orcid:
+                orcid_claims[s2_id][oa.orcid] += 1
             rors = [inst.ror_id for inst in oa.institutions]
             for inst in oa.institutions:
                 batch.institutions.setdefault(inst.ror_id, inst)
@@ -348,13 +360,23 @@ def plan_paper(
             for inst in dup.authorships[align[position]].institutions:
                 batch.institutions.setdefault(inst.ror_id, inst)
                 rors.append(inst.ror_id)
-        batch.matches.append(AuthorshipMatch(paper.arxiv_id, position, author.author_id, rors))
+        if s2_id or rors:
+            batch.matches.append(AuthorshipMatch(paper.arxiv_id, position, s2_id, rors))
     preprint_id = oaw.openalex_id if oaw is not None and oaw.is_preprint else None
     if s2 is not None and s2.citation_count is not None:
-        batch.citations.append(CitationRecord(paper.arxiv_id, s2.citation_count, "s2", s2.paper_id, preprint_id))
+        batch.citations.append(
+            CitationRecord(paper.arxiv_id, s2.citation_count, "s2", s2.paper_id, preprint_id, s2.corpus_id)
+        )
     elif oaw is not None and oaw.cited_by_count is not None:
         batch.citations.append(
-            CitationRecord(paper.arxiv_id, oaw.cited_by_count, "openalex", s2.paper_id if s2 else None, preprint_id)
+            CitationRecord(
+                paper.arxiv_id,
+                oaw.cited_by_count,
+                "openalex",
+                s2.paper_id if s2 else None,
+                preprint_id,
+                s2.corpus_id if s2 else None,
+            )
         )
     if not s2_align and not oa_align:
         batch.unmatched.add(paper.arxiv_id)
@@ -388,11 +410,13 @@ async def gather_batch(
     if batch.failed:
         batch = replace(batch.only(set(ids) - set(batch.failed)), failed=batch.failed)
         names = {k: v for k, v in names.items() if k in {m.researcher_key for m in batch.matches}}
+    if oac is not None:
+        await _add_institution_names(conn, oac, batch)
     if not names:
         return batch
 
-    s2_ids = sorted(names)
-    s2recs = await s2c.authors(s2_ids)
+    s2recs = await s2c.authors(sorted(names))
+    s2_ids = _follow_s2_merges(batch, s2recs, names, oa_claims, orcid_claims)
     # An OpenAlex id or ORCID is one person's: a value claimed for two S2 authors attaches to neither.
     oa_of = {s: v for s in s2_ids if (v := _single(oa_claims[s]))}
     orcid_of = {s: v for s in s2_ids if (v := (s2recs[s].orcid if s in s2recs else None) or _single(orcid_claims[s]))}
@@ -437,9 +461,54 @@ async def gather_batch(
     return batch
 
 
+async def _add_institution_names(conn: asyncpg.Connection, oac: OpenAlexClient, batch: EnrichBatch) -> None:
+    """Institutions new to the archive come with ROR's acronyms and other names (through OpenAlex), so that
+    `institution(id: "MIT")` finds them. Without them an institution is still stored, under its name."""
+    new = [i for i in batch.institutions.values() if i.openalex_id]
+    stored = await fetch_stored_rors(conn, [i.ror_id for i in new]) if new else set()
+    wanted = [i.openalex_id for i in new if i.ror_id not in stored and i.openalex_id]
+    if not wanted:
+        return
+    try:
+        found = await oac.institutions(wanted)
+    except BudgetExhausted:
+        raise
+    except UpstreamError as exc:
+        log.error("names of %d new institutions skipped: %s", len(wanted), exc)
+        return
+    for rec in found.values():
+        if rec.ror_id in batch.institutions:
+            batch.institutions[rec.ror_id] = rec
+
+
+def _follow_s2_merges(
+    batch: EnrichBatch,
+    s2recs: dict[str, ResearcherRecord],
+    names: dict[str, str],
+    oa_claims: defaultdict[str, Counter[str]],
+    orcid_claims: defaultdict[str, Counter[str]],
+) -> list[str]:
+    """S2 answers an author id it merged into another with the survivor's record: from here on the batch speaks
+    of the surviving id only (the write merges a researcher stored under the old one). Returns the S2 ids."""
+    merged = {asked: new for asked, rec in s2recs.items() if (new := rec.s2_author_id) and new != asked}
+    batch.s2_merged.update(merged)
+    for old, new in merged.items():
+        s2recs[new] = s2recs.pop(old)
+        names.setdefault(new, names.pop(old))
+        oa_claims[new] += oa_claims.pop(old, Counter())
+        orcid_claims[new] += orcid_claims.pop(old, Counter())
+    if merged:
+        batch.matches = [
+            replace(m, researcher_key=merged.get(m.researcher_key, m.researcher_key)) if m.researcher_key else m
+            for m in batch.matches
+        ]
+    return sorted(names)
+
+
 async def write_batch(conn: asyncpg.Connection, batch: EnrichBatch) -> Touched:
     """One transaction's writes (the caller holds the transaction); returns what it touched."""
     touched = Touched()
+    await apply_s2_merges(conn, batch.s2_merged, touched)
     inst_ids = await upsert_institutions(conn, list(batch.institutions.values()), touched=touched)
     rids = await upsert_researchers(conn, list(batch.researchers.values()), touched=touched)
     await apply_authorship_matches(conn, batch.matches, rids, inst_ids, touched=touched)

@@ -12,13 +12,16 @@ import asyncpg
 from db.cache.invalidation import attach_purge
 from db.cache.purge import HttpPurge
 from db.cache.store import CacheStore, create_redis
+from db.queries.figures import refresh_figures
 from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_failures, fetch_ingest_status
+from db.queries.merges import merge_researchers
+from db.records import Touched
 from ingest.analyse import ANALYSE_BATCH, analyse
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BudgetExhausted
-from ingest.pipeline import ENRICH_BATCH, enrich, harvest_arxiv
+from ingest.pipeline import ENRICH_BATCH, enrich, harvest_arxiv, invalidate_after_commit
 from ingest.progress import Summary
 from llm import ModelClient
 from settings import Settings
@@ -109,6 +112,17 @@ async def run_analyse(settings: Settings, *, limit: int | None, since: date | No
             )
     finally:
         await client.aclose()
+
+
+async def run_merge(settings: Settings, *, absorbed_id: int, survivor_id: int) -> bool:
+    """A correction by hand: merge one researcher into another (one transaction), then forget what it changed."""
+    async with _resources(settings) as (conn, cache):
+        touched = Touched()
+        async with conn.transaction():
+            merged = await merge_researchers(conn, absorbed_id, survivor_id, touched)
+            await refresh_figures(conn, touched)
+        await invalidate_after_commit(cache, touched)
+    return merged
 
 
 async def read_status(settings: Settings, *, failures: int = 10) -> tuple[IngestStatus, list[EnrichFailure]]:

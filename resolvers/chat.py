@@ -76,7 +76,7 @@ def conversation_id(token: str) -> int:
         kind, db_id = decode_global_id(token)
     except TokenError:
         kind, db_id = "", 0
-    if kind != CONVERSATION:
+    if kind != CONVERSATION or not isinstance(db_id, int):
         raise BadUserInput("`conversationId` is not a conversation id: pass the `id` of one of your conversations.")
     return db_id
 

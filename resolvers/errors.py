@@ -7,7 +7,9 @@ from __future__ import annotations
 
 
 class PublicError(Exception):
-    code = "INTERNAL"
+    """Subclasses set `code`, one of error_codes.ERROR_CODES."""
+
+    code = "INTERNAL_SERVER_ERROR"
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -6,47 +6,68 @@ import re
 
 import strawberry
 
-from db.filters import INSTITUTION_FILTERS, INSTITUTION_SORTS, Clause, escape_like
+from db.filters import INSTITUTION_FILTERS, INSTITUTION_SORTS, Clause
 from db.queries.institutions import (
     InstitutionRow,
     count_institutions,
     fetch_institution_by_name,
+    fetch_institution_by_openalex,
     fetch_institution_by_ror,
+    fetch_institutions_by_similar_name,
     page_institutions,
 )
 from resolvers.context import Context
 from resolvers.errors import BadUserInput
 from resolvers.ids import EntityKey, parse_institution_id
-from resolvers.pagination import Connection, page_request, selects, split_page
+from resolvers.pagination import Connection, page_request, past_the_end, selects, split_page
 
 Info = strawberry.Info[Context, None]
-MAX_QUERY_LENGTH = 200
 _COUNTRY = re.compile(r"^[A-Za-z]{2}$")
 
 
-async def _find(ctx: Context, key: EntityKey) -> InstitutionRow | None:
+SUGGESTIONS = 3
+_FETCH = {"ror": fetch_institution_by_ror, "openalex": fetch_institution_by_openalex, "name": fetch_institution_by_name}
+
+
+async def find_institution(ctx: Context, key: EntityKey) -> InstitutionRow | None:
+    """The institution an id form names exactly (a name only as its name, an alias or an acronym); else None."""
     if key.db_id is not None:
         return await ctx.loaders.institution_by_id.load(key.db_id)
     async with ctx.pool.acquire() as conn:
-        if key.kind == "ror":
-            row = await fetch_institution_by_ror(conn, key.value)
-        else:
-            row = await fetch_institution_by_name(conn, key.value)
+        row = await _FETCH[key.kind](conn, key.value)
     if row is not None:
         ctx.loaders.prime_institutions([row])
     return row
 
 
+async def find_institution_by_similar_name(ctx: Context, name: str) -> InstitutionRow | None:
+    """The institution whose name is most like `name`: a guess, for where one is asked for (a typed route)."""
+    async with ctx.pool.acquire() as conn:
+        rows = await fetch_institutions_by_similar_name(conn, name, limit=1)
+    return rows[0] if rows else None
+
+
 async def resolve_institution(ctx: Context, institution_id: str) -> InstitutionRow | None:
-    return await _find(ctx, parse_institution_id(institution_id))
+    return await find_institution(ctx, parse_institution_id(institution_id))
 
 
-async def lookup_institution_id(ctx: Context, institution_id: str) -> int | None:
+async def lookup_institution_id(ctx: Context, institution_id: str, *, argument: str | None = None) -> int | None:
+    """The database id an institution reference names; None when it names none. For a filter (`argument` names it)
+    a name that is none of an institution's names is a mistake, not an empty list: BadUserInput, naming the
+    institutions whose names are closest (an id form not in the archive still matches nothing)."""
     key = parse_institution_id(institution_id)
-    if key.db_id is not None:
-        return key.db_id
-    row = await _find(ctx, key)
-    return row.id if row else None
+    row = await find_institution(ctx, key)
+    if row is not None:
+        return row.id
+    if key.kind != "name" or argument is None:
+        return None
+    async with ctx.pool.acquire() as conn:
+        close = await fetch_institutions_by_similar_name(conn, key.value, limit=SUGGESTIONS)
+    hint = "; the closest names are " + ", ".join(repr(i.name) for i in close) if close else ""
+    raise BadUserInput(
+        f"`{argument}`: no institution is named {key.value[:80]!r} (names, aliases and acronyms match exactly, "
+        f"ignoring case and accents){hint}."
+    )
 
 
 async def resolve_institutions(
@@ -59,27 +80,30 @@ async def resolve_institutions(
     after: str | None,
     page: int | None,
 ) -> Connection[InstitutionRow]:
+    """`sort` RELEVANCE: best name match first with a `query`, PAPER_COUNT without one."""
     ctx = info.context
-    if query is not None and query.strip() and sort == "PAPER_COUNT":
-        # A name query ranks by name similarity (diacritics and a typo ignored), then by paper count.
-        from resolvers.search import resolve_institutions_by_name
-
-        if country is not None and not _COUNTRY.match(country.strip()):
-            raise BadUserInput("`country` must be an ISO 3166-1 alpha-2 code such as CA.")
-        code = country.strip().upper() if country is not None else None
-        return await resolve_institutions_by_name(info, query=query, country=code, first=first, after=after, page=page)
-    sort_spec = INSTITUTION_SORTS[sort]
-    request = page_request(sort_spec, first=first, after=after, page=page)
     clauses: list[Clause] = []
-    if query is not None and query.strip():
-        text = " ".join(query.split())
-        if len(text) > MAX_QUERY_LENGTH:
-            raise BadUserInput(f"`query` is longer than {MAX_QUERY_LENGTH} characters.")
-        clauses.append(Clause(INSTITUTION_FILTERS["name"], (escape_like(text),)))
     if country is not None:
         if not _COUNTRY.match(country.strip()):
             raise BadUserInput("`country` must be an ISO 3166-1 alpha-2 code such as CA.")
         clauses.append(Clause(INSTITUTION_FILTERS["country"], (country.strip().upper(),)))
+    if query is not None and query.strip():
+        # One matching rule (name similarity, case, diacritics and a typo ignored) whatever the order.
+        from resolvers.search import resolve_institutions_by_name
+
+        by = None if sort == "RELEVANCE" else INSTITUTION_SORTS[sort]
+        return await resolve_institutions_by_name(
+            info, query=query, sort=by, clauses=clauses, first=first, after=after, page=page
+        )
+    sort_spec = INSTITUTION_SORTS["PAPER_COUNT" if sort == "RELEVANCE" else sort]
+    request = page_request(sort_spec, first=first, after=after, page=page)
+
+    async def count() -> int:
+        async with ctx.pool.acquire() as conn:
+            return await count_institutions(conn, clauses)
+
+    if (end := await past_the_end(request, sort_spec, count)) is not None:
+        return end
     page_clauses = [*clauses, request.after] if request.after is not None else clauses
     fields = info.selected_fields
     want_total = selects(fields, "totalCount") or selects(fields, "totalPages")
@@ -88,9 +112,4 @@ async def resolve_institutions(
         total = await count_institutions(conn, clauses) if want_total else None
     nodes, has_next = split_page(rows, request.first)
     ctx.loaders.prime_institutions(nodes)
-
-    async def count() -> int:
-        async with ctx.pool.acquire() as conn:
-            return await count_institutions(conn, clauses)
-
     return Connection(nodes, sort=sort_spec, request=request, has_next_page=has_next, total=total, count=count)

@@ -11,21 +11,24 @@ import asyncpg
 from strawberry.dataloader import DataLoader
 
 from db.queries.institutions import (
+    AffiliationRow,
     InstitutionRow,
+    fetch_affiliations_by_researcher_ids,
     fetch_institutions_by_authorships,
     fetch_institutions_by_ids,
-    fetch_institutions_by_researcher_ids,
 )
 from db.queries.papers import (
     AuthorshipRow,
     Conn,
     PaperRow,
+    VersionRow,
     fetch_authorships,
     fetch_papers_by_arxiv_ids,
     fetch_papers_by_ids,
     fetch_papers_by_slugs,
+    fetch_versions,
 )
-from db.queries.researchers import ResearcherRow, fetch_researchers_by_ids
+from db.queries.researchers import ResearcherRow, fetch_merged_ids, fetch_researchers_following_redirects
 from db.queries.search import fetch_similar_papers_by_keys
 
 K = TypeVar("K")
@@ -61,9 +64,21 @@ class Loaders:
 
     @cached_property
     def researcher_by_id(self) -> DataLoader[int, ResearcherRow | None]:
+        """An id merged into another researcher loads the survivor."""
+
         async def fetch(conn: Conn, ids: list[int]) -> list[ResearcherRow | None]:
-            by_id = {row.id: row for row in await fetch_researchers_by_ids(conn, ids)}
+            by_id = dict(await fetch_researchers_following_redirects(conn, ids))
             return [by_id.get(i) for i in ids]
+
+        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+
+    @cached_property
+    def merged_ids_by_researcher_id(self) -> DataLoader[int, list[int]]:
+        async def fetch(conn: Conn, ids: list[int]) -> list[list[int]]:
+            grouped: defaultdict[int, list[int]] = defaultdict(list)
+            for survivor, absorbed in await fetch_merged_ids(conn, ids):
+                grouped[survivor].append(absorbed)
+            return [grouped.get(i, []) for i in ids]
 
         return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
 
@@ -121,12 +136,22 @@ class Loaders:
         return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
 
     @cached_property
-    def institutions_by_researcher_id(self) -> DataLoader[int, list[InstitutionRow]]:
-        async def fetch(conn: Conn, ids: list[int]) -> list[list[InstitutionRow]]:
-            grouped: defaultdict[int, list[InstitutionRow]] = defaultdict(list)
-            for researcher_id, row in await fetch_institutions_by_researcher_ids(conn, ids):
-                grouped[researcher_id].append(row)
-            self.prime_institutions(row for rows in grouped.values() for row in rows)
+    def affiliations_by_researcher_id(self) -> DataLoader[int, list[AffiliationRow]]:
+        async def fetch(conn: Conn, ids: list[int]) -> list[list[AffiliationRow]]:
+            grouped: defaultdict[int, list[AffiliationRow]] = defaultdict(list)
+            for row in await fetch_affiliations_by_researcher_ids(conn, ids):
+                grouped[row.researcher_id].append(row)
+            self.prime_institutions(a.institution for rows in grouped.values() for a in rows)
+            return [grouped.get(i, []) for i in ids]
+
+        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+
+    @cached_property
+    def versions_by_paper_id(self) -> DataLoader[int, list[VersionRow]]:
+        async def fetch(conn: Conn, ids: list[int]) -> list[list[VersionRow]]:
+            grouped: defaultdict[int, list[VersionRow]] = defaultdict(list)
+            for row in await fetch_versions(conn, ids):
+                grouped[row.paper_id].append(row)
             return [grouped.get(i, []) for i in ids]
 
         return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)

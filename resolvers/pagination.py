@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from strawberry.types.nodes import FragmentSpread, InlineFragment, SelectedField
 
@@ -26,10 +26,15 @@ class PageRequest:
     offset: int
     page: int | None
     after: Clause | None
+    # A numbered page past MAX_OFFSET: answered only when it is past the end of the list (see `past_the_end`).
+    deep: bool = False
 
 
-def page_request(sort: Sort, *, first: int | None, after: str | None, page: int | None) -> PageRequest:
-    """Check the paging arguments; malformed ones are BadUserInput, never silently clamped."""
+def page_request(
+    sort: Sort, *, first: int | None, after: str | None, page: int | None, bounded: bool = False
+) -> PageRequest:
+    """Check the paging arguments; malformed ones are BadUserInput, never silently clamped. `bounded`: the list
+    holds at most a few thousand rows (search, name look-ups), so any page may be read with OFFSET."""
     size = DEFAULT_FIRST if first is None else first
     if not 1 <= size <= MAX_FIRST:
         raise BadUserInput(f"`first` must be between 1 and {MAX_FIRST}; got {size}.")
@@ -39,11 +44,10 @@ def page_request(sort: Sort, *, first: int | None, after: str | None, page: int 
         if page < 1:
             raise BadUserInput(f"`page` starts at 1; got {page}.")
         offset = (page - 1) * size
-        if offset > MAX_OFFSET:
-            raise BadUserInput(
-                f"`page` {page} is past the first {MAX_OFFSET} results; walk further with `after` cursors."
-            )
-        return PageRequest(size, offset, page, None)
+        if bounded:
+            # Past the end of any bounded list already; kept within what an SQL integer holds.
+            return PageRequest(size, min(offset, MAX_OFFSET + 1), page, None)
+        return PageRequest(size, offset, page, None, deep=offset > MAX_OFFSET)
     if after is not None:
         try:
             key = decode_cursor(after, sort.name, len(sort.key))
@@ -144,6 +148,20 @@ class Connection(Generic[T]):
             return -(-(await self._counted()) // self.first)
 
         return pages()
+
+
+async def past_the_end(request: PageRequest, sort: Sort, count: Callable[[], Awaitable[int]]) -> Connection[Any] | None:
+    """For a numbered page past MAX_OFFSET: an empty page with the list's true totals when the page is past the
+    list's end (a stale link must not fail its page); BadUserInput when rows are there, since reading that deep
+    with OFFSET costs the depth (cursors walk any depth at constant cost). None for any other page."""
+    if not request.deep:
+        return None
+    total = await count()
+    if request.offset < total:
+        raise BadUserInput(
+            f"`page` {request.page} is past the first {MAX_OFFSET} results; walk further with `after` cursors."
+        )
+    return Connection([], sort=sort, request=request, has_next_page=False, total=total, count=count)
 
 
 def split_page(rows: Sequence[T], first: int) -> tuple[list[T], bool]:

@@ -6,18 +6,22 @@ from collections import defaultdict
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
+from typing import cast
 
 import strawberry
 from strawberry.dataloader import DataLoader
 
-from db.filters import OWNER_FILTERS, PAPER_SORTS, AuthorPosition, PaperFilterSpec, paper_filter_clauses
+from db.filters import OWNER_FILTERS, PAPER_SORTS, AuthorPosition, PaperFilterSpec, Withdrawn, paper_filter_clauses
 from db.queries.institutions import InstitutionRow, fetch_institutions_by_paper_ids
 from db.queries.papers import (
     AuthorshipRow,
+    PaperExternalIdKind,
     PaperRow,
+    VersionRow,
     count_papers,
     count_papers_of_owners,
     fetch_authorships,
+    fetch_paper_by_external_id,
     page_papers,
     page_papers_of_owners,
 )
@@ -26,7 +30,16 @@ from resolvers.context import Context
 from resolvers.errors import BadUserInput
 from resolvers.ids import parse_paper_id
 from resolvers.institutions import lookup_institution_id
-from resolvers.pagination import Connection, PageRequest, Selection, page_request, selects, selects_node, split_page
+from resolvers.pagination import (
+    Connection,
+    PageRequest,
+    Selection,
+    page_request,
+    past_the_end,
+    selects,
+    selects_node,
+    split_page,
+)
 from resolvers.researchers import lookup_researcher_id
 
 Info = strawberry.Info[Context, None]
@@ -44,16 +57,26 @@ class PaperFilterArgs:
     researcher: str | None = None
     institution: str | None = None
     author_position: AuthorPosition | None = None
+    withdrawn: Withdrawn = "EXCLUDE"
 
 
 async def resolve_paper(ctx: Context, paper_id: str) -> PaperRow | None:
+    """A paper by any id form it has (withdrawn papers too: a look-up names one paper)."""
     key = parse_paper_id(paper_id)
     loaders = ctx.loaders
     if key.kind == "slug" and key.slug is not None:
         row = await loaders.paper_by_slug.load(key.slug)
         if row is not None:
             return row
-    return await loaders.paper_by_arxiv_id.load(key.arxiv_id)
+    if key.kind in ("arxiv", "slug"):
+        return await loaders.paper_by_arxiv_id.load(key.value)
+    if key.kind == "id":
+        return await loaders.paper_by_id.load(int(key.value))
+    async with ctx.pool.acquire() as conn:
+        found = await fetch_paper_by_external_id(conn, cast(PaperExternalIdKind, key.kind), key.value)
+    if found is not None:
+        loaders.prime_papers([found])
+    return found
 
 
 def _day_start(d: date) -> datetime:
@@ -80,7 +103,9 @@ async def paper_filter_spec(
         raise BadUserInput("`publishedFrom` is after `publishedTo`.")
     if args.author_position is not None and researcher_id is None and args.researcher is None:
         raise BadUserInput("`authorPosition` needs a researcher.")
-    filter_institution = await lookup_institution_id(ctx, args.institution) if args.institution else None
+    filter_institution = (
+        await lookup_institution_id(ctx, args.institution, argument="filter.institution") if args.institution else None
+    )
     if args.researcher is not None:
         found = await lookup_researcher_id(ctx, args.researcher)
         if found is None:
@@ -103,6 +128,7 @@ async def paper_filter_spec(
         researcher_id=researcher_id,
         institution_ids=institution_ids,
         author_position=args.author_position,
+        withdrawn=args.withdrawn,
     )
 
 
@@ -215,6 +241,8 @@ async def resolve_papers(
         async with ctx.pool.acquire() as conn:
             return await count_papers(conn, clauses)
 
+    if (end := await past_the_end(request, sort_spec, count)) is not None:
+        return end
     owner_key = _owner_key(spec, researcher_id, institution_id, sort, request, want_total, AuthorsWanted.of(fields))
     if owner_key is not None:
         result = await ctx.loaders.named("owner_paper_pages", lambda: _owner_pages_loader(ctx)).load(owner_key)
@@ -310,6 +338,10 @@ def paper_authors(ctx: Context, paper: PaperRow) -> list[AuthorshipRow] | Awaita
     if paper.prefetched_authors is not None:
         return paper.prefetched_authors
     return ctx.loaders.authorships_by_paper_id.load(paper.id)
+
+
+def paper_versions(ctx: Context, paper: PaperRow) -> Awaitable[list[VersionRow]]:
+    return ctx.loaders.versions_by_paper_id.load(paper.id)
 
 
 def authorship_researcher(

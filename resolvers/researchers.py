@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import strawberry
 from strawberry.dataloader import DataLoader
 
-from db.filters import RESEARCHER_FILTERS, RESEARCHER_OWNER_FILTERS, RESEARCHER_SORTS, Clause, escape_like
-from db.queries.institutions import InstitutionRow
+from db.filters import RESEARCHER_FILTERS, RESEARCHER_OWNER_FILTERS, RESEARCHER_SORTS, Clause
+from db.queries.institutions import AffiliationRow, InstitutionRow
 from db.queries.researchers import (
     ResearcherRow,
     count_researchers,
@@ -22,10 +22,9 @@ from db.queries.researchers import (
 from resolvers.context import Context
 from resolvers.errors import BadUserInput
 from resolvers.ids import EntityKey, parse_researcher_id
-from resolvers.pagination import Connection, PageRequest, page_request, selects, split_page
+from resolvers.pagination import Connection, PageRequest, page_request, past_the_end, selects, split_page
 
 Info = strawberry.Info[Context, None]
-MAX_QUERY_LENGTH = 200
 
 
 async def _find(ctx: Context, key: EntityKey) -> ResearcherRow | None:
@@ -44,7 +43,8 @@ async def resolve_researcher(ctx: Context, researcher_id: str) -> ResearcherRow 
 
 
 async def lookup_researcher_id(ctx: Context, researcher_id: str) -> int | None:
-    """The database id a researcher reference names; a numeric id or slug costs no statement."""
+    """The database id a researcher reference names; a numeric id or slug costs no statement (it may be the id of
+    a researcher merged into another: the paper filters follow the redirect in SQL)."""
     key = parse_researcher_id(researcher_id)
     if key.db_id is not None:
         return key.db_id
@@ -68,15 +68,6 @@ def figure_range_clauses(ranges: Mapping[str, int | None]) -> list[Clause]:
     return clauses
 
 
-def name_query_clause(query: str | None, fragment_key: str = "name") -> list[Clause]:
-    if query is None or not query.strip():
-        return []
-    text = " ".join(query.split())
-    if len(text) > MAX_QUERY_LENGTH:
-        raise BadUserInput(f"`query` is longer than {MAX_QUERY_LENGTH} characters.")
-    return [Clause(RESEARCHER_FILTERS[fragment_key], (escape_like(text),))]
-
-
 async def resolve_researchers(
     info: Info,
     *,
@@ -88,30 +79,38 @@ async def resolve_researchers(
     institution_id: int | None = None,
     figure_ranges: Mapping[str, int | None] | None = None,
 ) -> Connection[ResearcherRow]:
+    """`sort` RELEVANCE: best name match first with a `query`, PAPER_COUNT without one."""
     ctx = info.context
-    if query is not None and query.strip() and sort == "PAPER_COUNT" and institution_id is None and not figure_ranges:
-        # A name query ranks by name similarity (diacritics and a typo ignored), then by paper count.
+    clauses = figure_range_clauses(figure_ranges or {})
+    if query is not None and query.strip():
+        if institution_id is not None:
+            clauses.append(Clause(RESEARCHER_FILTERS["institution"], (institution_id,)))
+        # Whatever the order and the filters, a name query matches by name similarity (case, diacritics and a
+        # typo ignored): the same researchers, sorted differently.
         from resolvers.search import resolve_researchers_by_name
 
-        return await resolve_researchers_by_name(info, query=query, first=first, after=after, page=page)
-    sort_spec = RESEARCHER_SORTS[sort]
+        by = None if sort == "RELEVANCE" else RESEARCHER_SORTS[sort]
+        return await resolve_researchers_by_name(
+            info, query=query, sort=by, clauses=clauses, first=first, after=after, page=page
+        )
+    sort_spec = RESEARCHER_SORTS["PAPER_COUNT" if sort == "RELEVANCE" else sort]
     request = page_request(sort_spec, first=first, after=after, page=page)
-    clauses = name_query_clause(query)
-    clauses += figure_range_clauses(figure_ranges or {})
     fields = info.selected_fields
     want_total = selects(fields, "totalCount") or selects(fields, "totalPages")
+    owned = [*clauses, Clause(RESEARCHER_FILTERS["institution"], (institution_id,))] if institution_id else clauses
+
+    async def count() -> int:
+        async with ctx.pool.acquire() as conn:
+            return await count_researchers(conn, owned)
+
+    if (end := await past_the_end(request, sort_spec, count)) is not None:
+        return end
     if institution_id is not None:
         # An institution's researchers: batched with every other institution's in this request.
         key = InstitutionPageKey(institution_id, tuple(clauses), sort, request, want_total)
         result = await ctx.loaders.named("institution_researcher_pages", lambda: _pages_loader(ctx)).load(key)
-        owned = [*clauses, Clause(RESEARCHER_FILTERS["institution"], (institution_id,))]
-
-        async def count_owned() -> int:
-            async with ctx.pool.acquire() as conn:
-                return await count_researchers(conn, owned)
-
         return Connection(
-            result[0], sort=sort_spec, request=request, has_next_page=result[1], total=result[2], count=count_owned
+            result[0], sort=sort_spec, request=request, has_next_page=result[1], total=result[2], count=count
         )
     page_clauses = [*clauses, request.after] if request.after is not None else clauses
     async with ctx.pool.acquire() as conn:
@@ -119,11 +118,6 @@ async def resolve_researchers(
         total = await count_researchers(conn, clauses) if want_total else None
     nodes, has_next = split_page(rows, request.first)
     ctx.loaders.prime_researchers(nodes)
-
-    async def count() -> int:
-        async with ctx.pool.acquire() as conn:
-            return await count_researchers(conn, clauses)
-
     return Connection(nodes, sort=sort_spec, request=request, has_next_page=has_next, total=total, count=count)
 
 
@@ -175,5 +169,13 @@ def _pages_loader(ctx: Context) -> DataLoader[InstitutionPageKey, PageOf]:
     return DataLoader(load, max_batch_size=100)
 
 
-def researcher_institutions(ctx: Context, researcher: ResearcherRow) -> Awaitable[list[InstitutionRow]]:
-    return ctx.loaders.institutions_by_researcher_id.load(researcher.id)
+async def researcher_institutions(ctx: Context, researcher: ResearcherRow) -> list[InstitutionRow]:
+    return [a.institution for a in await ctx.loaders.affiliations_by_researcher_id.load(researcher.id)]
+
+
+def researcher_affiliations(ctx: Context, researcher: ResearcherRow) -> Awaitable[list[AffiliationRow]]:
+    return ctx.loaders.affiliations_by_researcher_id.load(researcher.id)
+
+
+def researcher_merged_ids(ctx: Context, researcher: ResearcherRow) -> Awaitable[list[int]]:
+    return ctx.loaders.merged_ids_by_researcher_id.load(researcher.id)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import strawberry
 
 import embeddings
-from db.filters import Fragment, Sort, paper_filter_clauses
-from db.paging import encode_cursor, encode_global_id
+from db.filters import Clause, Sort, paper_filter_clauses
+from db.paging import encode_cursor
 from db.queries.institutions import InstitutionRow
 from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
@@ -21,9 +22,11 @@ from db.queries.search import (
     Facets,
     FacetValue,
     Mode,
+    NameMatches,
     SearchHit,
     SemanticSearchUnavailable,
     Suggestion,
+    name_relevance,
     search_institutions_by_name,
     search_papers,
     search_researchers_by_name,
@@ -35,6 +38,7 @@ from resolvers.pagination import Connection, PageInfo, PageRequest, page_request
 from resolvers.papers import PaperFilterArgs, paper_filter_spec, prefetch_authors
 
 Info = strawberry.Info[Context, None]
+RowT = TypeVar("RowT")
 
 MAX_QUERY_LENGTH = 500
 MAX_NAME_QUERY_LENGTH = 200
@@ -174,7 +178,8 @@ async def resolve_search(
         raise BadUserInput(f"`query` is longer than {MAX_QUERY_LENGTH} characters.")
     base_sort = SEARCH_SORTS[sort]
     cursor_sort = _cursor_sort(base_sort, mode)
-    request = page_request(cursor_sort, first=first, after=after, page=page)
+    # At most KEYWORD_CAP (or the semantic candidates) rows: any numbered page is cheap, past the end empty.
+    request = page_request(cursor_sort, first=first, after=after, page=page, bounded=True)
     spec = await paper_filter_spec(ctx, filter)
     clauses = paper_filter_clauses(spec)
     vector = await query_vector(ctx, text) if mode != "KEYWORD" else None
@@ -259,9 +264,6 @@ class SuggestionView:
     hint: str | None
 
 
-_NODE_TYPE = {"PAPER": "Paper", "RESEARCHER": "Researcher", "INSTITUTION": "Institution"}
-
-
 async def resolve_autocomplete(
     ctx: Context, *, query: str, kinds: Sequence[EntityKind] | None, first: int
 ) -> list[SuggestionView]:
@@ -276,9 +278,7 @@ async def resolve_autocomplete(
     if not wanted:
         return []
     found: list[Suggestion] = await suggest(ctx.pool, text, kinds=wanted, limit=first)
-    return [
-        SuggestionView(s.kind, encode_global_id(_NODE_TYPE[s.kind], s.id), s.id, s.label, s.slug, s.hint) for s in found
-    ]
+    return [SuggestionView(s.kind, s.node_id, s.id, s.label, s.slug, s.hint) for s in found]
 
 
 # -- similar papers --------------------------------------------------------------------------------
@@ -292,7 +292,7 @@ async def resolve_similar_papers(ctx: Context, paper: PaperRow, first: int) -> l
     return await ctx.loaders.similar_papers_by_paper_id.load((paper.id, first))
 
 
-# -- researchers and institutions by name relevance -----------------------------------------------
+# -- researchers and institutions by name ----------------------------------------------------------
 
 
 class _ScoredSort(Sort):
@@ -300,13 +300,8 @@ class _ScoredSort(Sort):
 
     __slots__ = ("scores",)
 
-    def __init__(self, name: str, scores: dict[int, float]) -> None:
-        super().__init__(
-            name,
-            "score DESC, paper_count DESC, id",
-            Fragment("false", 0),
-            (("score_key", "str"), ("paper_count", "int"), ("id", "int")),
-        )
+    def __init__(self, base: Sort, scores: dict[int, float]) -> None:
+        super().__init__(base.name, base.order_by, base.after, base.key, base.after_null)
         object.__setattr__(self, "scores", scores)
 
     def cursor_key(self, row: object) -> tuple[int | str | None, ...]:
@@ -320,58 +315,47 @@ def _name_text(query: str) -> str:
     return text
 
 
-async def resolve_researchers_by_name(
-    info: Info, *, query: str, first: int | None, after: str | None, page: int | None
-) -> Connection[ResearcherRow]:
-    """`researchers(query:)` without a sort: best name match first (case, diacritics and a typo ignored),
-    then most papers. Cursors here carry an offset-free keyset of (score, paper count, id)."""
-    ctx = info.context
+NameSearch = Callable[..., Awaitable[NameMatches[RowT]]]
+
+
+async def _by_name(
+    info: Info,
+    search: NameSearch[RowT],
+    alias: str,
+    prime: Callable[[list[RowT]], None],
+    *,
+    query: str,
+    sort: Sort | None,
+    clauses: list[Clause],
+    first: int | None,
+    after: str | None,
+    page: int | None,
+) -> Connection[RowT]:
     text = _name_text(query)
-    probe = _ScoredSort("NAME_RELEVANCE", {})
-    request = page_request(probe, first=first, after=after, page=None if after else page)
-    async with ctx.pool.acquire() as conn:
-        found = await search_researchers_by_name(
-            conn, text, limit=request.first + 1, offset=request.offset, after=_after_key(request)
+    base = sort or name_relevance(alias)
+    request = page_request(base, first=first, after=after, page=page, bounded=True)
+    async with info.context.pool.acquire() as conn:
+        found = await search(
+            conn, text, clauses=clauses, sort=base, after=request.after, limit=request.first + 1, offset=request.offset
         )
-    rows = [r for r, _ in found.rows]
-    nodes, has_next = split_page(rows, request.first)
-    ctx.loaders.prime_researchers(nodes)
-    sort = _ScoredSort("NAME_RELEVANCE", {r.id: s for r, s in found.rows})
+    nodes, has_next = split_page([r for r, _ in found.rows], request.first)
+    prime(nodes)
+    # By relevance, a cursor carries the score of its row, read with the page.
+    by = _ScoredSort(base, {r.id: score for r, score in found.rows}) if sort is None else base  # type: ignore[attr-defined]
     total = found.total
 
     async def count() -> int:
         return total
 
-    return Connection(nodes, sort=sort, request=request, has_next_page=has_next, total=total, count=count)
+    return Connection(nodes, sort=by, request=request, has_next_page=has_next, total=total, count=count)
 
 
-async def resolve_institutions_by_name(
-    info: Info, *, query: str, country: str | None, first: int | None, after: str | None, page: int | None
-) -> Connection[InstitutionRow]:
-    """`institutions(query:)` without a sort, like `resolve_researchers_by_name`; `country` an ISO code."""
-    ctx = info.context
-    text = _name_text(query)
-    probe = _ScoredSort("NAME_RELEVANCE", {})
-    request = page_request(probe, first=first, after=after, page=None if after else page)
-    async with ctx.pool.acquire() as conn:
-        found = await search_institutions_by_name(
-            conn, text, limit=request.first + 1, offset=request.offset, country=country, after=_after_key(request)
-        )
-    rows = [r for r, _ in found.rows]
-    nodes, has_next = split_page(rows, request.first)
-    ctx.loaders.prime_institutions(nodes)
-    sort = _ScoredSort("NAME_RELEVANCE", {r.id: s for r, s in found.rows})
-    total = found.total
-
-    async def count() -> int:
-        return total
-
-    return Connection(nodes, sort=sort, request=request, has_next_page=has_next, total=total, count=count)
+async def resolve_researchers_by_name(info: Info, **args: Any) -> Connection[ResearcherRow]:
+    """`researchers(query:)`: the researchers whose name matches (case, diacritics and a typo ignored) among those
+    passing `clauses`, the same set whatever the order; by `sort`, or (None) best match first, then most papers."""
+    return await _by_name(info, search_researchers_by_name, "r", info.context.loaders.prime_researchers, **args)
 
 
-def _after_key(request: PageRequest) -> tuple[float, int, int] | None:
-    if request.after is None:
-        return None
-    score, paper_count, row_id = request.after.args
-    assert isinstance(score, str) and isinstance(paper_count, int) and isinstance(row_id, int)
-    return float(score), paper_count, row_id
+async def resolve_institutions_by_name(info: Info, **args: Any) -> Connection[InstitutionRow]:
+    """`institutions(query:)`, like `resolve_researchers_by_name`."""
+    return await _by_name(info, search_institutions_by_name, "i", info.context.loaders.prime_institutions, **args)

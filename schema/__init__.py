@@ -22,8 +22,10 @@ from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from db.pool import request_budget
+from schema.arguments import check_arguments_everywhere
+from schema.changes import ChangesQuery
 from schema.chat import ChatMutation
-from schema.errors import RETRYABLE_CODES, is_unexpected
+from schema.errors import RETRYABLE_CODES, ErrorCode, is_unexpected
 from schema.extensions import default_extensions
 from schema.fast_executor import FastExecutor
 from schema.follows import FollowMutation
@@ -46,6 +48,7 @@ QUERY_TYPES: list[type] = [
     PathQuery,
     SearchQuery,
     ViewerQuery,
+    ChangesQuery,
     RateLimitQuery,
 ]
 # Mutation is merged the same way from MUTATION_TYPES; the schema has no Mutation type while it is empty.
@@ -144,12 +147,13 @@ def build_schema(
     execution_context_class: type[Any] | None = None,
 ) -> Schema:
     settings = settings or get_settings()
+    check_arguments_everywhere([*QUERY_TYPES, *extra_query_types, *MUTATION_TYPES, *NODE_TYPES])
     query = merge_types("Query", (*QUERY_TYPES, *extra_query_types))
     mutation = merge_types("Mutation", tuple(MUTATION_TYPES)) if MUTATION_TYPES else None
     return Schema(
         query=query,
         mutation=mutation,
-        types=NODE_TYPES,
+        types=[*NODE_TYPES, ErrorCode],
         extensions=list(extensions) if extensions is not None else default_extensions(settings),
         execution_context_class=execution_context_class or FastExecutor,
         # Without introspection, "Did you mean ...?" would still spell the schema out field by field.

@@ -43,10 +43,18 @@ class AuthorPositionStats:
     total_papers: int = strawberry.field(description="N: all of the researcher's papers in this archive.")
 
 
-@strawberry.type(description="Papers in one arXiv primary category.")
+@strawberry.type(
+    description="Papers in one arXiv category, counted as the lists count them (withdrawn papers left out): "
+    "`count` is what `papers(filter: {category})` lists, `primaryCount` what `papers(filter: {category, "
+    "primaryOnly: true})` lists."
+)
 class FieldCount:
     category: str = strawberry.field(description="arXiv category, e.g. cs.DC.")
-    count: int = strawberry.field(description="Papers whose primary category this is.")
+    count: int = strawberry.field(
+        description="Papers listed in the category, as primary or cross-list: the `totalCount` of the papers "
+        "list filtered by `category`."
+    )
+    primary_count: int = strawberry.field(description="Papers whose primary category this is.")
 
 
 @strawberry.type(description="Citations over the researcher's papers in this archive.")
@@ -241,7 +249,7 @@ async def researcher_coauthors(
     root: ResearcherRow,
     info: Info,
     first: Annotated[int | None, strawberry.argument(description="1 to 100.")] = 20,
-) -> list[Coauthor]:
+) -> list[Coauthor] | None:
     ctx = info.context
     first = 20 if first is None else first
     rows = await load_researcher_coauthors(ctx.pool, ctx.cache, root.id, first=first)
@@ -266,7 +274,7 @@ async def researcher_network(
         int | None, strawberry.argument(description="Least shared papers for a link, 1 to 1000.")
     ] = 1,
     limit: Annotated[int | None, strawberry.argument(description="Most nodes, centre included, 1 to 200.")] = 100,
-) -> CoauthorNetwork:
+) -> CoauthorNetwork | None:
     ctx = info.context
     depth = 1 if depth is None else depth
     min_shared = 1 if min_shared is None else min_shared
@@ -306,7 +314,7 @@ async def institution_top_researchers(
     root: InstitutionRow,
     info: Info,
     first: Annotated[int | None, strawberry.argument(description="1 to 100.")] = 10,
-) -> list[LazyResearcher]:
+) -> list[LazyResearcher] | None:
     ctx = info.context
     first = 10 if first is None else first
     check_first(first)

@@ -14,17 +14,28 @@ class PaperSort(Enum):
     MOST_CITED = "MOST_CITED"
 
 
-@strawberry.enum(description="Order of a list of researchers; ties are broken by id.")
+_RELEVANCE = "Best name match first, then most papers: the order of a `query` (without one, PAPER_COUNT)."
+
+
+@strawberry.enum(
+    description="Order of a list of researchers; ties are broken by id. With a `query`, every order lists the same "
+    "researchers (those whose name matches): only their order differs."
+)
 class ResearcherSort(Enum):
-    PAPER_COUNT = "PAPER_COUNT"
+    RELEVANCE = strawberry.enum_value("RELEVANCE", description=_RELEVANCE)
+    PAPER_COUNT = strawberry.enum_value("PAPER_COUNT", description="Most papers in this archive first.")
     NAME = "NAME"
     H_INDEX = strawberry.enum_value("H_INDEX", description="Whole-career h-index, highest first.")
     CITATIONS = strawberry.enum_value("CITATIONS", description="Whole-career citations, most first.")
 
 
-@strawberry.enum(description="Order of a list of institutions; ties are broken by id.")
+@strawberry.enum(
+    description="Order of a list of institutions; ties are broken by id. With a `query`, every order lists the same "
+    "institutions (those whose name matches): only their order differs."
+)
 class InstitutionSort(Enum):
-    PAPER_COUNT = "PAPER_COUNT"
+    RELEVANCE = strawberry.enum_value("RELEVANCE", description=_RELEVANCE)
+    PAPER_COUNT = strawberry.enum_value("PAPER_COUNT", description="Most papers in this archive first.")
     NAME = "NAME"
 
 
@@ -54,3 +65,10 @@ class PaperType(Enum):
     SYSTEM = strawberry.enum_value("SYSTEM", description=PAPER_TYPES["SYSTEM"])
     POSITION = strawberry.enum_value("POSITION", description=PAPER_TYPES["POSITION"])
     OTHER = strawberry.enum_value("OTHER", description=PAPER_TYPES["OTHER"])
+
+
+@strawberry.enum(description="Whether a list holds withdrawn papers.")
+class WithdrawnPapers(Enum):
+    EXCLUDE = strawberry.enum_value("EXCLUDE", description="Leave them out (lists, counts and feeds by default).")
+    INCLUDE = strawberry.enum_value("INCLUDE", description="List them with the others (`withdrawn: true`).")
+    ONLY = strawberry.enum_value("ONLY", description="List withdrawn papers only.")

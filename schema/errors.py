@@ -3,18 +3,32 @@
 from __future__ import annotations
 
 import logging
-from typing import Final
+from enum import Enum
+from typing import Final, cast
 
 import asyncpg
+import strawberry
 from graphql.error import GraphQLError
 from strawberry.extensions import MaskErrors
 
 from db.pool import PoolExhausted, is_lost_connection
+from error_codes import ERROR_CODES
 from resolvers.errors import BadUserInput, NotFound, PublicError
 
 logger = logging.getLogger("wovepaper.graphql")
 
-__all__ = ["BadUserInput", "MaskUnexpectedErrors", "NotFound", "PublicError", "is_unexpected"]
+__all__ = ["BadUserInput", "ErrorCode", "MaskUnexpectedErrors", "NotFound", "PublicError", "is_unexpected"]
+
+# In the SDL for clients to switch on (no field returns it): every `extensions.code` an answer can carry.
+_ERROR_CODES: type[Enum] = cast(
+    "type[Enum]",
+    Enum("ErrorCode", {code: strawberry.enum_value(code, description=text) for code, text in ERROR_CODES.items()}),
+)
+ErrorCode = strawberry.enum(
+    _ERROR_CODES,
+    description="Every `extensions.code` an error of this API can carry, and what it means. An error without a "
+    "code is none of ours (a proxy's). Masked errors (INTERNAL_SERVER_ERROR) also carry `requestId`.",
+)
 
 # Codes that mean "not your request's fault, try again shortly": answered with HTTP 503 and Retry-After.
 RETRYABLE_CODES: Final = frozenset({"SERVICE_UNAVAILABLE", "OVERLOADED"})

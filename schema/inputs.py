@@ -7,22 +7,33 @@ from typing import cast
 import strawberry
 
 from db.filters import AuthorPosition as AuthorPositionName
+from db.filters import Withdrawn
 from resolvers.papers import PaperFilterArgs
-from schema.enums import AuthorPosition
+from schema.enums import AuthorPosition, WithdrawnPapers
 
 
 @strawberry.input(description="Filters every list of papers shares; every given filter must hold.")
 class PaperFilterBase:
     category: str | None = strawberry.field(
-        default=None, description="An arXiv category such as cs.DC: any of the paper's categories."
+        default=None,
+        description="An arXiv category such as cs.DC: any of the paper's categories (cross-lists too), as "
+        "`fields { count }` counts them.",
     )
     primary_only: bool = strawberry.field(
-        default=False, description="Match `category` against the primary category only."
+        default=False, description="Match `category` against the primary category only (`fields { primaryCount }`)."
     )
     published_from: date | None = strawberry.field(default=None, description="First published on or after.")
     published_to: date | None = strawberry.field(default=None, description="First published on or before.")
     institution: str | None = strawberry.field(
-        default=None, description="Papers with an author at this institution: any id form `institution(id:)` accepts."
+        default=None,
+        description="Papers with an author at this institution: any id form `institution(id:)` accepts. A name "
+        "that is none of an institution's names, aliases or acronyms is BAD_USER_INPUT naming the closest ones.",
+    )
+
+    withdrawn: WithdrawnPapers = strawberry.field(
+        default=WithdrawnPapers.EXCLUDE,
+        description="Withdrawn papers: left out by default (as every count beside a link leaves them out); "
+        "INCLUDE or ONLY lists them. Look-ups by id always find them.",
     )
 
     def to_args(self) -> PaperFilterArgs:
@@ -32,6 +43,7 @@ class PaperFilterBase:
             published_from=self.published_from,
             published_to=self.published_to,
             institution=self.institution,
+            withdrawn=cast(Withdrawn, self.withdrawn.value),
         )
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, cast
 
 import strawberry
@@ -13,7 +14,7 @@ from schema.aggregates import FieldCount, LazyResearcher, institution_fields, in
 from schema.enums import InstitutionSort, PaperSort
 from schema.inputs import PaperFilter
 from schema.node import Node
-from schema.pagination import TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
+from schema.pagination import NESTED_NULL, TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
 from schema.paper import PaperConnection, paper_page
 from schema.researcher import ResearcherConnection, as_researcher_connection
 from schema.types import Info
@@ -21,7 +22,7 @@ from schema.types import Info
 
 async def _researchers(
     root: InstitutionRow, info: Info, first: int | None = None, after: str | None = None, page: int | None = None
-) -> ResearcherConnection:
+) -> ResearcherConnection | None:
     connection = await resolve_researchers(
         info, query=None, sort="PAPER_COUNT", first=first, after=after, page=page, institution_id=root.id
     )
@@ -40,8 +41,18 @@ async def _papers(
     first: int | None = None,
     after: str | None = None,
     page: int | None = None,
-) -> PaperConnection:
+) -> PaperConnection | None:
     return await paper_page(info, filter, sort, first, after, page, institution_id=root.id)
+
+
+@strawberry.type(description="The institution's ids elsewhere; `institution(id:)` accepts each of them.")
+class InstitutionExternalIds:
+    ror: str = strawberry.field(description="The ROR id, bare: 05gq02987.")
+    open_alex: str | None = strawberry.field(description="The OpenAlex institution id (I...).")
+
+
+def _external_ids(root: InstitutionRow) -> InstitutionExternalIds:
+    return InstitutionExternalIds(ror=root.ror_id, open_alex=root.openalex_id)
 
 
 @strawberry.type(description="A research institution, identified by its ROR id.")
@@ -52,18 +63,30 @@ class Institution(Node):
     name: str
     country: str | None = strawberry.field(description="ISO 3166-1 alpha-2 country code.")
     type: str | None = strawberry.field(description="ROR type: education, facility, company, …")
-    aliases: list[str] = strawberry.field(description="Other names the institution goes by.")
-    researchers: ResearcherConnection = strawberry.field(
+    aliases: list[str] = strawberry.field(
+        description="Other names and acronyms the institution goes by (ROR's, through OpenAlex); "
+        "`institution(id:)` finds it by any of them."
+    )
+    external_ids: InstitutionExternalIds = strawberry.field(resolver=_external_ids)
+    modified_at: datetime = strawberry.field(
+        description="When anything this API answers about the institution last changed (names, counts): the "
+        "site's Last-Modified, and `changes(since:)`'s order."
+    )
+    researchers: ResearcherConnection | None = strawberry.field(
         resolver=_researchers,
         description="Researchers affiliated with the institution, most papers first. "
-        "`first` 1 to 100 (default 24); `page` or `after`.",
+        "`first` 1 to 100 (default 24); `page` or `after`." + NESTED_NULL,
     )
-    papers: PaperConnection = strawberry.field(
+    papers: PaperConnection | None = strawberry.field(
         resolver=_papers,
-        description="Papers with an author at the institution. `first` 1 to 100 (default 24); `page` or `after`.",
+        description="Papers with an author at the institution. `first` 1 to 100 (default 24); `page` or `after`; "
+        "a page past the end is empty, with the true totals." + NESTED_NULL,
     )
     # Stored on the institution and refreshed by every write.
-    paper_count: int = strawberry.field(description="Papers with an author at the institution.")
+    paper_count: int = strawberry.field(
+        description="Papers with an author at the institution, withdrawn ones left out: the `totalCount` of "
+        "`papers` unfiltered."
+    )
     researcher_count: int = strawberry.field(description="Researchers affiliated with the institution.")
     follower_count: int = strawberry.field(description="Signed-in readers following the institution.")
     viewer_is_following: bool | None = strawberry.field(
@@ -71,11 +94,14 @@ class Institution(Node):
         description="Whether the signed-in reader follows the institution; null when anonymous.",
     )
     fields: list[FieldCount] = strawberry.field(
-        resolver=institution_fields, description="The institution's papers per primary arXiv category, most first."
+        resolver=institution_fields,
+        description="The institution's papers per arXiv category (cross-lists included), most first; each `count` "
+        "equals what `papers(filter: {category})` lists.",
     )
-    top_researchers: list[LazyResearcher] = strawberry.field(
+    top_researchers: list[LazyResearcher] | None = strawberry.field(
         resolver=institution_top_researchers,
-        description="Affiliated researchers by whole-career h-index, then citations. `first` 1 to 100 (default 10).",
+        description="Affiliated researchers by whole-career h-index, then citations. `first` 1 to 100 (default 10)."
+        + NESTED_NULL,
     )
 
     @classmethod
@@ -101,21 +127,24 @@ class InstitutionConnection:
 @strawberry.type
 class InstitutionQuery:
     @strawberry.field(
-        description="An institution by numeric id, slug, ROR id (bare or URL) or name (exact ignoring case and "
-        "accents, else the most similar name); null when none matches."
+        description="An institution by numeric id, slug, ROR id (bare or URL), OpenAlex id, or one of its names, "
+        "aliases or acronyms (exactly, ignoring case and accents: `MIT`); null when none matches. Never a guess: "
+        "`institutions(query:)`, `autocomplete` and `resolvePath` find similar names and say so."
     )
     async def institution(self, info: Info, id: str) -> Institution | None:
         return cast("Institution | None", await resolve_institution(info.context, id))
 
     @strawberry.field(
-        description="Institutions, optionally by name and country. `first` 1 to 100 (default 24); `page` or `after`."
+        description="Institutions, optionally by name and country: `query` matches names ignoring case and "
+        "diacritics, a typo tolerated, whatever the `sort`. `sort` defaults to RELEVANCE with a query, PAPER_COUNT "
+        "without. `first` 1 to 100 (default 24); `page` or `after`."
     )
     async def institutions(
         self,
         info: Info,
         query: str | None = None,
         country: str | None = None,
-        sort: InstitutionSort | None = InstitutionSort.PAPER_COUNT,
+        sort: InstitutionSort | None = None,
         first: int | None = None,
         after: str | None = None,
         page: int | None = None,
@@ -124,7 +153,7 @@ class InstitutionQuery:
             info,
             query=query,
             country=country,
-            sort=(sort or InstitutionSort.PAPER_COUNT).value,
+            sort=(sort or InstitutionSort.RELEVANCE).value,
             first=first,
             after=after,
             page=page,

@@ -35,3 +35,7 @@ def total_pages(root: Connection[Any]) -> int:
 
 TOTAL_COUNT_DOC = "How many items the whole list holds (all pages)."
 TOTAL_PAGES_DOC = "How many pages of `first` items the list holds."
+NESTED_NULL = (
+    " Null, with an error at this field, when one of its arguments is malformed: the object's other fields still "
+    "answer."
+)

@@ -12,6 +12,7 @@ from resolvers.papers import (
     authorship_institutions,
     authorship_researcher,
     paper_authors,
+    paper_versions,
     resolve_paper,
     resolve_papers,
 )
@@ -19,7 +20,7 @@ from resolvers.search import resolve_similar_papers
 from schema.enums import PaperSort, PaperType
 from schema.inputs import PaperFilter, ResearcherPaperFilter
 from schema.node import Node
-from schema.pagination import TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
+from schema.pagination import NESTED_NULL, TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
 from schema.types import Info
 
 if TYPE_CHECKING:
@@ -49,12 +50,56 @@ class Authorship:
     institutions: list[LazyInstitution] = strawberry.field(
         resolver=_institutions,
         metadata={"prefetched": "prefetched_institutions"},
-        description="The author's affiliations on this paper.",
+        description="The author's institutions on this paper, as OpenAlex identifies them (matched to a "
+        "researcher or not).",
+    )
+    affiliation: str | None = strawberry.field(
+        description="The affiliation text arXiv gives for this author, as written; null when it gives none."
+    )
+    is_collaboration: bool = strawberry.field(
+        description="A collaboration (ATLAS Collaboration), not a person: never matched to a researcher."
     )
 
 
 def _authors(root: PaperRow, info: Info) -> list[Authorship]:
     return cast(list[Authorship], paper_authors(info.context, root))
+
+
+@strawberry.type(description="One version of a paper as arXiv lists it.")
+class PaperVersion:
+    version: int = strawberry.field(description="The version number, from 1.")
+    submitted_at: datetime = strawberry.field(description="When this version was submitted.")
+    size_kb: int | None = strawberry.field(description="Its size in kB; 0 for a withdrawal notice.")
+    source_type: str | None = strawberry.field(
+        description="arXiv's source type code: D (TeX), P (PostScript), I (withdrawn: no source), ..."
+    )
+
+
+def _versions(root: PaperRow, info: Info) -> list[PaperVersion]:
+    return cast(list[PaperVersion], paper_versions(info.context, root))
+
+
+@strawberry.type(description="The paper's ids elsewhere; `paper(id:)` accepts each of them.")
+class PaperExternalIds:
+    arxiv: str = strawberry.field(name="arxiv", description="The arXiv id, as `arxivId`.")
+    semantic_scholar: str | None = strawberry.field(description="Semantic Scholar paper id (40 hex digits).")
+    semantic_scholar_corpus_id: str | None = strawberry.field(
+        description="Semantic Scholar corpus id (digits; `paper(id:)` takes it as CorpusId:<n>)."
+    )
+    open_alex: str | None = strawberry.field(description="OpenAlex work id of the preprint (W...).")
+    doi: str = strawberry.field(description="The DOI arXiv registers for the paper: 10.48550/arXiv.<arxivId>.")
+    journal_doi: str | None = strawberry.field(description="The DOI of the published version, as arXiv lists it.")
+
+
+def _external_ids(root: PaperRow) -> PaperExternalIds:
+    return PaperExternalIds(
+        arxiv=root.arxiv_id,
+        semantic_scholar=root.s2_paper_id,
+        semantic_scholar_corpus_id=str(root.s2_corpus_id) if root.s2_corpus_id is not None else None,
+        open_alex=root.openalex_id,
+        doi=root.arxiv_doi,
+        journal_doi=root.doi,
+    )
 
 
 @strawberry.type(description="An arXiv paper at its latest version.")
@@ -75,9 +120,23 @@ class Paper(Node):
     updated: datetime = strawberry.field(description="When the latest version was submitted.")
     abs_url: str = strawberry.field(description="https://arxiv.org/abs/<arxivId>")
     pdf_url: str = strawberry.field(description="https://arxiv.org/pdf/<arxivId>")
-    doi: str | None
+    doi: str | None = strawberry.field(description="The DOI of the published version (`externalIds.journalDoi`).")
     journal_ref: str | None
     comments: str | None
+    license: str | None = strawberry.field(
+        description="The license URL arXiv gives (http://creativecommons.org/licenses/by/4.0/); null when none."
+    )
+    withdrawn: bool = strawberry.field(
+        description="Whether the paper is withdrawn (its last version is a withdrawal notice, or arXiv deleted "
+        "it). A withdrawn paper stays reachable by id and path; lists, feeds, counts and the sitemap leave it out "
+        "unless `PaperFilter.withdrawn` asks for it."
+    )
+    versions: list[PaperVersion] = strawberry.field(resolver=_versions, description="Every version, oldest first.")
+    external_ids: PaperExternalIds = strawberry.field(resolver=_external_ids)
+    modified_at: datetime = strawberry.field(
+        description="When anything this API answers about the paper last changed (metadata, versions, author "
+        "matches, citations, analysis): the site's Last-Modified, and `changes(since:)`'s order."
+    )
     cited_by_count: int | None = strawberry.field(description="Citations, when a source has counted them.")
     summary: str | None = strawberry.field(
         description="Analysis: two or three plain sentences on what the paper does and finds; null until analysed."
@@ -107,8 +166,9 @@ class Paper(Node):
     @strawberry.field(
         description="The papers nearest this one in meaning (embeddings of title and abstract), most similar "
         "first; `first` 1 to 100. Empty when the paper has no embedding yet or the server has no pgvector."
+        + NESTED_NULL
     )
-    async def similar_papers(self, info: Info, first: int = 10) -> list[Paper]:
+    async def similar_papers(self, info: Info, first: int = 10) -> list[Paper] | None:
         return cast("list[Paper]", await resolve_similar_papers(info.context, cast(PaperRow, self), first))
 
     @classmethod

@@ -1,12 +1,20 @@
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import strawberry
 
+from db.paging import encode_global_id
 from db.queries.researchers import ResearcherRow
 from resolvers.pagination import Connection
-from resolvers.researchers import researcher_institutions, resolve_researcher, resolve_researchers
+from resolvers.researchers import (
+    researcher_affiliations,
+    researcher_institutions,
+    researcher_merged_ids,
+    resolve_researcher,
+    resolve_researchers,
+)
 from resolvers.viewer import viewer_is_following
 from schema.aggregates import (
     AuthorPositionStats,
@@ -29,7 +37,7 @@ from schema.aggregates import (
 from schema.enums import PaperSort, ResearcherSort
 from schema.inputs import ResearcherPaperFilter
 from schema.node import Node
-from schema.pagination import TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
+from schema.pagination import NESTED_NULL, TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
 from schema.paper import PaperConnection, paper_page
 from schema.types import Info
 
@@ -51,8 +59,23 @@ def _external_ids(root: ResearcherRow) -> ExternalIds:
     return cast(ExternalIds, root)
 
 
-def _institutions(root: ResearcherRow, info: Info) -> list[LazyInstitution]:
-    return cast("list[Institution]", researcher_institutions(info.context, root))
+async def _institutions(root: ResearcherRow, info: Info) -> list[LazyInstitution]:
+    return cast("list[Institution]", await researcher_institutions(info.context, root))
+
+
+@strawberry.type(description="A researcher's affiliation with an institution, from their papers' authorships.")
+class Affiliation:
+    institution: LazyInstitution
+    first_year: int | None = strawberry.field(description="Year of their first paper there.")
+    last_year: int | None = strawberry.field(description="Year of their latest paper there.")
+
+
+async def _merged_ids(root: ResearcherRow, info: Info) -> list[strawberry.ID]:
+    return [strawberry.ID(encode_global_id("Researcher", i)) for i in await researcher_merged_ids(info.context, root)]
+
+
+def _affiliations(root: ResearcherRow, info: Info) -> list[Affiliation]:
+    return cast(list[Affiliation], researcher_affiliations(info.context, root))
 
 
 def _viewer_is_following(root: ResearcherRow, info: Info) -> bool | None:
@@ -67,7 +90,7 @@ async def _papers(
     first: int | None = None,
     after: str | None = None,
     page: int | None = None,
-) -> PaperConnection:
+) -> PaperConnection | None:
     return await paper_page(info, filter, sort, first, after, page, researcher_id=root.id)
 
 
@@ -77,15 +100,32 @@ class Researcher(Node):
     slug: str = strawberry.field(description="URL slug: <id>-<name words> (/researchers/<slug>).")
     name: str
     external_ids: ExternalIds = strawberry.field(resolver=_external_ids)
-    papers: PaperConnection = strawberry.field(
+    papers: PaperConnection | None = strawberry.field(
         resolver=_papers,
-        description="The researcher's papers in this archive. `first` 1 to 100 (default 24); `page` or `after`.",
+        description="The researcher's papers in this archive. `first` 1 to 100 (default 24); `page` or `after`; "
+        "a page past the end is empty, with the true totals." + NESTED_NULL,
     )
     institutions: list[LazyInstitution] = strawberry.field(
         resolver=_institutions, description="Institutions the researcher is affiliated with, most recent first."
     )
+    affiliations: list[Affiliation] = strawberry.field(
+        resolver=_affiliations,
+        description="The same institutions with the years of the researcher's papers there, most recent first.",
+    )
+    merged_ids: list[strawberry.ID] = strawberry.field(
+        resolver=_merged_ids,
+        description="Global ids of the researchers merged into this one (Semantic Scholar merged their author ids, "
+        "or a correction): their ids, slugs and Semantic Scholar ids resolve to this researcher, and "
+        "`changes` lists each merge.",
+    )
+    modified_at: datetime = strawberry.field(
+        description="When anything this API answers about the researcher last changed (profile, ids, figures, "
+        "papers, affiliations): the site's Last-Modified, and `changes(since:)`'s order."
+    )
     # Whole-career figures are stored on the researcher and refreshed by every write (lists sort on them).
-    paper_count: int = strawberry.field(description="Papers in this archive.")
+    paper_count: int = strawberry.field(
+        description="Papers in this archive, withdrawn ones left out: the `totalCount` of `papers` unfiltered."
+    )
     h_index: int = strawberry.field(
         description="Whole career (archive papers and Semantic Scholar / OpenAlex works, each work once): "
         "the largest h such that h works have at least h citations each."
@@ -110,7 +150,9 @@ class Researcher(Node):
         description="First / middle / last / solo counts over the K of N papers where every author is matched.",
     )
     fields: list[FieldCount] = strawberry.field(
-        resolver=researcher_fields, description="Papers per primary arXiv category, most first."
+        resolver=researcher_fields,
+        description="The researcher's papers per arXiv category (cross-lists included), most first; each `count` "
+        "equals what `papers(filter: {category})` lists.",
     )
     most_cited_paper: LazyPaper | None = strawberry.field(
         resolver=researcher_most_cited_paper,
@@ -120,14 +162,15 @@ class Researcher(Node):
         resolver=researcher_citation_summary,
         description="Citations summed over the archive papers that have a count, and how many have one.",
     )
-    coauthors: list[Coauthor] = strawberry.field(
+    coauthors: list[Coauthor] | None = strawberry.field(
         resolver=researcher_coauthors,
-        description="Researchers sharing papers in this archive, most shared first. `first` 1 to 100 (default 20).",
+        description="Researchers sharing papers in this archive, most shared first. `first` 1 to 100 (default 20)."
+        + NESTED_NULL,
     )
-    network: CoauthorNetwork = strawberry.field(
+    network: CoauthorNetwork | None = strawberry.field(
         resolver=researcher_network,
         description="The co-author graph: `depth` 1 or 2, links of at least `minShared` papers, at most `limit` "
-        "nodes (1 to 200).",
+        "nodes (1 to 200)." + NESTED_NULL,
     )
 
     @classmethod
@@ -157,18 +200,23 @@ def as_researcher_connection(connection: Connection[ResearcherRow]) -> Researche
 @strawberry.type
 class ResearcherQuery:
     @strawberry.field(
-        description="A researcher by numeric id, slug, s2:<Semantic Scholar id>, OpenAlex id or ORCID; "
-        "null when not in the archive."
+        description="A researcher by numeric id, slug, s2:<Semantic Scholar id>, OpenAlex id or ORCID; null when "
+        "not in the archive. The id, slug or Semantic Scholar id of a researcher merged into another answers the "
+        "survivor (`mergedIds` lists it)."
     )
     async def researcher(self, info: Info, id: str) -> Researcher | None:
         return cast("Researcher | None", await resolve_researcher(info.context, id))
 
-    @strawberry.field(description="Researchers, optionally by name. `first` 1 to 100 (default 24); `page` or `after`.")
+    @strawberry.field(
+        description="Researchers, optionally by name: `query` matches names ignoring case and diacritics, a typo "
+        "tolerated (one or two letters: names starting with them), whatever the `sort` and `filter`. `sort` "
+        "defaults to RELEVANCE with a query, PAPER_COUNT without. `first` 1 to 100 (default 24); `page` or `after`."
+    )
     async def researchers(
         self,
         info: Info,
         query: str | None = None,
-        sort: ResearcherSort | None = ResearcherSort.PAPER_COUNT,
+        sort: ResearcherSort | None = None,
         first: int | None = None,
         after: str | None = None,
         page: int | None = None,
@@ -177,7 +225,7 @@ class ResearcherQuery:
         connection = await resolve_researchers(
             info,
             query=query,
-            sort=(sort or ResearcherSort.PAPER_COUNT).value,
+            sort=(sort or ResearcherSort.RELEVANCE).value,
             first=first,
             after=after,
             page=page,

@@ -16,7 +16,7 @@ from resolvers.search import (
     resolve_search,
 )
 from schema.inputs import PaperFilter
-from schema.pagination import TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
+from schema.pagination import NESTED_NULL, TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
 from schema.paper import Paper
 from schema.types import Info
 
@@ -92,7 +92,7 @@ class PaperSearchEdge:
     highlights: SearchHighlights
 
 
-def _facets(root: SearchConnection, limit: int = 10) -> SearchFacets:
+def _facets(root: SearchConnection, limit: int = 10) -> SearchFacets | None:
     return cast(SearchFacets, resolve_facets(root, limit))
 
 
@@ -109,8 +109,11 @@ class PaperSearchConnection:
     page_info: PageInfo
     edges: list[PaperSearchEdge]
     nodes: list[Paper]
-    facets: SearchFacets = strawberry.field(
-        resolver=_facets, description="Counts by category, primary category and year; `limit` 1 to 100 per facet."
+    facets: SearchFacets | None = strawberry.field(
+        resolver=_facets,
+        description="Counts by category, primary category and year over the whole result set, as `fields` counts "
+        "(`categories` counts cross-lists, as the `category` filter lists them); `limit` 1 to 100 per facet."
+        + NESTED_NULL,
     )
 
 

@@ -24,6 +24,7 @@ _PURGES: weakref.WeakKeyDictionary[CacheStore, Purge] = weakref.WeakKeyDictionar
 def attach_purge(cache: CacheStore, purge: Purge) -> None:
     _PURGES[cache] = purge
 
+
 # Entities per script call: bounds the time Redis spends in one script.
 CHUNK: Final = 200
 
@@ -59,15 +60,25 @@ return 1
 """
 
 
-def _entity_keys(ns: str, kind: str, entity_id: int) -> tuple[list[str], list[str]]:
+def _entity_keys(ns: str, kind: str, entity_id: int | str) -> tuple[list[str], list[str]]:
     pair = [keys.entity_tag(ns, kind, entity_id), keys.entity_generation(ns, kind, entity_id)]
-    if kind == "researcher":
+    if kind == "researcher" and isinstance(entity_id, int):
         plain = [keys.researcher_stats(ns, entity_id), keys.researcher_coauthors(ns, entity_id)]
-    elif kind == "institution":
+    elif kind == "institution" and isinstance(entity_id, int):
         plain = [keys.institution_stats(ns, entity_id)]
     else:
         plain = []
     return pair, plain
+
+
+def _touched(entities: list[tuple[str, int | str]]) -> Touched:
+    rest = Touched()
+    for kind, entity_id in entities:
+        if isinstance(entity_id, str):
+            rest.paper_keys.add(entity_id)
+        else:
+            getattr(rest, kind + "s").add(entity_id)
+    return rest
 
 
 def _dropped_alone(ns: str, todo: Touched) -> list[str]:
@@ -105,11 +116,14 @@ async def _drop(cache: CacheStore | None, touched: Touched) -> None:
         return
     cache.pending_invalidation = Touched()
     ns = cache.namespace
-    entities = (
-        [("paper", i) for i in sorted(todo.papers)]
-        + [("researcher", i) for i in sorted(todo.researchers)]
-        + [("institution", i) for i in sorted(todo.institutions)]
-    )
+    # A paper's responses are tagged by its arXiv id (its global id names it); by database id too, for
+    # responses cached under ids issued before.
+    entities: list[tuple[str, int | str]] = [
+        *(("paper", i) for i in sorted(todo.papers)),
+        *(("paper", k) for k in sorted(todo.paper_keys)),
+        *(("researcher", i) for i in sorted(todo.researchers)),
+        *(("institution", i) for i in sorted(todo.institutions)),
+    ]
     script = cache.redis.register_script(_INVALIDATE)
     ttl = cache.ttl_s * 2
     alone = _dropped_alone(ns, todo)
@@ -132,9 +146,8 @@ async def _drop(cache: CacheStore | None, touched: Touched) -> None:
         done = await cache.call(run)
         if isinstance(done, Unavailable):
             cache.metrics.invalidation_failures += 1
-            rest = Touched(new_papers=set(todo.new_papers) if start == 0 else set())
-            for kind, entity_id in entities[start:]:
-                getattr(rest, kind + "s").add(entity_id)
+            rest = _touched(entities[start:])
+            rest.new_papers = set(todo.new_papers) if start == 0 else set()
             cache.pending_invalidation.update(rest)
             log.warning("cache invalidation deferred for %d entities: Redis unavailable", len(entities) - start)
             return
@@ -143,6 +156,8 @@ async def _drop(cache: CacheStore | None, touched: Touched) -> None:
 def purge_tags(ns: str, touched: Touched) -> list[str]:
     """The CDN tags a write makes stale: the same names as the responses' `Surrogate-Key`."""
     tags = [keys.entity_tag(ns, "paper", i) for i in sorted(touched.papers)]
+    # A response names a paper by its global id, which names its arXiv id: that is its tag.
+    tags += [keys.entity_tag(ns, "paper", k) for k in sorted(touched.paper_keys)]
     tags += [keys.entity_tag(ns, "researcher", i) for i in sorted(touched.researchers)]
     tags += [keys.entity_tag(ns, "institution", i) for i in sorted(touched.institutions)]
     return [keys.surrogate_key(ns, t) for t in (*_dropped_alone(ns, touched), *tags)]

@@ -9,10 +9,10 @@ from __future__ import annotations
 import hashlib
 
 # Bump when the cached row shape of that aggregate changes.
-RESEARCHER_STATS_VERSION = 1
+RESEARCHER_STATS_VERSION = 2
 RESEARCHER_COAUTHORS_VERSION = 1
 RESEARCHER_NETWORK_VERSION = 1
-INSTITUTION_STATS_VERSION = 1
+INSTITUTION_STATS_VERSION = 2
 FEED_VERSION = 1
 
 ENTITY_KINDS = ("paper", "researcher", "institution")
@@ -34,14 +34,15 @@ def institution_stats(ns: str, institution_id: int) -> str:
     return f"{ns}:institution:{institution_id}:stats:v{INSTITUTION_STATS_VERSION}"
 
 
-def entity_generation(ns: str, kind: str, entity_id: int) -> str:
+def entity_generation(ns: str, kind: str, entity_id: int | str) -> str:
     """Bumped by every invalidation of the entity: a compute that started before it may not store."""
     _check_kind(kind)
     return f"{ns}:{kind}:{entity_id}:gen"
 
 
-def entity_tag(ns: str, kind: str, entity_id: int) -> str:
-    """The set of every cache key (aggregate or whole response) derived from this entity."""
+def entity_tag(ns: str, kind: str, entity_id: int | str) -> str:
+    """The set of every cache key (aggregate or whole response) derived from this entity: a researcher or an
+    institution by database id, a paper by arXiv id (`{ns}:tag:paper:2401.01234`)."""
     _check_kind(kind)
     return f"{ns}:tag:{kind}:{entity_id}"
 

@@ -86,7 +86,7 @@ class _Flight:
 @dataclass(frozen=True, slots=True)
 class EntityRef:
     kind: str  # one of keys.ENTITY_KINDS
-    id: int
+    id: int | str  # a paper's is its arXiv id (its global id names it)
 
 
 def create_redis(url: str, *, timeout_s: float, max_connections: int = 16) -> aioredis.Redis:
@@ -432,8 +432,8 @@ class CacheStore:
             await self.redis.aclose()
 
 
-def _ref_order(ref: EntityRef) -> tuple[str, int]:
-    return (ref.kind, ref.id)
+def _ref_order(ref: EntityRef) -> tuple[str, str]:
+    return (ref.kind, str(ref.id))
 
 
 async def _mget_chunked(redis: aioredis.Redis, wanted: list[str]) -> list[bytes | None]:

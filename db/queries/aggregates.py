@@ -18,17 +18,28 @@ from db.queries.figures import CAREER_WORKS_CTES, SCOPED_FIGURES_CTES
 
 Conn = asyncpg.Connection | asyncpg.Pool | PoolConnectionProxy
 
+# Papers per arXiv category over `papers` (rows with categories and primary_category): `count` those listed in the
+# category at all (cross-lists too: what `papers(filter: {category})` lists), `primary_count` those whose primary
+# category it is (what `primaryOnly: true` lists). Most first.
+FIELDS_OF = """coalesce(jsonb_agg(jsonb_build_array(f.category, f.n, f.primary_n)
+                                ORDER BY f.n DESC, f.primary_n DESC, f.category), '[]'::jsonb)
+          FROM (SELECT c.category, count(*) AS n, count(*) FILTER (WHERE c.category = primary_category) AS primary_n
+                  FROM {papers} CROSS JOIN LATERAL unnest(categories) AS c(category)
+                 GROUP BY c.category) f"""
+
 SELECT_RESEARCHER_STATS = f"""
 WITH ids AS (SELECT $1::bigint AS id),
 {CAREER_WORKS_CTES},
 {SCOPED_FIGURES_CTES},
 -- The researcher's distinct archive papers with their own position (a name listed twice counts once).
+-- Withdrawn papers are left out, as the researcher's papers list leaves them out by default.
 mine AS (
     SELECT DISTINCT ON (p.id)
-           p.id, p.cited_by_count, p.primary_category, p.published, p.author_count, p.matched_count, a.position
+           p.id, p.cited_by_count, p.primary_category, p.categories, p.published, p.author_count, p.matched_count,
+           a.position
       FROM ids
       JOIN authorships a ON a.researcher_id = ids.id
-      JOIN papers p ON p.id = a.paper_id
+      JOIN papers p ON p.id = a.paper_id AND NOT p.withdrawn
      ORDER BY p.id, a.position
 ),
 -- Position is known only on papers where every author is matched (a collaboration never is).
@@ -50,9 +61,7 @@ SELECT r.id,
        (SELECT coalesce(jsonb_object_agg(f.scope, jsonb_build_array(
                    f.works_count, f.citation_count, f.i10_index, f.h_index, f.with_counts)), '{{}}'::jsonb)
           FROM figures f) AS figures,
-       (SELECT coalesce(jsonb_agg(jsonb_build_array(f.primary_category, f.n)
-                                  ORDER BY f.n DESC, f.primary_category), '[]'::jsonb)
-          FROM (SELECT primary_category, count(*) AS n FROM mine GROUP BY primary_category) f) AS fields,
+       (SELECT {FIELDS_OF.format(papers="mine")}) AS fields,
        (SELECT m.id FROM mine m WHERE m.cited_by_count IS NOT NULL
          ORDER BY m.cited_by_count DESC, m.published DESC, m.id LIMIT 1) AS most_cited_paper_id,
        r.s2_paper_count, r.s2_citation_count, r.s2_h_index, r.s2_updated_at,
@@ -72,24 +81,27 @@ SELECT a2.researcher_id,
   JOIN authorships a2 ON a2.paper_id = a1.paper_id
                      AND a2.researcher_id IS NOT NULL
                      AND a2.researcher_id <> a1.researcher_id
-  JOIN papers p ON p.id = a1.paper_id
+  JOIN papers p ON p.id = a1.paper_id AND NOT p.withdrawn
  WHERE a1.researcher_id = $1
  GROUP BY a2.researcher_id
  ORDER BY shared_papers DESC, last_year DESC, a2.researcher_id
  LIMIT $2
 """
 
+# Over live papers (withdrawn ones left out, as everywhere a researcher's papers are counted): the few withdrawn
+# ids are read once (migration 0011's partial index) and each authorship is a hash probe, not a join to papers.
 # Nodes: the centre, its co-authors with at least $2 shared papers, and at depth 2 the co-authors of
 # those sharing at least $2 papers with one of them (ranked by papers shared with the first ring);
 # at most $4 nodes. Edges: every pair of nodes with
 # at least $2 shared papers. Node weight: the sum of its edges' shared papers in this network.
 SELECT_RESEARCHER_NETWORK = """
-WITH ring1 AS (
+WITH withdrawn AS MATERIALIZED (SELECT p.id FROM papers p WHERE p.withdrawn),
+ring1 AS (
     SELECT a2.researcher_id AS id, count(DISTINCT a1.paper_id) AS shared
       FROM authorships a1
       JOIN authorships a2 ON a2.paper_id = a1.paper_id
                          AND a2.researcher_id IS NOT NULL AND a2.researcher_id <> a1.researcher_id
-     WHERE a1.researcher_id = $1
+     WHERE a1.researcher_id = $1 AND a1.paper_id NOT IN (SELECT w.id FROM withdrawn w)
      GROUP BY a2.researcher_id
     HAVING count(DISTINCT a1.paper_id) >= $2
      ORDER BY shared DESC, id
@@ -103,6 +115,7 @@ ring2 AS (
               JOIN authorships a2 ON a2.paper_id = a1.paper_id
                                  AND a2.researcher_id IS NOT NULL AND a2.researcher_id <> a1.researcher_id
              WHERE $3 >= 2
+               AND a1.paper_id NOT IN (SELECT w.id FROM withdrawn w)
                AND a2.researcher_id <> $1
                AND a2.researcher_id NOT IN (SELECT id FROM ring1)
              GROUP BY a1.researcher_id, a2.researcher_id
@@ -119,7 +132,7 @@ nodes AS (
 node_papers AS (
     SELECT DISTINCT a.paper_id, a.researcher_id
       FROM authorships a
-     WHERE a.researcher_id = ANY (SELECT id FROM nodes)
+     WHERE a.researcher_id = ANY (SELECT id FROM nodes) AND a.paper_id NOT IN (SELECT w.id FROM withdrawn w)
 ),
 edges AS (
     SELECT x.researcher_id AS source, y.researcher_id AS target, count(*) AS shared
@@ -140,9 +153,12 @@ SELECT (SELECT coalesce(jsonb_agg(jsonb_build_array(n.id, n.depth,
  WHERE r.id = $1
 """
 
-SELECT_INSTITUTION_STATS = """
+SELECT_INSTITUTION_STATS = f"""
 WITH inst_papers AS (
-    SELECT DISTINCT ai.paper_id FROM authorship_institutions ai WHERE ai.institution_id = $1
+    SELECT p.id, p.categories, p.primary_category
+      FROM papers p
+     WHERE p.id IN (SELECT ai.paper_id FROM authorship_institutions ai WHERE ai.institution_id = $1)
+       AND NOT p.withdrawn
 ),
 inst_researchers AS (
     SELECT ri.researcher_id FROM researcher_institutions ri WHERE ri.institution_id = $1
@@ -155,12 +171,8 @@ inst_researchers AS (
 SELECT i.id,
        (SELECT count(*) FROM inst_papers) AS paper_count,
        (SELECT count(*) FROM inst_researchers) AS researcher_count,
-       (SELECT coalesce(jsonb_agg(jsonb_build_array(f.primary_category, f.n)
-                                  ORDER BY f.n DESC, f.primary_category), '[]'::jsonb)
-          FROM (SELECT p.primary_category, count(*) AS n
-                  FROM inst_papers ip JOIN papers p ON p.id = ip.paper_id
-                 GROUP BY p.primary_category) f) AS fields,
-       (SELECT coalesce(array_agg(t.id ORDER BY t.h_index DESC, t.citation_count DESC, t.id), '{}')
+       (SELECT {FIELDS_OF.format(papers="inst_papers")}) AS fields,
+       (SELECT coalesce(array_agg(t.id ORDER BY t.h_index DESC, t.citation_count DESC, t.id), '{{}}')
           FROM (SELECT r.id, r.h_index, r.citation_count
                   FROM inst_researchers ir JOIN researchers r ON r.id = ir.researcher_id
                  ORDER BY r.h_index DESC, r.citation_count DESC, r.id
@@ -178,7 +190,8 @@ MAX_TOP_RESEARCHERS = 100
 @dataclass(frozen=True, slots=True)
 class FieldCountRow:
     category: str
-    count: int
+    count: int  # papers listed in the category, cross-lists included
+    primary_count: int  # papers whose primary category it is
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,7 +345,7 @@ def _work_figures(raw: dict[str, list[int]], scope: str) -> WorkFiguresRow:
 
 
 def _fields(raw: Any) -> list[FieldCountRow]:
-    return [FieldCountRow(category=str(c), count=int(n)) for c, n in _json(raw)]
+    return [FieldCountRow(category=str(c), count=int(n), primary_count=int(pn)) for c, n, pn in _json(raw)]
 
 
 async def fetch_researcher_stats(conn: Conn, *, researcher_id: int) -> ResearcherStatsRow | None:

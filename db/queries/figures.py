@@ -26,7 +26,8 @@ from db.records import Touched
 #   career_works(rid, k, in_archive, c)         the whole career, each work once, with its citations
 CAREER_WORKS_CTES = """
 arch AS (
-    SELECT DISTINCT a.researcher_id AS rid, p.id AS paper_id, p.arxiv_id, lower(p.doi) AS doi, p.cited_by_count AS c
+    SELECT DISTINCT a.researcher_id AS rid, p.id AS paper_id, p.arxiv_id, lower(p.doi) AS doi, p.cited_by_count AS c,
+           p.withdrawn
     FROM ids JOIN authorships a ON a.researcher_id = ids.id JOIN papers p ON p.id = a.paper_id
 ),
 ext_raw AS (
@@ -77,7 +78,10 @@ ranked AS (
     SELECT scope, rid, c, {_RANK} AS rn FROM (SELECT 'career' AS scope, rid, c FROM career_works) w
 ),
 figures AS ({FIGURES_OF_RANKED}),
-papers_per AS (SELECT rid, count(DISTINCT paper_id)::integer AS n FROM arch GROUP BY rid),
+-- Papers in this archive as the researcher's papers list counts them: withdrawn ones left out.
+papers_per AS (
+    SELECT rid, (count(DISTINCT paper_id) FILTER (WHERE NOT withdrawn))::integer AS n FROM arch GROUP BY rid
+),
 fresh AS (
     SELECT ids.id, coalesce(pp.n, 0) AS paper_count, coalesce(f.h_index, 0) AS h_index,
            coalesce(f.i10_index, 0) AS i10_index, least(coalesce(f.citation_count, 0), 2147483647)::integer
@@ -101,7 +105,7 @@ _ALL_RESEARCHERS = "ids AS (SELECT id FROM researchers)"
 SCOPED_FIGURES_CTES = f"""scoped AS (
     SELECT 'career' AS scope, rid, c FROM career_works
     UNION ALL
-    SELECT 'archive', rid, c FROM (SELECT DISTINCT rid, paper_id, c FROM arch) a
+    SELECT 'archive', rid, c FROM (SELECT DISTINCT rid, paper_id, c FROM arch WHERE NOT withdrawn) a
     UNION ALL
     SELECT source, rid, max(c) FROM ext GROUP BY source, rid, k
 ),
@@ -123,7 +127,8 @@ REFRESH_INSTITUTION_FIGURES = """
 WITH {ids},
 fresh AS (
     SELECT ids.id,
-           (SELECT count(DISTINCT ai.paper_id) FROM authorship_institutions ai
+           (SELECT count(DISTINCT ai.paper_id)
+            FROM authorship_institutions ai JOIN papers p ON p.id = ai.paper_id AND NOT p.withdrawn
             WHERE ai.institution_id = ids.id)::integer AS paper_count,
            (SELECT count(*) FROM researcher_institutions ri WHERE ri.institution_id = ids.id)::integer
                AS researcher_count
@@ -209,10 +214,27 @@ async def refresh_paper_counts(conn: asyncpg.Connection, paper_ids: Sequence[int
     return {r["id"] for r in rows}
 
 
+# What a write touched is what its pages show differently: its modification time (the site's Last-Modified, the
+# changes feed) moves to the write's, where the write's own updates have not already moved it.
+MARK_MODIFIED = {
+    "papers": "UPDATE papers SET modified_at = now() WHERE id = any($1::bigint[]) AND modified_at < now()",
+    "researchers": "UPDATE researchers SET modified_at = now() WHERE id = any($1::bigint[]) AND modified_at < now()",
+    "institutions": "UPDATE institutions SET modified_at = now() WHERE id = any($1::bigint[]) AND modified_at < now()",
+}
+
+
 async def refresh_figures(conn: asyncpg.Connection, touched: Touched) -> None:
-    """After a write, in the same transaction: refresh the figures of everything it touched."""
+    """After a write, in the same transaction: refresh the figures of everything it touched, and stamp it
+    modified."""
     await refresh_researcher_figures(conn, sorted(touched.researchers))
     await refresh_institution_figures(conn, sorted(touched.institutions))
+    for table, ids in (
+        ("papers", touched.papers),
+        ("researchers", touched.researchers),
+        ("institutions", touched.institutions),
+    ):
+        if ids:
+            await conn.execute(MARK_MODIFIED[table], sorted(ids))
 
 
 async def fetch_career_figures(conn: asyncpg.Connection, researcher_id: int) -> CareerFigures:

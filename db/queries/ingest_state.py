@@ -111,6 +111,14 @@ async def fetch_identity_owners(
     return {(r["kind"], r["key"]): r["s2_author_id"] for r in rows}
 
 
+SELECT_STORED_RORS = "SELECT ror_id FROM institutions WHERE ror_id = any($1::text[])"
+
+
+async def fetch_stored_rors(conn: asyncpg.Connection, ror_ids: Sequence[str]) -> set[str]:
+    """Which of these institutions are stored already (their names and aliases were fetched when they came)."""
+    return {r["ror_id"] for r in await conn.fetch(SELECT_STORED_RORS, list(ror_ids))}
+
+
 SELECT_S2_STATE = """
 SELECT r.s2_author_id, r.s2_paper_count, r.s2_citation_count, r.s2_h_index,
        EXISTS (SELECT 1 FROM researcher_works w WHERE w.researcher_id = r.id AND w.source = 's2') AS has_works

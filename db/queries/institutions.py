@@ -57,14 +57,21 @@ def institution_from_record(record: asyncpg.Record, start: int = 0) -> Instituti
 
 SELECT_INSTITUTIONS_BY_IDS = f"SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE i.id = any($1::bigint[])"
 SELECT_INSTITUTION_BY_ROR = f"SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE i.ror_id = $1"
-# Exact folded name first; only when none matches does the trigram branch run (Append stops at LIMIT 1).
+SELECT_INSTITUTION_BY_OPENALEX = f"SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE i.openalex_id = $1"
+# The name, an alias or an acronym, ignoring case and diacritics (migration 0011's index). Two institutions
+# may share an acronym: the one whose own name it is comes first, then the one with most papers.
 SELECT_INSTITUTION_BY_NAME = f"""
-(SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE wp_fold(i.name) = wp_fold($1::text)
- ORDER BY i.paper_count DESC, i.id LIMIT 1)
-UNION ALL
-(SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE wp_fold(i.name) % wp_fold($1::text)
- ORDER BY similarity(wp_fold(i.name), wp_fold($1::text)) DESC, i.paper_count DESC, i.id LIMIT 1)
+SELECT {INSTITUTION_COLUMNS} FROM institutions i
+WHERE wp_fold_names(i.name, i.aliases) @> ARRAY[wp_fold($1::text)]
+ORDER BY wp_fold(i.name) = wp_fold($1::text) DESC, i.paper_count DESC, i.id
 LIMIT 1
+"""
+# The most similar names (pg_trgm), for where a guess is asked for: a route a user typed, or the
+# suggestions of an error message.
+SELECT_INSTITUTIONS_BY_SIMILAR_NAME = f"""
+SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE wp_fold(i.name) % wp_fold($1::text)
+ORDER BY similarity(wp_fold(i.name), wp_fold($1::text)) DESC, i.paper_count DESC, i.id
+LIMIT $2
 """
 SELECT_INSTITUTIONS_BY_AUTHORSHIPS = f"""
 SELECT ai.paper_id, ai.position, {INSTITUTION_COLUMNS}
@@ -79,7 +86,7 @@ WHERE (ai.paper_id, ai.position) IN (SELECT * FROM unnest($1::bigint[], $2::int[
 ORDER BY ai.paper_id, ai.position, i.name, i.id
 """
 SELECT_INSTITUTIONS_BY_RESEARCHERS = f"""
-SELECT ri.researcher_id, {INSTITUTION_COLUMNS}
+SELECT ri.researcher_id, ri.first_year, ri.last_year, {INSTITUTION_COLUMNS}
 FROM researcher_institutions ri JOIN institutions i ON i.id = ri.institution_id
 WHERE ri.researcher_id = any($1::bigint[])
 ORDER BY ri.researcher_id, ri.last_year DESC NULLS LAST, i.name, i.id
@@ -95,10 +102,20 @@ async def fetch_institution_by_ror(conn: Conn, ror_id: str) -> InstitutionRow | 
     return institution_from_record(record) if record else None
 
 
+async def fetch_institution_by_openalex(conn: Conn, openalex_id: str) -> InstitutionRow | None:
+    record = await conn.fetchrow(SELECT_INSTITUTION_BY_OPENALEX, openalex_id)
+    return institution_from_record(record) if record else None
+
+
 async def fetch_institution_by_name(conn: Conn, name: str) -> InstitutionRow | None:
-    """Exact match ignoring case and diacritics, else the most similar name (pg_trgm), else None."""
+    """The institution whose name, alias or acronym this is, ignoring case and diacritics; else None."""
     record = await conn.fetchrow(SELECT_INSTITUTION_BY_NAME, name)
     return institution_from_record(record) if record else None
+
+
+async def fetch_institutions_by_similar_name(conn: Conn, name: str, *, limit: int) -> list[InstitutionRow]:
+    """The institutions whose names are most like this one (pg_trgm similarity), most similar first."""
+    return [institution_from_record(r) for r in await conn.fetch(SELECT_INSTITUTIONS_BY_SIMILAR_NAME, name, limit)]
 
 
 async def fetch_institutions_by_paper_ids(
@@ -116,11 +133,20 @@ async def fetch_institutions_by_authorships(
     return [(r[0], r[1], institution_from_record(r, 2)) for r in rows]
 
 
-async def fetch_institutions_by_researcher_ids(
-    conn: Conn, researcher_ids: Sequence[int]
-) -> list[tuple[int, InstitutionRow]]:
+@dataclass(slots=True)
+class AffiliationRow:
+    """A researcher's affiliation: the institution and the years of their papers there."""
+
+    researcher_id: int
+    first_year: int | None
+    last_year: int | None
+    institution: InstitutionRow
+
+
+async def fetch_affiliations_by_researcher_ids(conn: Conn, researcher_ids: Sequence[int]) -> list[AffiliationRow]:
+    """Each researcher's affiliations, most recent first."""
     rows = await conn.fetch(SELECT_INSTITUTIONS_BY_RESEARCHERS, list(researcher_ids))
-    return [(r[0], institution_from_record(r, 1)) for r in rows]
+    return [AffiliationRow(r[0], r[1], r[2], institution_from_record(r, 3)) for r in rows]
 
 
 async def page_institutions(

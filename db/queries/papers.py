@@ -5,23 +5,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from db.filters import Clause, Fragment, Sort, compose, owners_page
-from db.paging import encode_global_id
+from db.ids import arxiv_doi
+from db.paging import paper_global_id
 from db.queries.institutions import InstitutionRow
 from db.queries.researchers import RESEARCHER_COLUMNS, ResearcherRow, researcher_from_record
 
 # A plain connection or one acquired from the pool.
 Conn = asyncpg.Connection | PoolConnectionProxy
+# A journal DOI (lower case), a Semantic Scholar paper id or corpus id, an OpenAlex work id.
+PaperExternalIdKind = Literal["doi", "s2", "corpus", "openalex"]
 
 PAPER_COLUMNS = """p.id, p.arxiv_id, p.version, p.slug, p.title, p.abstract, p.authors_text, p.categories,
     p.primary_category, p.published, p.updated, p.doi, p.journal_ref, p.comments, p.cited_by_count,
     p.author_count, p.summary, p.topics, p.paper_type, p.research_field, p.novelty, p.significance_score,
-    p.analysed, p.modified_at, p.analysed_at, p.analysis_model"""
-_WIDTH = 26
+    p.analysed, p.modified_at, p.analysed_at, p.analysis_model, p.withdrawn, p.license, p.s2_paper_id,
+    p.s2_corpus_id, p.openalex_id"""
+_WIDTH = 31
 
 
 @dataclass(slots=True)
@@ -30,6 +35,8 @@ class AuthorshipRow:
     position: int
     name: str
     researcher_id: int | None
+    affiliation: str | None
+    is_collaboration: bool
     # Filled by page-shaped reads; None means "not fetched", so readers fall back to a loader.
     prefetched_researcher: ResearcherRow | None = None
     prefetched_institutions: list[InstitutionRow] | None = None
@@ -63,11 +70,20 @@ class PaperRow:
     modified_at: datetime
     analysed_at: datetime | None
     analysis_model: str | None
+    withdrawn: bool
+    license: str | None
+    s2_paper_id: str | None
+    s2_corpus_id: int | None
+    openalex_id: str | None
     prefetched_authors: list[AuthorshipRow] | None = None
 
     @property
     def node_id(self) -> str:
-        return encode_global_id("Paper", self.id)
+        return paper_global_id(self.arxiv_id)
+
+    @property
+    def arxiv_doi(self) -> str:
+        return arxiv_doi(self.arxiv_id)
 
     @property
     def abs_url(self) -> str:
@@ -85,13 +101,25 @@ def paper_from_record(record: asyncpg.Record) -> PaperRow:
 SELECT_PAPERS_BY_IDS = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.id = any($1::bigint[])"
 SELECT_PAPERS_BY_ARXIV_IDS = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.arxiv_id = any($1::text[])"
 SELECT_PAPERS_BY_SLUGS = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.slug = any($1::text[])"
+# A journal DOI may be shared by a paper and its duplicates: the oldest paper answers for it.
+_SELECT_BY_EXTERNAL: dict[PaperExternalIdKind, str] = {
+    "doi": f"SELECT {PAPER_COLUMNS} FROM papers p WHERE lower(p.doi) = $1::text ORDER BY p.id LIMIT 1",
+    "s2": f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.s2_paper_id = $1::text",
+    "corpus": f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.s2_corpus_id = $1::text::bigint",
+    "openalex": f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.openalex_id = $1::text",
+}
+SELECT_VERSIONS = """
+SELECT v.paper_id, v.version, v.submitted_at, v.size_kb, v.source_type
+FROM paper_versions v WHERE v.paper_id = any($1::bigint[])
+ORDER BY v.paper_id, v.version
+"""
 SELECT_AUTHORSHIPS = """
-SELECT a.paper_id, a.position, a.name, a.researcher_id
+SELECT a.paper_id, a.position, a.name, a.researcher_id, a.affiliation, a.is_collaboration
 FROM authorships a WHERE a.paper_id = any($1::bigint[])
 ORDER BY a.paper_id, a.position
 """
 SELECT_AUTHORSHIPS_WITH_RESEARCHERS = f"""
-SELECT a.paper_id, a.position, a.name, a.researcher_id, {RESEARCHER_COLUMNS}
+SELECT a.paper_id, a.position, a.name, a.researcher_id, a.affiliation, a.is_collaboration, {RESEARCHER_COLUMNS}
 FROM authorships a LEFT JOIN researchers r ON r.id = a.researcher_id
 WHERE a.paper_id = any($1::bigint[])
 ORDER BY a.paper_id, a.position
@@ -110,17 +138,39 @@ async def fetch_papers_by_slugs(conn: Conn, slugs: Sequence[str]) -> list[PaperR
     return [paper_from_record(r) for r in await conn.fetch(SELECT_PAPERS_BY_SLUGS, list(slugs))]
 
 
+async def fetch_paper_by_external_id(conn: Conn, kind: PaperExternalIdKind, value: str) -> PaperRow | None:
+    record = await conn.fetchrow(_SELECT_BY_EXTERNAL[kind], value)
+    return paper_from_record(record) if record else None
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRow:
+    paper_id: int
+    version: int
+    submitted_at: datetime
+    size_kb: int | None
+    source_type: str | None
+
+
+async def fetch_versions(conn: Conn, paper_ids: Sequence[int]) -> list[VersionRow]:
+    """Every version of these papers, by paper then version number."""
+    return [VersionRow(*r) for r in await conn.fetch(SELECT_VERSIONS, list(paper_ids))]
+
+
 async def fetch_authorships(
     conn: Conn, paper_ids: Sequence[int], *, with_researchers: bool = False
 ) -> list[AuthorshipRow]:
     """Authorships of these papers ordered by paper and position; optionally with their researchers."""
     if not with_researchers:
-        return [AuthorshipRow(r[0], r[1], r[2], r[3]) for r in await conn.fetch(SELECT_AUTHORSHIPS, list(paper_ids))]
-    out: list[AuthorshipRow] = []
-    for r in await conn.fetch(SELECT_AUTHORSHIPS_WITH_RESEARCHERS, list(paper_ids)):
-        researcher = researcher_from_record(r, 4) if r[3] is not None else None
-        out.append(AuthorshipRow(r[0], r[1], r[2], r[3], researcher))
-    return out
+        return [_authorship(r, None) for r in await conn.fetch(SELECT_AUTHORSHIPS, list(paper_ids))]
+    return [
+        _authorship(r, researcher_from_record(r, 6) if r[3] is not None else None)
+        for r in await conn.fetch(SELECT_AUTHORSHIPS_WITH_RESEARCHERS, list(paper_ids))
+    ]
+
+
+def _authorship(r: asyncpg.Record, researcher: ResearcherRow | None) -> AuthorshipRow:
+    return AuthorshipRow(r[0], r[1], r[2], r[3], r[4], r[5], researcher)
 
 
 async def page_papers(

@@ -58,8 +58,22 @@ def researcher_from_record(record: asyncpg.Record, start: int = 0) -> Researcher
 
 
 SELECT_RESEARCHERS_BY_IDS = f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.id = any($1::bigint[])"
+# An id merged into another researcher leads to the survivor (migration 0011's redirects).
+SELECT_RESEARCHERS_BY_IDS_OR_REDIRECTS = f"""
+SELECT k.id AS asked, {RESEARCHER_COLUMNS}
+FROM unnest($1::bigint[]) AS k(id)
+LEFT JOIN researcher_redirects d ON d.old_id = k.id
+JOIN researchers r ON r.id = coalesce(d.survivor_id, k.id)
+"""
+SELECT_MERGED_IDS = """
+SELECT survivor_id, old_id FROM researcher_redirects WHERE survivor_id = any($1::bigint[]) ORDER BY survivor_id, old_id
+"""
 _SELECT_BY_EXTERNAL = {
-    "s2": f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.s2_author_id = $1",
+    "s2": f"""(SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.s2_author_id = $1)
+        UNION ALL
+        (SELECT {RESEARCHER_COLUMNS} FROM researcher_redirects d JOIN researchers r ON r.id = d.survivor_id
+         WHERE d.old_s2_author_id = $1 ORDER BY d.merged_at DESC LIMIT 1)
+        LIMIT 1""",
     "openalex": f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.openalex_id = $1",
     "orcid": f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.orcid = $1",
 }
@@ -67,6 +81,17 @@ _SELECT_BY_EXTERNAL = {
 
 async def fetch_researchers_by_ids(conn: Conn, ids: Sequence[int]) -> list[ResearcherRow]:
     return [researcher_from_record(r) for r in await conn.fetch(SELECT_RESEARCHERS_BY_IDS, list(ids))]
+
+
+async def fetch_researchers_following_redirects(conn: Conn, ids: Sequence[int]) -> list[tuple[int, ResearcherRow]]:
+    """(asked id, researcher): an id merged into another researcher answers with the survivor."""
+    rows = await conn.fetch(SELECT_RESEARCHERS_BY_IDS_OR_REDIRECTS, list(ids))
+    return [(r["asked"], researcher_from_record(r, 1)) for r in rows]
+
+
+async def fetch_merged_ids(conn: Conn, researcher_ids: Sequence[int]) -> list[tuple[int, int]]:
+    """(survivor, absorbed id) for every researcher merged into one of these."""
+    return [(r[0], r[1]) for r in await conn.fetch(SELECT_MERGED_IDS, list(researcher_ids))]
 
 
 async def fetch_researcher_by_external_id(conn: Conn, kind: ExternalIdKind, value: str) -> ResearcherRow | None:

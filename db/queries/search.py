@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
@@ -23,7 +23,8 @@ import asyncpg
 import orjson
 from asyncpg.pool import PoolConnectionProxy
 
-from db.filters import PAPER_SORTS, Clause, Fragment, Sort, compose
+from db.filters import INSTITUTION_FILTERS, PAPER_SORTS, Clause, Fragment, Sort, compose, escape_like
+from db.paging import entity_global_id
 from db.queries.embeddings import vector_literal
 from db.queries.institutions import INSTITUTION_COLUMNS, InstitutionRow, institution_from_record
 from db.queries.papers import PAPER_COLUMNS, PaperRow, paper_from_record
@@ -256,7 +257,7 @@ RELEVANCE_SORT = Sort(
     "RELEVANCE",
     "p.score DESC, p.id DESC",
     Fragment("(p.score, p.id) < ($1::text::float8, $2::bigint)", 2),
-    (("score_key", "str"), ("id", "int")),
+    (("score_key", "score"), ("id", "bigint")),
 )
 
 # Search sorts read the matched set `m AS p`, which carries the columns the paper sorts use.
@@ -675,15 +676,11 @@ _SUGGEST_CANDIDATES = f"""
      WHERE {_NAME_MATCH.format(col="c.name")} AND (SELECT count(*) FROM prefixed) < $2::int
      LIMIT {SUGGEST_CANDIDATES})"""
 
-SEARCH_RESEARCHERS_BY_NAME = _researchers_page(_NAME_MATCH, _NAME_SCORE)
 _SUGGEST_PAGE = _researchers_page(_NAME_MATCH, _NAME_SCORE, candidates=_SUGGEST_CANDIDATES)
 SUGGEST_INSTITUTIONS = _institutions_page(_NAME_MATCH, _NAME_SCORE, size=SUGGEST_CANDIDATES)
-SEARCH_INSTITUTIONS_BY_NAME = _institutions_page(_NAME_MATCH, _NAME_SCORE)
 # One and two letters have no trigram to look up: a prefix of the folded name instead.
-SEARCH_RESEARCHERS_BY_PREFIX = _researchers_page(_PREFIX_MATCH, "1.0")
-SEARCH_INSTITUTIONS_BY_PREFIX = _institutions_page(_PREFIX_MATCH, "1.0")
+_RESEARCHERS_BY_PREFIX = _researchers_page(_PREFIX_MATCH, "1.0")
 
-NameAfter = tuple[float, int, int]
 RowT = TypeVar("RowT")
 
 
@@ -693,37 +690,125 @@ class NameMatches(Generic[RowT]):
     rows: list[tuple[RowT, float]]
 
 
-def _like_safe(query: str) -> str:
-    # Wildcards the user typed are literal characters.
-    return query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 def _short(query: str) -> bool:
     return len("".join(query.split())) < 3
 
 
 async def _name_page(
-    conn: Conn, sql: str, query: str, limit: int, offset: int, after: NameAfter | None, *extra: object
+    conn: Conn, sql: str, query: str, limit: int, offset: int, after: tuple[float, int, int] | None, *extra: object
 ) -> list[asyncpg.Record]:
     keyset = after if after is not None else (None, None, None)
     if sql in _PREFIX_PAGES:
-        return await conn.fetch(sql, _like_safe(query), limit, offset, *keyset, *extra)
+        return await conn.fetch(sql, escape_like(query), limit, offset, *keyset, *extra)
     async with conn.transaction(readonly=True):
         await conn.execute(NAME_SESSION)
         return await conn.fetch(sql, query, limit, offset, *keyset, *extra)
 
 
-async def search_researchers_by_name(
-    conn: Conn, query: str, *, limit: int, offset: int = 0, after: NameAfter | None = None
-) -> NameMatches[ResearcherRow]:
-    """Researchers whose name matches ignoring case and diacritics, a typo tolerated; best match first,
-    then most papers, then id. With fewer than three letters, names that start with them.
-    `after`: (score, paper count, id) of the last row of the previous page."""
+# -- lists by name: researchers(query:) and institutions(query:) ----------------------------------------------
+
+# One matching rule whatever the order and the filters: the matches (trigram word similarity, or a prefix for one
+# or two letters) among the rows that pass the filters, at most NAME_CANDIDATES from the index plus those among the
+# NAME_CANDIDATES with most papers; then ordered by relevance or by the list's sort.
+_LIST_BY_NAME = """
+SELECT * FROM (
+    SELECT {columns}, {score}::float8 AS score, count(*) OVER () AS total
+    FROM {table} {a}
+    WHERE {a}.id IN (
+        (SELECT {a}.id FROM {table} {a} WHERE {match_a} AND {where} LIMIT {size})
+        UNION
+        (SELECT t.id FROM (SELECT {a}.id, {a}.name FROM {table} {a} WHERE {where}
+                           ORDER BY {a}.paper_count DESC, {a}.id LIMIT {size}) t
+         WHERE {match_t}))) {a}
+WHERE {after}
+ORDER BY {order}
+LIMIT ${n} OFFSET ${n_offset}
+"""
+
+
+def name_relevance(alias: str) -> Sort:
+    """Best name match first, then most papers, then id; `score` travels as repr() text (exact)."""
+    return Sort(
+        "NAME_RELEVANCE",
+        f"{alias}.score DESC, {alias}.paper_count DESC, {alias}.id",
+        Fragment(
+            f"({alias}.score < $1::text::float8 OR ({alias}.score = $1::text::float8 AND ({alias}.paper_count < $2::int"
+            f" OR ({alias}.paper_count = $2::int AND {alias}.id > $3::bigint))))",
+            3,
+        ),
+        (("score", "score"), ("paper_count", "int"), ("id", "bigint")),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Named(Generic[RowT]):
+    """A table listed by name: its alias in the list's SQL, its columns and how a record becomes a row."""
+
+    table: str
+    alias: str
+    columns: str
+    row: Callable[[asyncpg.Record], RowT]
+
+
+_RESEARCHERS = _Named("researchers", "r", RESEARCHER_COLUMNS, researcher_from_record)
+_INSTITUTIONS = _Named("institutions", "i", INSTITUTION_COLUMNS, institution_from_record)
+
+
+async def _list_by_name(
+    conn: Conn,
+    named: _Named[RowT],
+    query: str,
+    *,
+    clauses: Sequence[Clause],
+    sort: Sort | None,
+    after: Clause | None,
+    limit: int,
+    offset: int,
+) -> NameMatches[RowT]:
     query = " ".join(query.split())
-    sql = SEARCH_RESEARCHERS_BY_PREFIX if _short(query) else SEARCH_RESEARCHERS_BY_NAME
-    records = await _name_page(conn, sql, query, limit, offset, after)
-    total = records[0]["total"] if records else 0
-    return NameMatches(total, [(researcher_from_record(r), r["score"]) for r in records])
+    short = _short(query)
+    match, score = (_PREFIX_MATCH, "1.0") if short else (_NAME_MATCH, _NAME_SCORE)
+    where, args = compose(clauses, offset=1)
+    after_sql, after_args = compose([after] if after is not None else [], offset=1 + len(args))
+    n = 2 + len(args) + len(after_args)
+    a = named.alias
+    sql = _LIST_BY_NAME.format(
+        columns=named.columns,
+        score=score.format(col=f"wp_fold({a}.name)"),
+        table=named.table,
+        a=a,
+        match_a=match.format(col=f"{a}.name"),
+        match_t=match.format(col="t.name"),
+        where=where,
+        size=NAME_CANDIDATES,
+        after=after_sql,
+        order=(sort or name_relevance(a)).order_by,
+        n=n,
+        n_offset=n + 1,
+    )
+    params = [escape_like(query) if short else query, *args, *after_args, limit, offset]
+    async with conn.transaction(readonly=True):
+        await conn.execute(NAME_SESSION)
+        records = await conn.fetch(sql, *params)
+    return NameMatches(records[0]["total"] if records else 0, [(named.row(r), r["score"]) for r in records])
+
+
+async def search_researchers_by_name(
+    conn: Conn,
+    query: str,
+    *,
+    limit: int,
+    offset: int = 0,
+    clauses: Sequence[Clause] = (),
+    sort: Sort | None = None,
+    after: Clause | None = None,
+) -> NameMatches[ResearcherRow]:
+    """Researchers whose name matches ignoring case and diacritics, a typo tolerated (with fewer than three letters,
+    names that start with them) and that pass `clauses`; by `sort` (default: best match first, then most papers,
+    then id). `after`: the sort's keyset condition. `total` counts every match, whatever the page."""
+    return await _list_by_name(
+        conn, _RESEARCHERS, query, clauses=clauses, sort=sort, after=after, limit=limit, offset=offset
+    )
 
 
 async def search_institutions_by_name(
@@ -733,14 +818,16 @@ async def search_institutions_by_name(
     limit: int,
     offset: int = 0,
     country: str | None = None,
-    after: NameAfter | None = None,
+    clauses: Sequence[Clause] = (),
+    sort: Sort | None = None,
+    after: Clause | None = None,
 ) -> NameMatches[InstitutionRow]:
     """Institutions by name, like `search_researchers_by_name`; optionally in one country (ISO code)."""
-    query = " ".join(query.split())
-    sql = SEARCH_INSTITUTIONS_BY_PREFIX if _short(query) else SEARCH_INSTITUTIONS_BY_NAME
-    records = await _name_page(conn, sql, query, limit, offset, after, country)
-    total = records[0]["total"] if records else 0
-    return NameMatches(total, [(institution_from_record(r), r["score"]) for r in records])
+    if country is not None:
+        clauses = [*clauses, Clause(INSTITUTION_FILTERS["country"], (country,))]
+    return await _list_by_name(
+        conn, _INSTITUTIONS, query, clauses=clauses, sort=sort, after=after, limit=limit, offset=offset
+    )
 
 
 # --- autocomplete ------------------------------------------------------------------------------------
@@ -754,8 +841,12 @@ class Suggestion:
     id: int
     label: str
     slug: str
-    hint: str | None
+    hint: str | None  # a paper's is its arXiv id
     score: float
+
+    @property
+    def node_id(self) -> str:
+        return entity_global_id(self.kind, self.id, self.hint if self.kind == "PAPER" else None)
 
 
 # A researcher's hint is their most recent institution: suggestions come with it, in one statement.
@@ -770,19 +861,20 @@ ORDER BY s.score DESC, s.paper_count DESC, s.id
 
 
 SUGGEST_RESEARCHERS = _with_hints(_SUGGEST_PAGE)
-SUGGEST_RESEARCHERS_BY_PREFIX = _with_hints(SEARCH_RESEARCHERS_BY_PREFIX)
+SUGGEST_RESEARCHERS_BY_PREFIX = _with_hints(_RESEARCHERS_BY_PREFIX)
 # Prefix pages take the query with LIKE's wildcards escaped, and need no session settings.
-_PREFIX_PAGES = (SEARCH_RESEARCHERS_BY_PREFIX, SEARCH_INSTITUTIONS_BY_PREFIX, SUGGEST_RESEARCHERS_BY_PREFIX)
+_PREFIX_PAGES = (SUGGEST_RESEARCHERS_BY_PREFIX,)
 
 # Papers by title words, the last word as a prefix (what the user is still typing): the most cited of at most
-# PAPER_CANDIDATES matches (a two-letter prefix matches half the archive).
+# PAPER_CANDIDATES matches (a two-letter prefix matches half the archive); withdrawn papers, which lists leave out,
+# are not suggested.
 PAPER_CANDIDATES = 500
 SUGGEST_PAPERS = f"""
 SELECT c.id, c.title, c.slug, c.arxiv_id, word_similarity(wp_fold($1::text), wp_fold(c.title))::float8 AS score
 FROM (
     SELECT p.id, p.title, p.slug, p.arxiv_id, p.cited_by_count
     FROM papers p
-    WHERE p.search_vector @@ to_tsquery('english', $2::text)
+    WHERE p.search_vector @@ to_tsquery('english', $2::text) AND NOT p.withdrawn
     LIMIT {PAPER_CANDIDATES}
 ) c
 ORDER BY c.cited_by_count DESC NULLS LAST, c.id DESC
@@ -812,7 +904,7 @@ async def _suggest_researchers(conn: Conn, query: str, limit: int) -> list[Sugge
     if _short(query):
         records = await _name_page(conn, SUGGEST_RESEARCHERS_BY_PREFIX, query, limit, 0, None)
     else:
-        records = await _name_page(conn, SUGGEST_RESEARCHERS, query, limit, 0, None, _like_safe(query))
+        records = await _name_page(conn, SUGGEST_RESEARCHERS, query, limit, 0, None, escape_like(query))
     return [
         Suggestion("RESEARCHER", r["id"], r["name"], researcher_from_record(r).slug, r["hint"], r["score"])
         for r in records

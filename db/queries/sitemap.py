@@ -1,4 +1,9 @@
-"""The sitemap listing: every paper, researcher and institution with slug and last-modified time."""
+"""The sitemap listing: every paper, researcher and institution with its site path and last-modified time.
+
+Withdrawn papers are not listed (their pages stay reachable, but are not worth indexing). Two ways to walk it:
+keyset pages on (modified_at, id), or numbered chunks of database ids (chunk N holds the ids from
+N * size + 1 to (N + 1) * size), which a sitemap index addresses directly and where a page stays in its chunk.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,11 @@ from typing import Literal
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from db.paging import encode_global_id
+from db.paging import entity_global_id
 from db.slugs import entity_slug
 
 SitemapKind = Literal["PAPER", "RESEARCHER", "INSTITUTION"]
-
+SITE_SECTIONS: dict[SitemapKind, str] = {"PAPER": "papers", "RESEARCHER": "researchers", "INSTITUTION": "institutions"}
 
 # A plain connection or one acquired from the pool.
 Conn = asyncpg.Connection | PoolConnectionProxy
@@ -25,37 +30,60 @@ class SitemapRow:
     id: int
     slug: str
     modified_at: datetime
+    arxiv_id: str | None = None
 
     @property
     def node_id(self) -> str:
-        return encode_global_id(self.kind.title(), self.id)
+        return entity_global_id(self.kind, self.id, self.arxiv_id)
+
+    @property
+    def path(self) -> str:
+        return f"/{SITE_SECTIONS[self.kind]}/{self.slug}"
 
 
-# Keyset on (modified_at, id): each page is one index range scan, however deep the walk.
-_SQL: dict[SitemapKind, tuple[str, str]] = {
-    "PAPER": (
-        "SELECT id, slug, modified_at FROM papers ORDER BY modified_at, id LIMIT $1",
-        "SELECT id, slug, modified_at FROM papers WHERE (modified_at, id) > ($2::timestamptz, $3::bigint)"
-        " ORDER BY modified_at, id LIMIT $1",
-    ),
-    "RESEARCHER": (
-        "SELECT id, name_slug, modified_at FROM researchers ORDER BY modified_at, id LIMIT $1",
-        "SELECT id, name_slug, modified_at FROM researchers WHERE (modified_at, id) > ($2::timestamptz, $3::bigint)"
-        " ORDER BY modified_at, id LIMIT $1",
-    ),
-    "INSTITUTION": (
-        "SELECT id, name_slug, modified_at FROM institutions ORDER BY modified_at, id LIMIT $1",
-        "SELECT id, name_slug, modified_at FROM institutions WHERE (modified_at, id) > ($2::timestamptz, $3::bigint)"
-        " ORDER BY modified_at, id LIMIT $1",
-    ),
+# Columns: id, slug (papers) or name_slug, modified_at, arxiv_id (papers) or NULL. `{where}` selects the rows.
+_SELECT: dict[SitemapKind, str] = {
+    "PAPER": "SELECT id, slug, modified_at, arxiv_id FROM papers WHERE NOT withdrawn AND {where}",
+    "RESEARCHER": "SELECT id, name_slug, modified_at, NULL FROM researchers WHERE {where}",
+    "INSTITUTION": "SELECT id, name_slug, modified_at, NULL FROM institutions WHERE {where}",
 }
+_TABLES: dict[SitemapKind, tuple[str, str]] = {
+    "PAPER": ("papers", "NOT withdrawn"),
+    "RESEARCHER": ("researchers", "true"),
+    "INSTITUTION": ("institutions", "true"),
+}
+# Keyset on (modified_at, id): each page is one index range scan, however deep the walk.
+_FIRST_PAGE = {k: sql.format(where="true") + " ORDER BY modified_at, id LIMIT $1" for k, sql in _SELECT.items()}
+_NEXT_PAGE = {
+    k: sql.format(where="(modified_at, id) > ($2::timestamptz, $3::bigint)") + " ORDER BY modified_at, id LIMIT $1"
+    for k, sql in _SELECT.items()
+}
+_CHUNK = {k: sql.format(where="id BETWEEN $1::bigint AND $2::bigint") + " ORDER BY id" for k, sql in _SELECT.items()}
+_COUNT = {k: f"SELECT count(*), coalesce(max(id), 0) FROM {table} WHERE {cond}" for k, (table, cond) in _TABLES.items()}
+
+
+def _rows(kind: SitemapKind, records: list[asyncpg.Record]) -> list[SitemapRow]:
+    if kind == "PAPER":
+        return [SitemapRow(kind, r[0], r[1], r[2], r[3]) for r in records]
+    return [SitemapRow(kind, r[0], entity_slug(r[0], r[1]), r[2]) for r in records]
 
 
 async def page_sitemap(
     conn: Conn, kind: SitemapKind, *, limit: int, after: tuple[datetime, int] | None = None
 ) -> list[SitemapRow]:
-    first_page, next_page = _SQL[kind]
-    records = await conn.fetch(first_page, limit) if after is None else await conn.fetch(next_page, limit, *after)
-    if kind == "PAPER":
-        return [SitemapRow(kind, r[0], r[1], r[2]) for r in records]
-    return [SitemapRow(kind, r[0], entity_slug(r[0], r[1]), r[2]) for r in records]
+    """Entries by modification time, oldest first, after the keyset position `after`."""
+    if after is None:
+        return _rows(kind, await conn.fetch(_FIRST_PAGE[kind], limit))
+    return _rows(kind, await conn.fetch(_NEXT_PAGE[kind], limit, *after))
+
+
+async def fetch_sitemap_chunk(conn: Conn, kind: SitemapKind, *, chunk: int, size: int) -> list[SitemapRow]:
+    """The entries whose database ids fall in chunk `chunk` (from 0) of `size` ids, by id."""
+    return _rows(kind, await conn.fetch(_CHUNK[kind], chunk * size + 1, (chunk + 1) * size))
+
+
+async def count_sitemap(conn: Conn, kind: SitemapKind) -> tuple[int, int]:
+    """(entries, largest database id): how many entries there are, and how far the id chunks reach."""
+    record = await conn.fetchrow(_COUNT[kind])
+    assert record is not None
+    return int(record[0]), int(record[1])

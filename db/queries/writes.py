@@ -218,11 +218,14 @@ FROM (SELECT b.id, count(a.researcher_id)::integer AS n
       FROM unnest($1::bigint[]) AS b(id) LEFT JOIN authorships a ON a.paper_id = b.id GROUP BY b.id) m
 WHERE p.id = m.id AND p.matched_count <> m.n
 """
+# The people of papers, and the papers' arXiv ids (what their cached responses are tagged by).
 SELECT_PEOPLE_OF_PAPERS = """
-SELECT 'r' AS kind, researcher_id AS id FROM authorships
+SELECT 'r' AS kind, researcher_id AS id, NULL AS key FROM authorships
 WHERE paper_id = any($1::bigint[]) AND researcher_id IS NOT NULL
 UNION
-SELECT 'i', institution_id FROM authorship_institutions WHERE paper_id = any($1::bigint[])
+SELECT 'i', institution_id, NULL FROM authorship_institutions WHERE paper_id = any($1::bigint[])
+UNION ALL
+SELECT 'p', id, arxiv_id FROM papers WHERE id = any($1::bigint[])
 """
 SELECT_OLD_PEOPLE = """
 SELECT 'r' AS kind, researcher_id AS id FROM stg_old_authors WHERE researcher_id IS NOT NULL
@@ -231,12 +234,16 @@ SELECT 'i', institution_id FROM stg_old_affiliations
 """
 
 
-async def _add_people_of_papers(conn: asyncpg.Connection, paper_ids: Iterable[int], touched: Touched) -> None:
+async def add_people_of_papers(conn: asyncpg.Connection, paper_ids: Iterable[int], touched: Touched) -> None:
+    """Add the researchers and institutions of these papers, and the papers' arXiv ids."""
     ids = sorted(set(paper_ids))
     if not ids:
         return
     for r in await conn.fetch(SELECT_PEOPLE_OF_PAPERS, ids):
-        (touched.researchers if r["kind"] == "r" else touched.institutions).add(r["id"])
+        if r["kind"] == "p":
+            touched.paper_keys.add(r["key"])
+        else:
+            (touched.researchers if r["kind"] == "r" else touched.institutions).add(r["id"])
 
 
 def _paper_row(p: PaperRecord) -> tuple[Any, ...]:
@@ -335,9 +342,10 @@ async def upsert_papers(
             await conn.execute(UPDATE_MATCHED_COUNTS, sorted(relinked))
 
     touched_here.papers = written | relinked
+    touched_here.paper_keys = {aid for aid, pid in result.ids.items() if pid in new}
     touched_here.new_papers = {p.arxiv_id for p in fresh if result.ids[p.arxiv_id] in new}
     # A paper new to the archive has no researcher or institution linked yet.
-    await _add_people_of_papers(conn, touched_here.papers - new, touched_here)
+    await add_people_of_papers(conn, touched_here.papers - new, touched_here)
     result.touched = touched_here
     if touched is not None:
         touched.update(touched_here)
@@ -392,7 +400,7 @@ async def upsert_analyses(
     }
     await _stage(conn, "stg_analyses", STG_ANALYSES, STG_ANALYSIS_COLUMNS, list(rows.values()))
     here = Touched(papers={r["id"] for r in await conn.fetch(UPDATE_ANALYSES_FROM_STAGING) if r["changed"]})
-    await _add_people_of_papers(conn, here.papers, here)
+    await add_people_of_papers(conn, here.papers, here)
     if touched is not None:
         touched.update(here)
     return here
@@ -603,15 +611,17 @@ DROP_TAKEN_INSTITUTION_OPENALEX_IDS = """
 UPDATE stg_institutions s SET openalex_id = NULL
 WHERE EXISTS (SELECT 1 FROM institutions i WHERE i.openalex_id = s.openalex_id AND i.ror_id <> s.ror_id)
 """
-UPSERT_INSTITUTIONS_FROM_STAGING = """
+# A record without aliases (a work's authorship names only the institution) keeps the stored ones.
+_ALIASES = "CASE WHEN cardinality(excluded.aliases) > 0 THEN excluded.aliases ELSE t.aliases END"
+UPSERT_INSTITUTIONS_FROM_STAGING = f"""
 INSERT INTO institutions AS t (ror_id, name, name_slug, aliases, country, type, openalex_id)
 SELECT ror_id, name, name_slug, aliases, country, type, openalex_id FROM stg_institutions
 ON CONFLICT (ror_id) DO UPDATE SET
-    name = excluded.name, name_slug = excluded.name_slug, aliases = excluded.aliases,
+    name = excluded.name, name_slug = excluded.name_slug, aliases = {_ALIASES},
     country = coalesce(excluded.country, t.country), type = coalesce(excluded.type, t.type),
     openalex_id = coalesce(t.openalex_id, excluded.openalex_id), modified_at = now()
 WHERE (t.name, t.name_slug, t.aliases, t.country, t.type, t.openalex_id)
-      IS DISTINCT FROM (excluded.name, excluded.name_slug, excluded.aliases, coalesce(excluded.country, t.country),
+      IS DISTINCT FROM (excluded.name, excluded.name_slug, {_ALIASES}, coalesce(excluded.country, t.country),
                         coalesce(excluded.type, t.type), coalesce(t.openalex_id, excluded.openalex_id))
 RETURNING t.id
 """
@@ -710,7 +720,7 @@ APPLY_RESEARCHER_MATCHES = """
 WITH m AS (
     SELECT a.paper_id, a.position, a.researcher_id AS old_rid, s.researcher_id AS new_rid
     FROM stg_matches s JOIN authorships a ON a.paper_id = s.paper_id AND a.position = s.position
-    WHERE NOT a.is_collaboration AND a.researcher_id IS DISTINCT FROM s.researcher_id
+    WHERE NOT a.is_collaboration AND s.researcher_id IS NOT NULL AND a.researcher_id IS DISTINCT FROM s.researcher_id
     FOR UPDATE OF a
 ), u AS (
     UPDATE authorships a SET researcher_id = m.new_rid FROM m WHERE a.paper_id = m.paper_id AND a.position = m.position
@@ -775,13 +785,14 @@ async def apply_authorship_matches(
     """Link authorships to researchers and institutions, and researchers to institutions.
 
     `researcher_ids` maps `AuthorshipMatch.researcher_key` to researchers.id (as `upsert_researchers`
-    returns it) and `institution_ids` ROR ids to institutions.id; a match whose key is unknown is skipped.
+    returns it) and `institution_ids` ROR ids to institutions.id; a match whose key is unknown is skipped. A match
+    without a key links only the authorship's institutions (an author no source identifies).
     """
     result = MatchResult()
     rows: dict[tuple[str, int], tuple[Any, ...]] = {}
     for m in matches:
-        rid = researcher_ids.get(m.researcher_key)
-        if rid is None:
+        rid = researcher_ids.get(m.researcher_key) if m.researcher_key is not None else None
+        if rid is None and (m.researcher_key is not None or not m.institution_rors):
             result.skipped += 1
             continue
         insts = sorted(
@@ -806,7 +817,7 @@ async def apply_authorship_matches(
     here.institutions |= _ids(ri, "institution_id")
     if changed:
         await conn.execute(UPDATE_MATCHED_COUNTS, sorted(_ids(changed, "paper_id")))
-    await _add_people_of_papers(conn, here.papers, here)
+    await add_people_of_papers(conn, here.papers, here)
     result.touched = here
     if touched is not None:
         touched.update(here)
@@ -815,8 +826,10 @@ async def apply_authorship_matches(
 
 # ------------------------------------------------------------------------------------------- citations
 
-STG_CITATIONS = "arxiv_id text, cited_by_count integer, source text, s2_paper_id text, openalex_id text"
-STG_CITATION_COLUMNS = ("arxiv_id", "cited_by_count", "source", "s2_paper_id", "openalex_id")
+STG_CITATIONS = (
+    "arxiv_id text, cited_by_count integer, source text, s2_paper_id text, openalex_id text, s2_corpus_id bigint"
+)
+STG_CITATION_COLUMNS = ("arxiv_id", "cited_by_count", "source", "s2_paper_id", "openalex_id", "s2_corpus_id")
 
 
 def _free_paper_id(col: str) -> str:
@@ -829,11 +842,12 @@ def _free_paper_id(col: str) -> str:
 UPDATE_CITATIONS_FROM_STAGING = f"""
 UPDATE papers p SET cited_by_count = s.cited_by_count, cited_by_source = s.source,
     s2_paper_id = {_free_paper_id("s2_paper_id")}, openalex_id = {_free_paper_id("openalex_id")},
-    modified_at = now()
+    s2_corpus_id = {_free_paper_id("s2_corpus_id")}, modified_at = now()
 FROM stg_citations s
 WHERE p.arxiv_id = s.arxiv_id
-  AND (p.cited_by_count, p.cited_by_source, p.s2_paper_id, p.openalex_id)
-      IS DISTINCT FROM (s.cited_by_count, s.source, {_free_paper_id("s2_paper_id")}, {_free_paper_id("openalex_id")})
+  AND (p.cited_by_count, p.cited_by_source, p.s2_paper_id, p.openalex_id, p.s2_corpus_id)
+      IS DISTINCT FROM (s.cited_by_count, s.source, {_free_paper_id("s2_paper_id")}, {_free_paper_id("openalex_id")},
+                        {_free_paper_id("s2_corpus_id")})
 RETURNING p.id
 """
 MARK_ENRICHED = "UPDATE papers SET enriched_at = now() WHERE arxiv_id = any($1::text[])"
@@ -843,12 +857,14 @@ async def update_citations(
     conn: asyncpg.Connection, recs: Sequence[CitationRecord], *, touched: Touched | None = None
 ) -> Touched:
     """Set papers' citation counts (and their S2 / OpenAlex ids); touches their researchers and institutions."""
-    rows = {r.arxiv_id: (r.arxiv_id, r.cited_by_count, r.source, r.s2_paper_id, r.openalex_id) for r in recs}
+    rows = {
+        r.arxiv_id: (r.arxiv_id, r.cited_by_count, r.source, r.s2_paper_id, r.openalex_id, r.s2_corpus_id) for r in recs
+    }
     here = Touched()
     if rows:
         await _stage(conn, "stg_citations", STG_CITATIONS, STG_CITATION_COLUMNS, list(rows.values()))
         here.papers = _ids(await conn.fetch(UPDATE_CITATIONS_FROM_STAGING), "id")
-        await _add_people_of_papers(conn, here.papers, here)
+        await add_people_of_papers(conn, here.papers, here)
     if touched is not None:
         touched.update(here)
     return here

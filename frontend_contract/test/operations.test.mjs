@@ -115,7 +115,24 @@ describe("frontend contract", { skip: API ? false : "WOVEPAPER_API_URL is not se
   test("PaperPage: the paper by arXiv id and by slug, authors in order", async () => {
     const { arxivId, slug } = seen.paper;
     const byId = await request("PaperPage", { id: arxivId });
-    assertShape(byId.paper, { ...paperItem, ...analysis, version: isInt, updated: isDate, doi: nullOr(isString) }, "paper");
+    assertShape(
+      byId.paper,
+      {
+        ...paperItem,
+        ...analysis,
+        version: isInt,
+        updated: isDate,
+        doi: nullOr(isString),
+        license: nullOr(isString),
+        withdrawn: (v) => v === false,
+        modifiedAt: isDate,
+        versions: listOf((v) => isInt(v.version) && isDate(v.submittedAt)),
+        externalIds: { semanticScholar: nullOr(isString), openAlex: nullOr(isString), doi: isString, journalDoi: nullOr(isString) },
+      },
+      "paper",
+    );
+    assert.equal(byId.paper.externalIds.doi, `10.48550/arXiv.${arxivId}`);
+    assert.deepEqual(byId.paper.versions.map((v) => v.version), [...Array(byId.paper.version).keys()].map((i) => i + 1));
     assert.equal(byId.paper.arxivId, arxivId);
     assertAuthors(byId.paper.authors, "paper.authors", { institutions: true });
     const bySlug = await request("PaperPage", { id: slug });
@@ -149,7 +166,8 @@ describe("frontend contract", { skip: API ? false : "WOVEPAPER_API_URL is not se
         worksCount: isInt,
         externalIds: { semanticScholar: nullOr(isString), openAlex: nullOr(isString), orcid: nullOr(isString) },
         authorPositions: { first: isInt, middle: isInt, last: isInt, solo: isInt, matchedPapers: isInt, totalPapers: isInt },
-        fields: listOf((f) => isString(f.category) && isInt(f.count)),
+        fields: listOf((f) => isString(f.category) && isInt(f.count) && isInt(f.primaryCount) && f.count >= f.primaryCount),
+        modifiedAt: isDate,
         citationSummary: { total: isInt, papersWithCounts: isInt },
       },
       "researcher",
@@ -157,13 +175,13 @@ describe("frontend contract", { skip: API ? false : "WOVEPAPER_API_URL is not se
     const pos = r.authorPositions;
     assert.equal(pos.first + pos.middle + pos.last + pos.solo, pos.matchedPapers, "positions cover the matched papers");
     assert.ok(pos.matchedPapers <= pos.totalPapers);
-    assert.equal(r.fields.reduce((n, f) => n + f.count, 0), r.paperCount, "fields count every paper once");
+    assert.equal(r.fields.reduce((n, f) => n + f.primaryCount, 0), r.paperCount, "primary fields count every paper once");
     if (r.mostCitedPaper !== null) {
       assertShape(r.mostCitedPaper, { id: isString, arxivId: isString, slug: isString, title: isString, citedByCount: isInt }, "mostCitedPaper");
       assert.ok(r.papers.nodes.every((p) => (p.citedByCount ?? -1) <= r.mostCitedPaper.citedByCount), "nothing on the page is cited more");
     }
     assert.equal(r.slug, slug);
-    r.institutions.forEach((inst, i) => assertShape(inst, institutionLink, `researcher.institutions[${i}]`));
+    r.affiliations.forEach((a, i) => assertShape(a.institution, institutionLink, `researcher.affiliations[${i}]`));
     assertPaging(r.papers, 24, "researcher.papers");
     assert.ok(r.papers.totalCount > 0);
     r.papers.nodes.forEach((p, i) => {
@@ -174,9 +192,16 @@ describe("frontend contract", { skip: API ? false : "WOVEPAPER_API_URL is not se
     assertNewestFirst(r.papers.nodes, "researcher.papers");
     const bySlug = await request("ResearcherPage", { id: slug });
     assert.deepEqual(bySlug, data);
-    const category = r.papers.nodes[0].categories[0];
-    const filtered = await request("ResearcherPage", { id: slug, filter: { category }, sort: "MOST_CITED" });
-    filtered.researcher.papers.nodes.forEach((p) => assert.ok(p.categories.includes(category)));
+    // The count beside each field's link is what the link lists.
+    for (const field of r.fields.slice(0, 3)) {
+      const filtered = await request("ResearcherPage", { id: slug, filter: { category: field.category }, sort: "MOST_CITED" });
+      assert.equal(filtered.researcher.papers.totalCount, field.count, `${field.category}: count is what the link lists`);
+      filtered.researcher.papers.nodes.forEach((p) => assert.ok(p.categories.includes(field.category)));
+    }
+    // A page past the end is an empty page with the true totals, not a missing researcher.
+    const past = await request("ResearcherPage", { id: slug, page: 5000 });
+    assert.equal(past.researcher.name, r.name);
+    assert.deepEqual([past.researcher.papers.nodes, past.researcher.papers.totalCount], [[], r.papers.totalCount]);
     assert.equal((await request("ResearcherPage", { id: "999999999" })).researcher, null);
   });
 
@@ -198,6 +223,9 @@ describe("frontend contract", { skip: API ? false : "WOVEPAPER_API_URL is not se
     page.researchers.nodes.forEach((r, i) => assertShape(r, researcherLink, `institution.researchers.nodes[${i}]`));
     const byName = await request("InstitutionPage", { id: inst.name });
     assert.equal(byName.institution.databaseId, inst.databaseId);
+    assert.equal(page.externalIds.ror, inst.rorId);
+    assert.equal(page.paperCount, page.papers.totalCount, "the count beside the list is the list's");
+    assert.equal((await request("InstitutionPage", { id: `${inst.name} of Nowhere` })).institution, null, "never a guess");
   });
 
   test("PaperList: browsing one category, most cited first", async () => {
@@ -215,32 +243,84 @@ describe("frontend contract", { skip: API ? false : "WOVEPAPER_API_URL is not se
     assert.equal(await errorCode(request("PaperList", { first: 101 })), "BAD_USER_INPUT");
   });
 
-  test("SitemapPage: pages of slugs and modification times, walked with after", async () => {
-    const first = await request("SitemapPage", { kind: "PAPER", first: 2 });
-    const entries = first.sitemap.entries;
-    assert.equal(entries.length, 2);
-    entries.forEach((e, i) => assertShape(e, { databaseId: isInt, slug: isString, modifiedAt: isDate }, `entries[${i}]`));
-    assert.equal(first.sitemap.hasNextPage, true);
-    const next = await request("SitemapPage", { kind: "PAPER", first: 2, after: first.sitemap.endCursor });
-    const ids = new Set(entries.map((e) => e.databaseId));
-    next.sitemap.entries.forEach((e) => assert.ok(!ids.has(e.databaseId), "pages do not overlap"));
+  test("SitemapPage: numbered chunks of site paths, every entry once", async () => {
+    const first = await request("SitemapPage", { kind: "PAPER", chunk: 0, chunkSize: 500 });
+    assertShape(first.sitemap, { chunk: isInt, chunkCount: isInt, totalCount: isInt }, "sitemap");
+    assert.ok(first.sitemap.chunkCount >= 2);
+    let seen = 0;
+    for (let chunk = 0; chunk < first.sitemap.chunkCount; chunk++) {
+      const page = chunk === 0 ? first : await request("SitemapPage", { kind: "PAPER", chunk, chunkSize: 500 });
+      assert.ok(page.sitemap.entries.length <= 500);
+      page.sitemap.entries.forEach((e, i) => {
+        assertShape(e, { id: isString, path: isString, modifiedAt: isDate }, `chunk ${chunk} entries[${i}]`);
+        assert.ok(e.path.startsWith("/papers/"));
+      });
+      seen += page.sitemap.entries.length;
+    }
+    assert.equal(seen, first.sitemap.totalCount, "the chunks hold every entry once");
     for (const kind of ["RESEARCHER", "INSTITUTION"]) {
-      const page = await request("SitemapPage", { kind, first: 3 });
+      const page = await request("SitemapPage", { kind, chunk: 0 });
       assert.ok(page.sitemap.entries.length > 0, `${kind} sitemap has entries`);
     }
   });
 
-  test("ResolvePath: an id redirects to the canonical slug; unknown is NOT_FOUND", async () => {
+  test("ResolvePath: an id redirects to the canonical slug; unknown is null", async () => {
     const { arxivId, slug } = seen.paper;
     const moved = await request("ResolvePath", { path: `/papers/${arxivId}` });
     assert.deepEqual(moved.resolvePath.path, `/papers/${slug}`);
     assert.equal(moved.resolvePath.redirect, true);
+    assert.equal(moved.resolvePath.matchedBy, "ID");
     assert.equal(moved.resolvePath.node.__typename, "Paper");
     const canonical = await request("ResolvePath", { path: `/papers/${slug}` });
     assert.equal(canonical.resolvePath.redirect, false);
     const researcher = await request("ResolvePath", { path: `/researchers/${seen.researcher.databaseId}` });
     assert.equal(researcher.resolvePath.path, `/researchers/${seen.researcher.slug}`);
-    assert.equal(await errorCode(request("ResolvePath", { path: "/papers/2912.99999" })), "NOT_FOUND");
+    assert.equal((await request("ResolvePath", { path: "/papers/2912.99999" })).resolvePath, null, "a 404");
+  });
+
+  test("Search: a page of hits with facets and highlights; the facet count is what its filter lists", async () => {
+    const word = seen.paper.title.split(/[^A-Za-z]+/).filter((w) => w.length > 4)[0];
+    const data = await request("Search", { query: word, first: 10 });
+    const s = data.search;
+    assertShape(s, { totalCount: isInt, totalPages: isInt, matchCount: isInt, matchCountIsEstimate: (v) => typeof v === "boolean" }, "search");
+    assert.ok(s.totalCount > 0 && s.edges.length > 0 && s.edges.length <= 10);
+    s.edges.forEach((e, i) => {
+      assert.ok(typeof e.score === "number", `edges[${i}].score`);
+      assertShape(e.node, { id: isString, arxivId: isString, slug: isString, title: isString, withdrawn: (v) => v === false }, `edges[${i}].node`);
+      assertAuthors(e.node.authors, `edges[${i}].node.authors`, { institutions: false });
+    });
+    assert.ok(s.edges.some((e) => (e.highlights.title ?? "").includes("<mark>") || (e.highlights.abstract ?? "").includes("<mark>")));
+    const top = s.facets.categories.values[0];
+    if (!s.matchCountIsEstimate) {
+      const narrowed = await request("Search", { query: word, filter: { category: top.value }, first: 1 });
+      assert.equal(narrowed.search.totalCount, top.count, "a facet's count is what its filter lists");
+    }
+    assert.equal(await errorCode(request("Search", { query: "the of" })), "BAD_USER_INPUT");
+  });
+
+  test("Autocomplete: researchers, institutions and papers while typing", async () => {
+    const name = seen.researcher.name;
+    const data = await request("Autocomplete", { query: name.slice(0, 5), types: ["RESEARCHER", "INSTITUTION", "PAPER"] });
+    assert.ok(data.autocomplete.length > 0 && data.autocomplete.length <= 8);
+    data.autocomplete.forEach((s, i) =>
+      assertShape(s, { type: isString, id: isString, databaseId: isInt, label: isString, slug: isString, hint: nullOr(isString) }, `autocomplete[${i}]`),
+    );
+    const exact = await request("Autocomplete", { query: name, types: ["RESEARCHER"] });
+    assert.ok(exact.autocomplete.some((s) => s.databaseId === seen.researcher.databaseId), "the researcher typed in full is suggested");
+  });
+
+  test("ResearcherNetwork: the co-author graph around a researcher", async () => {
+    const data = await request("ResearcherNetwork", { id: seen.researcher.slug, depth: 2, limit: 60 });
+    const net = data.researcher.network;
+    assert.ok(net.nodes.length > 1 && net.nodes.length <= 60);
+    assert.equal(net.nodes.filter((n) => n.depth === 0).length, 1);
+    assert.equal(net.nodes.find((n) => n.depth === 0).researcher.databaseId, seen.researcher.databaseId);
+    const ids = new Set(net.nodes.map((n) => n.researcher.id));
+    net.edges.forEach((e, i) => {
+      assert.ok(ids.has(e.source) && ids.has(e.target), `edges[${i}] joins two nodes`);
+      assert.ok(isInt(e.sharedPapers) && e.sharedPapers >= 1);
+    });
+    assert.equal(await errorCode(request("ResearcherNetwork", { id: seen.researcher.slug, depth: 3 })), "BAD_USER_INPUT");
   });
 
   test("Persisted documents: the site's operations by documentId over GET, cacheable by a CDN", async () => {

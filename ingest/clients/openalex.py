@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import httpx
 
-from db.records import ResearcherRecord
+from db.records import InstitutionRecord, ResearcherRecord
 from ingest.clients.http import Clock, RetryPolicy, SourceClient, read_json
 from ingest.parsers import openalex
 
@@ -54,35 +55,33 @@ class OpenAlexClient:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    async def works_by_doi(self, dois: Sequence[str]) -> list[openalex.OAWork]:
-        """Works whose DOI is one of `dois`, FILTER_MAX per request."""
-        out: list[openalex.OAWork] = []
-        unique = list(dict.fromkeys(d.lower() for d in dois))
+    async def _filtered(self, path: str, key: str, values: Sequence[str], select: str) -> AsyncIterator[Any]:
+        """The results of `path?filter=key:a|b|...`, FILTER_MAX values per request, each value asked once."""
+        unique = list(dict.fromkeys(values))
         for i in range(0, len(unique), FILTER_MAX):
             chunk = unique[i : i + FILTER_MAX]
             payload = await self.http.call(
                 "GET",
-                "/works",
+                path,
                 read_json,
-                params={"filter": "doi:" + "|".join(chunk), "per-page": 200, "select": openalex.WORK_SELECT},
+                params={"filter": f"{key}:" + "|".join(chunk), "per-page": 200, "select": select},
             )
-            out.extend(w for w in map(openalex.parse_work, openalex.parse_results(payload)) if w)
-        return out
+            for item in openalex.parse_results(payload):
+                yield item
+
+    async def works_by_doi(self, dois: Sequence[str]) -> list[openalex.OAWork]:
+        """Works whose DOI is one of `dois`, FILTER_MAX per request."""
+        found = self._filtered("/works", "doi", [d.lower() for d in dois], openalex.WORK_SELECT)
+        return [w async for item in found if (w := openalex.parse_work(item))]
+
+    async def institutions(self, institution_ids: Sequence[str]) -> dict[str, InstitutionRecord]:
+        """Institutions with their acronyms and other names, by OpenAlex id (I...)."""
+        found = self._filtered("/institutions", "openalex", institution_ids, openalex.INSTITUTION_SELECT)
+        return {r.openalex_id: r async for item in found if (r := openalex.institution_from(item)) and r.openalex_id}
 
     async def authors(self, author_ids: Sequence[str]) -> dict[str, ResearcherRecord]:
         """Authors' figures (works_count, cited_by_count, h-index, i10) by OpenAlex id."""
-        out: dict[str, ResearcherRecord] = {}
-        unique = list(dict.fromkeys(author_ids))
-        for i in range(0, len(unique), FILTER_MAX):
-            chunk = unique[i : i + FILTER_MAX]
-            payload = await self.http.call(
-                "GET",
-                "/authors",
-                read_json,
-                params={"filter": "openalex:" + "|".join(chunk), "per-page": 200, "select": openalex.AUTHOR_SELECT},
-            )
-            for item in openalex.parse_results(payload):
-                rec = openalex.researcher_from_author(item)
-                if rec and rec.openalex_id:
-                    out[rec.openalex_id] = rec
-        return out
+        found = self._filtered("/authors", "openalex", author_ids, openalex.AUTHOR_SELECT)
+        return {
+            r.openalex_id: r async for item in found if (r := openalex.researcher_from_author(item)) and r.openalex_id
+        }

@@ -58,7 +58,8 @@ class SemanticScholarClient:
         return out
 
     async def authors(self, author_ids: Sequence[str]) -> dict[str, ResearcherRecord]:
-        """POST /author/batch, AUTHOR_BATCH_MAX at a time; unknown ids are left out."""
+        """POST /author/batch, AUTHOR_BATCH_MAX at a time: {asked id: record}; unknown ids are left out. The answer
+        comes in request order; a record whose id is not the one asked for is the author S2 merged it into."""
         out: dict[str, ResearcherRecord] = {}
         for i in range(0, len(author_ids), AUTHOR_BATCH_MAX):
             chunk = list(author_ids[i : i + AUTHOR_BATCH_MAX])
@@ -67,10 +68,12 @@ class SemanticScholarClient:
             )
             if not isinstance(payload, list):
                 continue
-            for item in payload:
+            # Out of step with the request, the answer's own ids are all there is to go by.
+            asked_ids = chunk if len(payload) == len(chunk) else [None] * len(payload)
+            for asked, item in zip(asked_ids, payload, strict=True):
                 rec = s2.researcher_from_author(item)
                 if rec and rec.s2_author_id:
-                    out[rec.s2_author_id] = rec
+                    out[asked or rec.s2_author_id] = rec
         return out
 
     async def author_works(self, author_id: str) -> list[WorkRecord]:

@@ -87,8 +87,12 @@ def _is_preprint(work: Mapping[str, Any], doi: str | None) -> bool:
     return work.get("type") == "preprint" and work_arxiv_id(work) is not None
 
 
+INSTITUTION_SELECT = "id,ror,display_name,display_name_acronyms,display_name_alternatives,country_code,type"
+
+
 def institution_from(item: Any) -> InstitutionRecord | None:
-    """An OpenAlex institution dict with a valid ROR -> row. `type` is kept as given (even `funder`)."""
+    """An OpenAlex institution dict with a valid ROR -> row. `type` is kept as given (even `funder`). An
+    `/institutions` answer also carries ROR's acronyms and other names (`MIT`): they become its aliases."""
     if not isinstance(item, dict) or not isinstance(item.get("ror"), str):
         return None
     ror = normalize_ror(item["ror"])
@@ -96,9 +100,17 @@ def institution_from(item: Any) -> InstitutionRecord | None:
         return None
     country = text(item.get("country_code"))
     oa_id = item.get("id")
+    name = text(item.get("display_name")) or ror
+    aliases: list[str] = []
+    for key in ("display_name_acronyms", "display_name_alternatives"):
+        values = item.get(key)
+        for value in values if isinstance(values, list) else []:
+            if (alias := text(value)) and alias != name and alias not in aliases:
+                aliases.append(alias)
     return InstitutionRecord(
         ror_id=ror,
-        name=text(item.get("display_name")) or ror,
+        name=name,
+        aliases=aliases,
         country=country.upper() if country and len(country) == 2 else None,
         type=text(item.get("type")),
         openalex_id=normalize_openalex(oa_id) if isinstance(oa_id, str) else None,

@@ -27,6 +27,7 @@ class S2Paper:
     paper_id: str
     citation_count: int | None
     authors: list[S2Author]
+    corpus_id: int | None = None
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -51,7 +52,7 @@ def parse_paper_batch(arxiv_ids: Sequence[str], payload: Any) -> dict[str, S2Pap
             for a in item.get("authors") or []
             if isinstance(a, dict)
         ]
-        out[asked] = S2Paper(paper_id, count(item.get("citationCount")), authors)
+        out[asked] = S2Paper(paper_id, count(item.get("citationCount")), authors, count(ext.get("CorpusId")))
     return out
 
 

@@ -32,6 +32,9 @@ SITE_OPERATIONS = (
     "LatestPapers",
     "SitemapPage",
     "ResolvePath",
+    "Search",
+    "Autocomplete",
+    "ResearcherNetwork",
     "ViewerFeed",
     "FollowResearcher",
     "UnfollowResearcher",
@@ -125,6 +128,14 @@ async def demo_ids(demo_database_url: str) -> dict[str, Any]:
                ORDER BY p.author_count DESC, p.id LIMIT 1"""
         )
         institution = await conn.fetchrow("SELECT ror_id, name FROM institutions ORDER BY paper_count DESC, id LIMIT 1")
+        # A common title word, and the first letters of the most prolific researcher's surname.
+        word = await conn.fetchval(
+            """SELECT w FROM (SELECT lower(unnest(regexp_split_to_array(title, '[^A-Za-z]+'))) AS w FROM papers) t
+               WHERE length(w) > 6 GROUP BY w ORDER BY count(*) DESC, w LIMIT 1"""
+        )
+        prefix = await conn.fetchval(
+            "SELECT left(wp_surname(name), 4) FROM researchers ORDER BY paper_count DESC, id LIMIT 1"
+        )
     finally:
         await conn.close()
     assert researcher is not None and paper is not None and institution is not None and one_paper is not None
@@ -136,6 +147,8 @@ async def demo_ids(demo_database_url: str) -> dict[str, Any]:
         "paper_slug": paper["slug"],
         "category": category,
         "institution": institution["ror_id"],
+        "word": word,
+        "prefix": prefix,
     }
 
 
@@ -149,8 +162,11 @@ def variables_for(name: str, ids: dict[str, Any]) -> dict[str, Any]:
         "ResearchersList": {"page": 1},
         "InstitutionsList": {"sort": "NAME", "page": 1},
         "LatestPapers": {"first": 24},
-        "SitemapPage": {"kind": "PAPER", "first": 1000},
+        "SitemapPage": {"kind": "PAPER", "chunk": 0, "chunkSize": 1000},
         "ResolvePath": {"path": f"/papers/{ids['paper']}"},
+        "Search": {"query": ids["word"], "page": 1},
+        "Autocomplete": {"query": ids["prefix"], "types": ["RESEARCHER", "INSTITUTION", "PAPER"]},
+        "ResearcherNetwork": {"id": ids["researcher"], "depth": 2, "limit": 200},
         "ViewerFeed": {"first": 24},
         "FollowResearcher": {"id": ids["one_paper_researcher"]},
         "UnfollowResearcher": {"id": ids["one_paper_researcher"]},

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from error_codes import ERROR_CODES
 from tests.contract.conftest import CONTRACT
 from tests.jwt_support import SECRET, hs256
 from tests.server_process import server_process
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     NODE is None or NPM is None, reason="node and npm are not installed: the JavaScript contract cannot run"
 )
 BIN = CONTRACT / "node_modules" / ".bin"
-NODE_TESTS = 10  # the test() calls in frontend_contract/test/operations.test.mjs
+NODE_TESTS = 13  # the test() calls in frontend_contract/test/operations.test.mjs
 
 
 def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -63,6 +64,9 @@ def test_codegen_types_every_operation_and_tsc_accepts_them(node_modules: Path, 
         assert f"export const {operation}Document" in types
         kind = "Mutation" if operation.startswith(("Follow", "Unfollow")) else "Query"
         assert f"export type {operation}{kind} = " in types
+    # Every error code, for the client's exhaustive switch (typed-client.ts `onError`).
+    enums = (generated / "schema-enums.ts").read_text()
+    assert all(f"'{code}'" in enums for code in ERROR_CODES)
     done = _run([str(BIN / "tsc"), "--noEmit", "-p", "tsconfig.json"])
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -64,9 +64,17 @@ def _non_empty(name: str, data: dict[str, Any]) -> None:
     elif name == "InstitutionsList":
         assert len(data["institutions"]["nodes"]) == 24
     elif name == "SitemapPage":
-        assert len(data["sitemap"]["entries"]) == 1000
+        assert len(data["sitemap"]["entries"]) > 900 and data["sitemap"]["chunkCount"] >= 2
     elif name == "ResolvePath":
         assert data["resolvePath"]["redirect"] is True
+    elif name == "Search":
+        assert len(data["search"]["edges"]) == 24 and data["search"]["facets"]["categories"]["values"]
+        assert any(e["highlights"]["title"] for e in data["search"]["edges"])
+    elif name == "Autocomplete":
+        assert {s["type"] for s in data["autocomplete"]} >= {"RESEARCHER"}
+    elif name == "ResearcherNetwork":
+        network = data["researcher"]["network"]
+        assert len(network["nodes"]) > 10 and {n["depth"] for n in network["nodes"]} >= {0, 1}
     elif name == "ViewerFeed":
         viewer = data["viewer"]
         assert len(viewer["feed"]["nodes"]) == 24 and viewer["feed"]["pageInfo"]["hasNextPage"]
@@ -123,6 +131,30 @@ async def test_not_found_and_bad_input_are_answers_not_failures(api: Api) -> Non
     assert body["data"] == {"paper": None}
     assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
     body, _ = await api.run("ResolvePath", {"path": "/papers/2912.99999"})
-    assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND"
+    assert body == {"data": {"resolvePath": None}}
     body, _ = await api.run("PaperList", {"first": 0})
     assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+
+
+@pytest.mark.parametrize(
+    ("name", "variables", "nulled"),
+    [
+        ("ResearcherPage", {"first": 0}, "papers"),
+        ("ResearcherPage", {"filter": {"institution": "Nowhere In Particular"}}, "papers"),
+        ("InstitutionPage", {"first": 500}, "papers"),
+        ("InstitutionPage", {"researchersFirst": -1}, "researchers"),
+    ],
+)
+async def test_a_bad_nested_argument_leaves_the_rest_of_the_site_s_page(
+    api: Api, demo_ids: dict[str, Any], name: str, variables: dict[str, Any], nulled: str
+) -> None:
+    """The site renders every other field of the page: only the field whose argument is malformed is null."""
+    good, _ = await api.run(name, variables_for(name, demo_ids))
+    body, _ = await api.run(name, {**variables_for(name, demo_ids), **variables})
+    root = "researcher" if name == "ResearcherPage" else "institution"
+    assert [(e["path"], e["extensions"]["code"]) for e in body["errors"]] == [([root, nulled], "BAD_USER_INPUT")]
+    page = body["data"][root]
+    assert page[nulled] is None
+    assert {k: v for k, v in page.items() if k != nulled} == {
+        k: v for k, v in good["data"][root].items() if k != nulled
+    }

@@ -47,3 +47,48 @@ async def test_a_failed_page_invalidates_nothing(conn: asyncpg.Connection, clock
     await harvest_arxiv(conn, oai.client(clock), cache=cache)
     assert cache.redis is not None
     assert await cache.redis.get(keys.response_epoch(cache.namespace)) is None
+
+
+async def test_a_cached_paper_page_is_dropped_when_the_ingest_rewrites_the_paper(
+    conn: asyncpg.Connection, clock: FakeClock, cache: CacheStore, ingest_dsn: str, redis_url: str
+) -> None:
+    """End to end: the site's PaperPage (tagged by the paper's global id, which names its arXiv id) cached, then
+    the harvest rewrites the paper and the enrichment matches its authors: each time the next page is fresh."""
+    from datetime import UTC, datetime
+
+    from app import create_app
+    from settings import Settings
+    from tests.contract.conftest import operation_text
+    from tests.ingest.conftest import list_records_page
+    from tests.ingest.upstreams import arxiv_raw
+    from tests.integration.graph_support import serving
+
+    await harvest_arxiv(conn, FakeOAI(first=enrich_archive_page()).client(clock), cache=cache)
+    app = create_app(Settings(DATABASE_URL=ingest_dsn, REDIS_URL=redis_url, cache_namespace=cache.namespace))
+    body = {"query": operation_text("PaperPage"), "variables": {"id": "2304.05376"}, "operationName": "PaperPage"}
+    async with serving(app) as client:
+
+        async def page() -> tuple[str, dict[str, object]]:
+            response = await client.post("/graphql", json=body)
+            assert response.status_code == 200
+            return response.headers["x-cache"], response.json()["data"]["paper"]
+
+        assert (await page())[0] == "miss"
+        cached, before = await page()
+        assert cached == "hit" and before["version"] == 1
+        revised = arxiv_raw(
+            "2304.05376",
+            "ChemCrow, revised",
+            "Andres M. Bran, Sam Cox, Oliver Schilter, Carlo Baldassari, Andrew D. White, Philippe Schwaller",
+            datetime(2023, 4, 11, 12, 0, tzinfo=UTC),
+        ).replace(b'version="v1"', b'version="v2"')
+        await harvest_arxiv(conn, FakeOAI(first=list_records_page([revised], "")).client(clock), cache=cache)
+        cached, after = await page()
+        assert cached == "miss" and (after["title"], after["version"]) == ("ChemCrow, revised", 2)
+        assert (await page())[0] == "hit"
+        s2, oa = clients(FakeScholarly(), clock)
+        await enrich(conn, s2, oa, cache=cache)
+        await s2.aclose()
+        await oa.aclose()
+        cached, matched = await page()
+        assert cached == "miss" and matched["authors"][1]["researcher"]["name"] == "Sam Cox"

@@ -106,6 +106,9 @@ async def test_enrich_matches_researchers_citations_and_institutions(
         "SELECT openalex_id, cited_by_count, cited_by_source, matched_count FROM papers WHERE arxiv_id = '2304.05376'"
     )
     assert paper is not None and tuple(paper) == ("W4365597205", 500, "s2", 5)
+    # S2's corpus id is kept: `paper(id: "CorpusId:...")` finds the paper.
+    corpus = "SELECT arxiv_id, s2_corpus_id FROM papers WHERE s2_corpus_id IS NOT NULL ORDER BY 1"
+    assert [tuple(r) for r in await conn.fetch(corpus)] == [("2304.05376", 258059792), ("2312.07559", 266191420)]
     # Institutions by ROR, kept with OpenAlex's type (`funder` for a university), linked to
     # authorships and researchers; the preprint lists none, so the journal version's fill in.
     assert rows[("2304.05376", 2)][5] == ["022kthw22"]
@@ -246,3 +249,56 @@ async def test_reharvest_that_drops_an_author_refreshes_their_paper_count(
     await harvest_arxiv(conn, FakeOAI(first=list_records_page([revised], "")).client(clock))
     assert await conn.fetchval(count, SAM_COX) == 1
     assert await conn.fetchval(count, WHITE) == 2  # still on both, at a new position
+
+
+async def test_an_author_no_source_identifies_still_counts_for_their_institution(
+    conn: asyncpg.Connection, clock: FakeClock
+) -> None:
+    await harvest(conn, clock)
+    await run_enrich(conn, FakeScholarly(), clock)
+    rows = {(r[0], r[1]): r for r in await authorships(conn)}
+    # Baldassari: S2 has no id for him, OpenAlex's journal version places him at IBM Research - Zurich.
+    assert rows[("2304.05376", 4)][3] is None and rows[("2304.05376", 4)][5] == ["02js37d36"]
+    ibm = await conn.fetchrow("SELECT name, paper_count, researcher_count FROM institutions WHERE ror_id = '02js37d36'")
+    assert ibm is not None and tuple(ibm) == ("IBM Research - Zurich", 1, 0)
+
+
+async def test_new_institutions_come_with_their_acronyms_and_other_names(
+    conn: asyncpg.Connection, clock: FakeClock
+) -> None:
+    await harvest(conn, clock)
+    fake = FakeScholarly()
+    await run_enrich(conn, fake, clock)
+    rochester = await conn.fetchrow("SELECT aliases, openalex_id FROM institutions WHERE ror_id = '022kthw22'")
+    assert rochester is not None and tuple(rochester) == (["UR"], "I5388228")
+    asked = [r for r in fake.oa_requests if r.url.path == "/institutions"]
+    assert len(asked) == 1 and "display_name_acronyms" in asked[0].url.params["select"]
+    # Institutions already stored are not asked for again, and a later record without aliases keeps them.
+    await conn.execute("UPDATE papers SET enriched_at = NULL")
+    again = FakeScholarly()
+    await run_enrich(conn, again, clock)
+    assert not [r for r in again.oa_requests if r.url.path == "/institutions"]
+    assert await conn.fetchval("SELECT aliases FROM institutions WHERE ror_id = '022kthw22'") == ["UR"]
+
+
+async def test_authors_s2_merged_become_one_researcher_and_the_old_one_redirects(
+    conn: asyncpg.Connection, clock: FakeClock
+) -> None:
+    await harvest(conn, clock)
+    # S2 first knows Sam Cox twice: ChemCrow names a duplicate profile.
+    await run_enrich(conn, FakeScholarly(author_ids={("2304.05376", 1): "5555"}), clock)
+    duplicate = await conn.fetchval("SELECT id FROM researchers WHERE s2_author_id = '5555'")
+    survivor = await conn.fetchval("SELECT id FROM researchers WHERE s2_author_id = $1", SAM_COX)
+    assert duplicate is not None and survivor is not None and duplicate != survivor
+    # Then S2 merges the duplicate into Sam Cox: it answers the old id with his record. ChemCrow is read again.
+    await conn.execute("UPDATE papers SET enriched_at = NULL WHERE arxiv_id = '2304.05376'")
+    merged = FakeScholarly(author_ids={("2304.05376", 1): "5555"}, merged={"5555": SAM_COX})
+    await run_enrich(conn, merged, clock)
+    assert await conn.fetchval("SELECT count(*) FROM researchers WHERE id = $1", duplicate) == 0
+    redirect = await conn.fetchrow(
+        "SELECT survivor_id, old_s2_author_id FROM researcher_redirects WHERE old_id = $1", duplicate
+    )
+    assert redirect is not None and tuple(redirect) == (survivor, "5555")
+    rows = {(r[0], r[1]): r for r in await authorships(conn)}
+    assert rows[("2304.05376", 2)][3] == SAM_COX and rows[("2312.07559", 4)][3] == SAM_COX
+    assert await conn.fetchval("SELECT paper_count FROM researchers WHERE id = $1", survivor) == 2

@@ -128,6 +128,29 @@ def _s2_author(author_id: str) -> dict[str, Any] | None:
     }
 
 
+def _oa_institutions() -> dict[str, dict[str, Any]]:
+    """`/institutions` bodies: the recorded University of Michigan, and for the institutions of the recorded works
+    their own fields with the acronyms and other names ROR would give (derived: not recorded)."""
+    michigan = json.loads((FIXTURES / "openalex/institution_I27837315_2025-06.json").read_bytes())
+    found: dict[str, dict[str, Any]] = {"I27837315": michigan}
+    for w in OA_PAPERQA + OA_CHEMCROW:
+        for a in w["authorships"]:
+            for inst in a["institutions"]:
+                words = [word for word in inst["display_name"].replace("-", " ").split() if word[0].isupper()]
+                found.setdefault(
+                    inst["id"].removeprefix("https://openalex.org/"),
+                    {
+                        **{k: inst.get(k) for k in ("id", "ror", "display_name", "country_code", "type")},
+                        "display_name_acronyms": ["".join(word[0] for word in words)],
+                        "display_name_alternatives": [],
+                    },
+                )
+    return found
+
+
+OA_INSTITUTIONS = _oa_institutions()
+
+
 def _oa_author(openalex_url: str) -> dict[str, Any]:
     for w in OA_PAPERQA + OA_CHEMCROW:
         for a in w["authorships"]:
@@ -149,14 +172,36 @@ Responder = Callable[[httpx.Request], httpx.Response]
 @dataclass
 class FakeScholarly:
     """S2 and OpenAlex in one transport; `script` overrides the n-th request to a host (0-based), with a
-    response or a function of the request."""
+    response or a function of the request.
+
+    `author_ids` gives an author of a paper another S2 id ({(arXiv id, 0-based index in S2's list): id}, a duplicate
+    profile); `merged` makes S2 answer an author id with another's record, as it does for ids it merged."""
 
     s2_script: dict[int, httpx.Response | Responder] = field(default_factory=dict)
     oa_script: dict[int, httpx.Response | Responder] = field(default_factory=dict)
     s2_requests: list[httpx.Request] = field(default_factory=list)
     oa_requests: list[httpx.Request] = field(default_factory=list)
+    author_ids: dict[tuple[str, int], str] = field(default_factory=dict)
+    merged: dict[str, str] = field(default_factory=dict)
     # Changes every JSON body answered (not scripted ones) in place: bad values as an upstream may send them.
     tamper: Callable[[httpx.Request, Any], None] | None = None
+
+    def _paper(self, arxiv_id: str) -> dict[str, Any] | None:
+        paper = S2_PAPERS.get(arxiv_id)
+        if paper is None:
+            return None
+        authors = [
+            {**a, "authorId": self.author_ids.get((arxiv_id, i), a["authorId"])} for i, a in enumerate(paper["authors"])
+        ]
+        return {**paper, "authors": authors}
+
+    def _author(self, author_id: str) -> dict[str, Any] | None:
+        answered = self.merged.get(author_id, author_id)
+        for (arxiv_id, i), alias in self.author_ids.items():
+            if alias == answered:
+                original = S2_PAPERS[arxiv_id]["authors"][i]
+                return {**(_s2_author(original["authorId"]) or {}), "authorId": alias, "paperCount": 1}
+        return _s2_author(answered)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if request.url.host == "s2.test":
@@ -182,9 +227,9 @@ class FakeScholarly:
         path = request.url.path.removeprefix("/graph/v1")
         if path == "/paper/batch":
             ids = json.loads(request.content)["ids"]
-            return httpx.Response(200, json=[S2_PAPERS.get(i.removeprefix("ARXIV:")) for i in ids])
+            return httpx.Response(200, json=[self._paper(i.removeprefix("ARXIV:")) for i in ids])
         if path == "/author/batch":
-            return httpx.Response(200, json=[_s2_author(i) for i in json.loads(request.content)["ids"]])
+            return httpx.Response(200, json=[self._author(i) for i in json.loads(request.content)["ids"]])
         if path.startswith("/author/") and path.endswith("/papers"):
             career = CAREERS.get(path.split("/")[2], [])
             offset = int(request.url.params["offset"])
@@ -213,6 +258,8 @@ class FakeScholarly:
             results = [w for w in OA_PAPERQA + OA_CHEMCROW if w["doi"].removeprefix("https://doi.org/") in wanted]
         elif request.url.path == "/authors" and kind == "openalex":
             results = [_oa_author(f"https://openalex.org/{a}") for a in sorted(wanted)]
+        elif request.url.path == "/institutions" and kind == "openalex":
+            results = [body for oa_id, body in sorted(OA_INSTITUTIONS.items()) if oa_id in wanted]
         else:
             return httpx.Response(404, text="<!doctype html><title>404 Not Found</title>")
         return httpx.Response(200, json={"meta": {"count": len(results), "page": 1}, "results": results})

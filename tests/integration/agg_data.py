@@ -115,6 +115,19 @@ async def insert_work(
     )
 
 
+# The hand-made papers' arXiv ids (without the prefix).
+ARXIV_IDS = {
+    "P1": "1901.00001",
+    "P2": "2001.00002",
+    "P3": "2101.00003",
+    "P4": "2201.00004",
+    "P5": "2301.00005",
+    "P6": "1801.00006",
+    "P7": "1601.00007",
+    "P8": "1701.00008",
+}
+
+
 async def build_handmade(conn: asyncpg.Connection, prefix: str = "") -> dict[str, int]:
     """Insert the data above (arXiv ids prefixed so it can coexist with other rows); return the ids."""
     ids: dict[str, int] = {}
@@ -137,18 +150,20 @@ async def build_handmade(conn: asyncpg.Connection, prefix: str = "") -> dict[str
     await conn.execute("UPDATE researchers SET h_index = 5 WHERE id = $1", ids["A"])
     a, b, c, d = ids["A"], ids["B"], ids["C"], ids["D"]
     p = prefix
-    ids["P1"] = await insert_paper(conn, f"{p}1901.00001", authors=[a, b], primary="cs.LG", cited=10, year=2019)
-    ids["P2"] = await insert_paper(conn, f"{p}2001.00002", authors=[b, a, c], primary="cs.LG", cited=5, year=2020)
-    ids["P3"] = await insert_paper(conn, f"{p}2101.00003", authors=[c, None, a], primary="cs.DC", cited=None, year=2021)
+    ids["P1"] = await insert_paper(conn, p + ARXIV_IDS["P1"], authors=[a, b], primary="cs.LG", cited=10, year=2019)
+    ids["P2"] = await insert_paper(conn, p + ARXIV_IDS["P2"], authors=[b, a, c], primary="cs.LG", cited=5, year=2020)
+    ids["P3"] = await insert_paper(
+        conn, p + ARXIV_IDS["P3"], authors=[c, None, a], primary="cs.DC", cited=None, year=2021
+    )
     ids["P4"] = await insert_paper(
-        conn, f"{p}2201.00004", authors=[a], primary="math.ST", cited=3, year=2022, doi=f"10.1/{p}p4journal"
+        conn, p + ARXIV_IDS["P4"], authors=[a], primary="math.ST", cited=3, year=2022, doi=f"10.1/{p}p4journal"
     )
     ids["P5"] = await insert_paper(
-        conn, f"{p}2301.00005", authors=["ATLAS Collaboration", a], primary="hep-ex", cited=50, year=2023
+        conn, p + ARXIV_IDS["P5"], authors=["ATLAS Collaboration", a], primary="hep-ex", cited=50, year=2023
     )
-    ids["P6"] = await insert_paper(conn, f"{p}1801.00006", authors=[b, c], primary="cs.LG", cited=1, year=2018)
-    ids["P7"] = await insert_paper(conn, f"{p}1601.00007", authors=[d, b], primary="cs.CV", cited=2, year=2016)
-    ids["P8"] = await insert_paper(conn, f"{p}1701.00008", authors=[c, a], primary="cs.DC", cited=0, year=2017)
+    ids["P6"] = await insert_paper(conn, p + ARXIV_IDS["P6"], authors=[b, c], primary="cs.LG", cited=1, year=2018)
+    ids["P7"] = await insert_paper(conn, p + ARXIV_IDS["P7"], authors=[d, b], primary="cs.CV", cited=2, year=2016)
+    ids["P8"] = await insert_paper(conn, p + ARXIV_IDS["P8"], authors=[c, a], primary="cs.DC", cited=0, year=2017)
     await insert_work(conn, a, "s2", f"{p}w1", 12, arxiv_id=f"{p}1901.00001")
     await insert_work(conn, a, "openalex", f"{p}W2", 4, arxiv_id=f"{p}2001.00002", doi=f"10.48550/arXiv.{p}2001.00002")
     await insert_work(conn, a, "s2", f"{p}w3", 7, doi=f"10.1/{p}P4JOURNAL")

@@ -131,7 +131,7 @@ async def test_institution_stats(pool, agg_db) -> None:
     s = await fetch_institution_stats(pool, institution_id=ids["I"])
     assert s is not None
     assert (s.paper_count, s.researcher_count) == (3, 4)
-    assert [(f.category, f.count) for f in s.fields] == [("cs.LG", 3)]
+    assert [(f.category, f.count, f.primary_count) for f in s.fields] == [("cs.LG", 3, 3)]
     # By stored career h-index, then citations: A (5), C (2, 20), B (2, 10), E (0).
     assert s.top_researcher_ids == [ids["A"], ids["C"], ids["B"], ids["E"]]
     top2 = await fetch_institution_stats(pool, institution_id=ids["I"], top=2)
@@ -148,7 +148,9 @@ async def test_heavy_researcher_one_statement(pool) -> None:
         await conn.execute(
             """INSERT INTO papers (arxiv_id, slug, title, categories, primary_category, published, updated,
                                    cited_by_count, author_count, matched_count)
-               SELECT 'hv' || g, 'hv' || g, 't', ARRAY['cs.AI'], CASE WHEN g % 4 = 0 THEN 'cs.CL' ELSE 'cs.AI' END,
+               SELECT 'hv' || g, 'hv' || g, 't',
+                      CASE WHEN g % 4 = 0 THEN ARRAY['cs.CL', 'cs.AI'] ELSE ARRAY['cs.AI'] END,
+                      CASE WHEN g % 4 = 0 THEN 'cs.CL' ELSE 'cs.AI' END,
                       now(), now(), g, 2, CASE WHEN g % 2 = 0 THEN 2 ELSE 1 END
                  FROM generate_series(0, 1999) g"""
         )
@@ -177,7 +179,8 @@ async def test_heavy_researcher_one_statement(pool) -> None:
     assert s.h_index_in_archive == 1000  # counts 0..1999
     # Matched: even g (1000 papers); even g sits at position 1 of 2 -> first.
     assert (s.matched_papers, s.first, s.last, s.middle, s.solo) == (1000, 1000, 0, 0, 0)
-    assert [(f.category, f.count) for f in s.fields] == [("cs.AI", 1500), ("cs.CL", 500)]
+    # Every paper is listed in cs.AI (500 of them cross-listed from cs.CL): counted as the category filter lists.
+    assert [(f.category, f.count, f.primary_count) for f in s.fields] == [("cs.AI", 2000, 1500), ("cs.CL", 500, 500)]
 
 
 async def test_demo_researchers_stats_agree_with_stored_figures_and_raw_rows(demo_database_url) -> None:
@@ -203,7 +206,8 @@ async def test_demo_researchers_stats_agree_with_stored_figures_and_raw_rows(dem
                                   (SELECT count(*) FROM authorships x WHERE x.paper_id = a.paper_id) AS n,
                                   (SELECT count(*) FROM authorships x WHERE x.paper_id = a.paper_id
                                       AND x.researcher_id IS NOT NULL) AS matched
-                             FROM authorships a WHERE a.researcher_id = $1 GROUP BY a.paper_id)
+                             FROM authorships a JOIN papers q ON q.id = a.paper_id AND NOT q.withdrawn
+                            WHERE a.researcher_id = $1 GROUP BY a.paper_id)
                        SELECT count(*) FILTER (WHERE n = matched) AS k,
                               count(*) FILTER (WHERE n = matched AND n = 1) AS solo,
                               count(*) FILTER (WHERE n = matched AND n > 1 AND pos = 1) AS first,
@@ -213,7 +217,8 @@ async def test_demo_researchers_stats_agree_with_stored_figures_and_raw_rows(dem
                 )
                 assert (s.matched_papers, s.solo, s.first, s.last) == tuple(raw)
                 assert s.first + s.middle + s.last + s.solo == s.matched_papers <= s.paper_count
-                assert sum(f.count for f in s.fields) == s.paper_count
+                assert sum(f.primary_count for f in s.fields) == s.paper_count
+                assert all(f.count >= f.primary_count for f in s.fields)
             heavy = await fetch_researcher_stats(conn, researcher_id=heavy_id)
             assert heavy is not None and heavy.works_count > 5000 and heavy.paper_count >= 100
             coauthors = await fetch_researcher_coauthors(conn, researcher_id=heavy_id)

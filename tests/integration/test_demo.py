@@ -123,7 +123,22 @@ async def test_demo_fixture_keeps_its_documented_guarantees(demo_database_url: s
         assert collab["n"] > 0 and collab["matched"] == 0
         assert await conn.fetchval("SELECT count(*) FROM papers WHERE matched_count = author_count") > 500
 
-        assert await conn.fetchval("SELECT count(*) FROM researchers WHERE paper_count = 0") == 0
+        assert (
+            await conn.fetchval(
+                "SELECT count(*) FROM researchers r"
+                " WHERE NOT EXISTS (SELECT 1 FROM authorships a WHERE a.researcher_id = r.id)"
+            )
+            == 0
+        )
+        # paper_count leaves withdrawn papers out, as the researcher's papers list does.
+        assert (
+            await conn.fetchval(
+                """SELECT count(*) FROM researchers r WHERE paper_count <> (SELECT count(DISTINCT a.paper_id)
+                   FROM authorships a JOIN papers p ON p.id = a.paper_id
+                   WHERE a.researcher_id = r.id AND NOT p.withdrawn)"""
+            )
+            == 0
+        )
         names = [r["name"] for r in await conn.fetch("SELECT name FROM researchers")]
         assert any(any(0x4E00 <= ord(ch) <= 0x9FFF for ch in n) for n in names)  # CJK
         assert any(any(0x0400 <= ord(ch) <= 0x04FF for ch in n) for n in names)  # Cyrillic

@@ -111,7 +111,6 @@ async def test_any_edge_cursor_continues_after_that_edge(g: Graph) -> None:
         ({"page": 1, "after": "abc"}, "either"),
         ({"after": "not-a-cursor"}, "cursor"),
         ({"after": "W10"}, "cursor"),
-        ({"page": 100000}, "cursor"),
     ],
 )
 async def test_bad_paging_arguments_are_bad_user_input(g: Graph, variables: dict[str, Any], needle: str) -> None:
@@ -160,7 +159,19 @@ async def test_filters(g: Graph) -> None:
         [p for p in everything if "cs.DC" in p.categories and any("umontreal" in a.institutions for a in p.authors)],
     )
     await check({"researcher": "s2:31337"}, [])
-    await check({"institution": "Zzyzx Qwv Institute of Nothing"}, [])
+    await check({"institution": "0abcdef23"}, [])  # a ROR id not in the archive names no paper
+
+
+async def test_an_institution_filter_never_guesses(g: Graph) -> None:
+    # A name that is none of an institution's names is a mistake to report, not another institution to list.
+    body = await g.query(LIST_Q, {"filter": {"institution": "University of Tokio"}})
+    [error] = body["errors"]
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "'University of Tokyo'" in error["message"], error["message"]
+    body = await g.query(LIST_Q, {"filter": {"institution": "Zzyzx Qwv Institute of Nothing"}})
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    mit = await g.data(LIST_Q, {"first": 100, "filter": {"institution": "MASSACHUSETTS INSTITUTE OF TECHNOLOGY"}})
+    assert mit["papers"]["totalCount"] == sum(1 for p in PAPERS if any("mit" in a.institutions for a in p.authors))
 
 
 async def test_filter_errors(g: Graph) -> None:

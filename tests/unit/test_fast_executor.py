@@ -450,7 +450,7 @@ async def real(demo_database_url: str) -> Any:
         "PaperPage": {"id": paper},
         "InstitutionPage": {"id": institution},
         "ResearchersList": {},
-        "SitemapPage": {"kind": "RESEARCHER", "first": 50},
+        "SitemapPage": {"kind": "RESEARCHER", "chunk": 0, "chunkSize": 50},
     }
 
     async def run(schema: Any, name: str) -> Any:

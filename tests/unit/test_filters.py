@@ -52,6 +52,7 @@ def test_spec_to_clauses() -> None:
     )
     clauses = paper_filter_clauses(spec)
     assert [c.fragment for c in clauses] == [
+        PAPER_FILTERS["not_withdrawn"],
         PAPER_FILTERS["primary_category"],
         PAPER_FILTERS["published_from"],
         PAPER_FILTERS["position_last"],
@@ -61,7 +62,10 @@ def test_spec_to_clauses() -> None:
     sql, args = compose(clauses)
     assert args == ["cs.DC", datetime(2024, 1, 1, tzinfo=UTC), 7, 3, 4]
     assert "$5" in sql and "$6" not in sql
-    assert paper_filter_clauses(PaperFilterSpec(category="cs.DC"))[0].fragment is PAPER_FILTERS["category"]
+    assert paper_filter_clauses(PaperFilterSpec(category="cs.DC"))[1].fragment is PAPER_FILTERS["category"]
+    # Withdrawn papers are left out unless the filter asks for them.
+    assert paper_filter_clauses(PaperFilterSpec(withdrawn="INCLUDE")) == []
+    assert paper_filter_clauses(PaperFilterSpec(withdrawn="ONLY")) == [Clause(PAPER_FILTERS["withdrawn"], ())]
     assert paper_filter_clauses(PaperFilterSpec(matches_nothing=True, category="x")) == [
         Clause(PAPER_FILTERS["nothing"], ())
     ]

@@ -30,10 +30,53 @@ from resolvers.ids import parse_institution_id, parse_paper_id, parse_researcher
 )
 def test_paper_ids(given: str, arxiv_id: str, kind: str, version: int | None) -> None:
     key = parse_paper_id(given)
-    assert (key.arxiv_id, key.kind, key.version) == (arxiv_id, kind, version)
+    assert (key.value, key.kind, key.version) == (arxiv_id, kind, version)
 
 
-@pytest.mark.parametrize("given", ["", "hello", "2401", "2401.1", "12345", "astro-ph", "2401.01234--x", "é"])
+@pytest.mark.parametrize(
+    ("given", "kind", "value"),
+    [
+        ("10.1038/s42256-024-00832-8", "doi", "10.1038/s42256-024-00832-8"),
+        ("https://doi.org/10.1038/S42256-024-00832-8", "doi", "10.1038/s42256-024-00832-8"),
+        ("doi:10.1000/old.paper", "doi", "10.1000/old.paper"),
+        ("s2:" + "C4A6" * 10, "s2", "c4a6" * 10),
+        ("CorpusId:258059792", "corpus", "258059792"),
+        ("corpusid:7", "corpus", "7"),
+        ("W4365597205", "openalex", "W4365597205"),
+        ("https://openalex.org/w4365597205", "openalex", "W4365597205"),
+        # The arXiv DOI is the arXiv id, not a journal DOI.
+        ("https://doi.org/10.48550/arXiv.2401.01234", "arxiv", "2401.01234"),
+    ],
+)
+def test_paper_external_ids(given: str, kind: str, value: str) -> None:
+    key = parse_paper_id(given)
+    assert (key.kind, key.value) == (kind, value)
+
+
+def test_the_global_ids_this_api_returns_are_id_forms_too() -> None:
+    from db.paging import encode_global_id, paper_global_id
+
+    assert (
+        parse_paper_id(paper_global_id("astro-ph/9901001")).kind,
+        parse_paper_id(paper_global_id("2401.00001")).value,
+    ) == (
+        "arxiv",
+        "2401.00001",
+    )
+    assert parse_paper_id(encode_global_id("Paper", 42)) == parse_paper_id(encode_global_id("Paper", 42))
+    assert parse_paper_id(encode_global_id("Paper", 42)).kind == "id"
+    assert parse_researcher_id(encode_global_id("Researcher", 7)).db_id == 7
+    assert parse_institution_id(encode_global_id("Institution", 9)).db_id == 9
+    # Another type's global id is no id of this one.
+    with pytest.raises(BadUserInput):
+        parse_researcher_id(encode_global_id("Institution", 9))
+    assert parse_institution_id(encode_global_id("Researcher", 7)).kind == "name"
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["", "hello", "2401", "2401.1", "12345", "astro-ph", "2401.01234--x", "é", "s2:123", "CorpusId:x", "10.1/x"],
+)
 def test_malformed_paper_ids(given: str) -> None:
     with pytest.raises(BadUserInput) as err:
         parse_paper_id(given)
@@ -73,6 +116,8 @@ def test_malformed_researcher_ids(given: str) -> None:
         ("https://ror.org/0161XGX34", "ror", "0161xgx34"),
         ("Université   de Montréal", "name", "Université de Montréal"),
         ("0161xgx35", "name", "0161xgx35"),  # a ROR-shaped string with a bad checksum is only a name
+        ("I70931966", "openalex", "I70931966"),
+        ("https://openalex.org/i70931966", "openalex", "I70931966"),
     ],
 )
 def test_institution_ids(given: str, kind: str, value: str) -> None:

@@ -1,0 +1,103 @@
+"""Merging a researcher into another: Semantic Scholar merged two author ids, or a correction by hand.
+
+The absorbed researcher's authorships, works, affiliations and followers move to the survivor, which adopts the
+OpenAlex id and ORCID it lacks; the absorbed row is deleted and leaves a redirect (`researcher_redirects`), so its
+id, slug and Semantic Scholar id keep resolving to the survivor and the changes feed lists the merge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import asyncpg
+
+from db.queries.writes import add_people_of_papers
+from db.records import Touched
+
+SELECT_PAIR = """
+SELECT id, name_slug, s2_author_id, openalex_id, orcid FROM researchers WHERE id = any($1::bigint[]) ORDER BY id
+FOR UPDATE
+"""
+# Earlier merges into the absorbed researcher now lead to the survivor, then this merge is recorded.
+REDIRECT = """
+WITH chained AS (UPDATE researcher_redirects SET survivor_id = $2 WHERE survivor_id = $1)
+INSERT INTO researcher_redirects (old_id, survivor_id, old_name_slug, old_s2_author_id) VALUES ($1, $2, $3, $4)
+"""
+# The identifiers are unique: the absorbed row lets go of them before the survivor adopts the ones it lacks.
+RELEASE_IDENTIFIERS = "UPDATE researchers SET s2_author_id = NULL, openalex_id = NULL, orcid = NULL WHERE id = $1"
+ADOPT_IDENTIFIERS = """
+UPDATE researchers SET openalex_id = coalesce(openalex_id, $2), orcid = coalesce(orcid, $3), modified_at = now()
+WHERE id = $1
+"""
+MOVE_AUTHORSHIPS = "UPDATE authorships SET researcher_id = $2 WHERE researcher_id = $1 RETURNING paper_id"
+MOVE_WORKS = """
+INSERT INTO researcher_works (researcher_id, source, external_id, title, year, citation_count, arxiv_id, doi)
+SELECT $2, source, external_id, title, year, citation_count, arxiv_id, doi
+FROM researcher_works WHERE researcher_id = $1
+ON CONFLICT DO NOTHING
+"""
+MOVE_AFFILIATIONS = """
+INSERT INTO researcher_institutions AS t (researcher_id, institution_id, first_year, last_year)
+SELECT $2, institution_id, first_year, last_year FROM researcher_institutions WHERE researcher_id = $1
+ON CONFLICT (researcher_id, institution_id) DO UPDATE SET
+    first_year = least(t.first_year, excluded.first_year), last_year = greatest(t.last_year, excluded.last_year)
+RETURNING t.institution_id
+"""
+# Whoever followed either follows the survivor.
+MOVE_FOLLOWS = """
+INSERT INTO follows (viewer_id, researcher_id, created_at)
+SELECT viewer_id, $2, created_at FROM follows WHERE researcher_id = $1
+ON CONFLICT DO NOTHING
+"""
+DELETE_ABSORBED = "DELETE FROM researchers WHERE id = $1"
+
+SELECT_BY_S2_IDS = "SELECT s2_author_id, id FROM researchers WHERE s2_author_id = any($1::text[])"
+RENAME_S2_ID = "UPDATE researchers SET s2_author_id = $2, modified_at = now() WHERE id = $1"
+
+
+async def merge_researchers(conn: asyncpg.Connection, absorbed_id: int, survivor_id: int, touched: Touched) -> bool:
+    """Merge `absorbed_id` into `survivor_id` inside the caller's transaction; False when either does not exist
+    (or they are the same). Adds to `touched` what changed, for the figures' refresh and the cache."""
+    if absorbed_id == survivor_id:
+        return False
+    rows = {r["id"]: r for r in await conn.fetch(SELECT_PAIR, [absorbed_id, survivor_id])}
+    absorbed = rows.get(absorbed_id)
+    if absorbed is None or survivor_id not in rows:
+        return False
+    await conn.execute(REDIRECT, absorbed_id, survivor_id, absorbed["name_slug"], absorbed["s2_author_id"])
+    await conn.execute(RELEASE_IDENTIFIERS, absorbed_id)
+    await conn.execute(ADOPT_IDENTIFIERS, survivor_id, absorbed["openalex_id"], absorbed["orcid"])
+    moved = {r["paper_id"] for r in await conn.fetch(MOVE_AUTHORSHIPS, absorbed_id, survivor_id)}
+    await conn.execute(MOVE_WORKS, absorbed_id, survivor_id)
+    touched.institutions |= {r["institution_id"] for r in await conn.fetch(MOVE_AFFILIATIONS, absorbed_id, survivor_id)}
+    await conn.execute(MOVE_FOLLOWS, absorbed_id, survivor_id)
+    await conn.execute(DELETE_ABSORBED, absorbed_id)
+    touched.researchers |= {absorbed_id, survivor_id}
+    touched.papers |= moved
+    # The papers' co-authors show the survivor now, and their institutions count it.
+    await add_people_of_papers(conn, moved, touched)
+    return True
+
+
+async def apply_s2_merges(conn: asyncpg.Connection, merged: Mapping[str, str], touched: Touched) -> int:
+    """Semantic Scholar answers some author ids with another (it merged them): {old S2 id: surviving S2 id}.
+    A researcher stored under the old id is merged into the one stored under the survivor's, or, when none is,
+    takes the surviving id. Returns how many researchers were merged."""
+    if not merged:
+        return 0
+    by_s2 = {
+        r["s2_author_id"]: r["id"] for r in await conn.fetch(SELECT_BY_S2_IDS, sorted({*merged, *merged.values()}))
+    }
+    count = 0
+    for old, new in sorted(merged.items()):
+        absorbed = by_s2.get(old)
+        if absorbed is None:
+            continue
+        survivor = by_s2.get(new)
+        if survivor is None:
+            await conn.execute(RENAME_S2_ID, absorbed, new)
+            by_s2[new] = absorbed
+            touched.researchers.add(absorbed)
+        elif await merge_researchers(conn, absorbed, survivor, touched):
+            count += 1
+    return count
