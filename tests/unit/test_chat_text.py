@@ -68,6 +68,11 @@ def paper(n: int, abstract: str = "An abstract.", **kw: object) -> PaperRow:
         "modified_at": datetime(2024, 1, 1, tzinfo=UTC),
         "analysed_at": None,
         "analysis_model": None,
+        "withdrawn": False,
+        "license": None,
+        "s2_paper_id": None,
+        "s2_corpus_id": None,
+        "openalex_id": None,
     }
     fields.update(kw)
     return PaperRow(**fields)  # type: ignore[arg-type]
