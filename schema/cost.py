@@ -107,6 +107,9 @@ class Figures:
         self.calls += other.calls * times
 
 
+FIGURE_CAP = 2**31 - 1
+
+
 @dataclass(frozen=True, slots=True)
 class Measure:
     """The figures of the operation that will run."""
@@ -331,14 +334,11 @@ def measure(
             unused = measurer.fragment(name)
             total.aliases += unused.aliases
             total.directives += unused.directives
+    # Figures past a GraphQL Int say "far too much" as well as the exact product would, and stay printable
+    # (JSON, `RateLimit`'s Int fields) however many lists of 2^31 a document nests.
     return Measure(
-        total.depth,
-        total.aliases,
-        total.directives,
-        total.same_name,
-        total.spreads,
-        total.fields,
-        total.nodes,
-        total.calls,
+        *(min(v, FIGURE_CAP) for v in (total.depth, total.aliases, total.directives, total.same_name)),
+        *(min(v, FIGURE_CAP) for v in (total.spreads, total.fields, total.nodes)),
+        min(total.calls, FIGURE_CAP * 100),
         frozenset(measurer.read),
     )

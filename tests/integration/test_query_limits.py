@@ -56,7 +56,7 @@ async def test_fragment_explosion_is_refused_and_the_worker_keeps_answering(serv
     assert health.status_code == 200
     error = response.json()["errors"][0]
     assert error["extensions"]["code"] == "TOO_MANY_FIELDS", error
-    assert error["extensions"]["fields"] == 2**40
+    assert error["extensions"]["fields"] == 2**31 - 1  # 2^40 paths, saturated at a GraphQL Int
 
 
 async def test_fragment_figures_count_every_path(served: str) -> None:

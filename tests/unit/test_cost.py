@@ -7,7 +7,7 @@ from pathlib import Path
 from graphql import parse
 
 from schema import build_schema
-from schema.cost import measure
+from schema.cost import FIGURE_CAP, measure
 
 SCHEMA = build_schema()._schema
 OPERATIONS = Path(__file__).resolve().parents[2] / "frontend_contract" / "operations"
@@ -52,7 +52,7 @@ def test_fragments_count_per_spread_and_measure_once() -> None:
         + " fragment F60 on Query { a: __typename }"
     )
     huge = m(chain)
-    assert huge.aliases == huge.fields == 2**60
+    assert huge.aliases == huge.fields == FIGURE_CAP  # 2^60, saturated
     cyclic = m("query { ...A } fragment A on Query { ...B } fragment B on Query { ...A __typename }")
     assert cyclic.fields == 1
 
@@ -62,3 +62,13 @@ def test_every_site_operation_costs_one_point_and_passes_the_limits() -> None:
         got = m(path.read_text())
         assert got.cost == 1, (path.name, got)
         assert got.node_count <= 50_000 and got.depth <= 10 and got.aliases <= 15 and got.fields <= 2000, path.name
+
+
+def test_figures_saturate_at_a_graphql_int() -> None:
+    """Nested lists of 2^31 multiply past 64 bits; the figures stay printable as JSON and as `Int`."""
+    big = 2**31 - 1
+    nested = "{ totalCount }"
+    for _ in range(3):
+        nested = f"{{ nodes {{ papers(first: {big}) {nested} }} }}"
+    got = m(f"{{ researchers(first: {big}) {nested} }}")
+    assert got.node_count == FIGURE_CAP and got.calls <= FIGURE_CAP * 100 and got.cost <= FIGURE_CAP
