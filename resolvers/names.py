@@ -4,7 +4,7 @@ whatever the order and the filters."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from db.filters import Clause, Sort
 from db.queries.institutions import InstitutionRow
@@ -19,7 +19,15 @@ from resolvers.context import Info
 from resolvers.errors import BadUserInput
 from resolvers.pagination import Connection, page_request, split_page
 
-RowT = TypeVar("RowT")
+
+class _Named(Protocol):
+    """A researcher or an institution."""
+
+    @property
+    def id(self) -> int: ...
+
+
+RowT = TypeVar("RowT", bound=_Named)
 
 MAX_NAME_QUERY_LENGTH = 200
 
@@ -70,7 +78,7 @@ async def _by_name(
     nodes, has_next = split_page([r for r, _ in found.rows], request.first)
     prime(nodes)
     # By relevance, a cursor carries the score of its row, read with the page.
-    by = _ScoredSort(base, {r.id: score for r, score in found.rows}) if sort is None else base  # type: ignore[attr-defined]
+    by = _ScoredSort(base, {r.id: score for r, score in found.rows}) if sort is None else base
     total = found.total
 
     async def count() -> int:
