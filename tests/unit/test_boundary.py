@@ -22,20 +22,23 @@ from db.queries.institutions import AffiliationRow, InstitutionRow
 from db.queries.papers import AuthorshipRow, PaperRow, VersionRow
 from db.queries.researchers import ResearcherRow
 from db.queries.sitemap import SitemapRow
+from resolvers import pagination
 from resolvers.chat import ChatAnswerView
+from resolvers.pagination import Connection, Edge
 from resolvers.path import PathResult
-from resolvers.search import SearchFacetsView, SuggestionView
+from resolvers.search import SearchConnection, SearchEdge, SearchFacetsView, SuggestionView
 from resolvers.sitemap import SitemapPageResult
 from schema import build_schema
 from schema.aggregates import FieldCount
 from schema.changes import Change
-from schema.chat import ChatAnswer, ChatPaper, Conversation, ConversationMessage
+from schema.chat import ChatAnswer, ChatPaper, Conversation, ConversationConnection, ConversationMessage
 from schema.fast_executor import _BASIC, _static_plan
-from schema.institution import Institution
-from schema.paper import Authorship, Paper, PaperVersion
+from schema.institution import Institution, InstitutionConnection
+from schema.pagination import PageInfo
+from schema.paper import Authorship, Paper, PaperConnection, PaperEdge, PaperVersion
 from schema.path import PathResolution, SitemapEntry, SitemapPage
-from schema.researcher import Affiliation, ExternalIds, Researcher
-from schema.search import SearchFacets, Suggestion
+from schema.researcher import Affiliation, ExternalIds, Researcher, ResearcherConnection
+from schema.search import PaperSearchConnection, PaperSearchEdge, SearchFacets, Suggestion
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,6 +62,14 @@ SHOWN_AS: list[tuple[type, type]] = [
     (Conversation, ConversationRow),
     (Suggestion, SuggestionView),
     (SearchFacets, SearchFacetsView),
+    (PaperConnection, Connection),
+    (ResearcherConnection, Connection),
+    (InstitutionConnection, Connection),
+    (ConversationConnection, Connection),
+    (PaperSearchConnection, SearchConnection),
+    (PaperEdge, Edge),
+    (PaperSearchEdge, SearchEdge),
+    (PageInfo, pagination.PageInfo),
 ]
 
 
