@@ -18,8 +18,9 @@ from typing import Any, Literal
 import asyncpg
 
 import embeddings
+from db.connection import Conn
 from db.filters import PAPER_FILTERS, PAPER_SORTS, Clause, PaperFilterSpec, paper_filter_clauses
-from db.queries.papers import Conn, PaperRow, fetch_papers_by_ids, page_papers
+from db.queries.papers import PaperRow, fetch_papers_by_ids, page_papers
 from db.queries.search import SEARCH_SORTS, EmptyQuery, Mode, SemanticSearchUnavailable, search_papers
 
 log = logging.getLogger("chat")

@@ -42,6 +42,14 @@ def arxiv_doi(arxiv_id: str) -> str:
     return f"10.48550/arXiv.{arxiv_id}"
 
 
+def arxiv_abs_url(arxiv_id: str) -> str:
+    return f"https://arxiv.org/abs/{arxiv_id}"
+
+
+def arxiv_pdf_url(arxiv_id: str) -> str:
+    return f"https://arxiv.org/pdf/{arxiv_id}"
+
+
 def ror_checksum(body: str) -> str:
     """ISO 7064 Mod 97-10 over the Crockford base32 value of the 7 leading characters."""
     value = 0

@@ -15,6 +15,8 @@ from strawberry.dataloader import DataLoader
 
 from chat.retrieval import MAX_SCOPE_PAPERS, ChatScope
 from chat.service import MAX_QUESTION_CHARS, ChatError, Done, Question, unavailable
+from db.connection import Conn
+from db.filters import Clause
 from db.paging import TokenError, decode_global_id, encode_global_id
 from db.queries.chat import (
     CONVERSATION_SORT,
@@ -29,7 +31,8 @@ from db.queries.papers import PaperRow
 from resolvers.context import Context
 from resolvers.errors import BadUserInput, NotFound, PublicError
 from resolvers.institutions import lookup_institution_id
-from resolvers.pagination import Connection, page_request, split_page
+from resolvers.pages import ListQuery, read_page
+from resolvers.pagination import Connection, page_request
 from resolvers.papers import resolve_paper
 from resolvers.researchers import lookup_researcher_id
 
@@ -190,15 +193,15 @@ async def resolve_conversations(
     if not 1 <= first <= MAX_CONVERSATIONS_PAGE:
         raise BadUserInput(f"`first` must be between 1 and {MAX_CONVERSATIONS_PAGE}; got {first}.")
     request = page_request(CONVERSATION_SORT, first=first, after=after, page=None)
-    async with ctx.pool.acquire() as conn:
-        rows = await page_conversations(conn, viewer_id, limit=request.first + 1, after=request.after)
-    nodes, has_next = split_page(rows, request.first)
 
-    async def count() -> int:
-        async with ctx.pool.acquire() as conn:
-            return await count_conversations(conn, viewer_id)
+    async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> list[ConversationRow]:
+        return await page_conversations(conn, viewer_id, limit=limit, after=after)
 
-    return Connection(nodes, sort=CONVERSATION_SORT, request=request, has_next_page=has_next, total=None, count=count)
+    async def count(conn: Conn) -> int:
+        return await count_conversations(conn, viewer_id)
+
+    # The total is counted only when asked for (its field's resolver awaits it).
+    return await read_page(ctx, ListQuery(CONVERSATION_SORT, rows, count), request, want_total=False)
 
 
 def _messages_loader(ctx: Context) -> DataLoader[int, list[MessageRow]]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 import redis.asyncio as aioredis
+import strawberry
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -69,3 +70,7 @@ class Context:
         if isinstance(request_id, str):
             ctx.request_id = request_id
         return ctx
+
+
+# What every resolver receives: the context above, no root value.
+Info = strawberry.Info[Context, None]

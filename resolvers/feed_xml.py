@@ -17,6 +17,7 @@ from feedgen.ext.base import BaseEntryExtension
 from feedgen.feed import FeedGenerator
 from lxml import etree
 
+from db.ids import arxiv_abs_url
 from db.queries.papers import PaperRow
 
 FeedFormat = Literal["rss", "atom"]
@@ -92,11 +93,11 @@ def render(fmt: FeedFormat, meta: FeedMeta, items: Sequence[FeedItem], *, site_u
 def _entry(fg: FeedGenerator, item: FeedItem, site_url: str, *, with_creator: bool) -> None:
     paper = item.paper
     fe = fg.add_entry(order="append")
-    fe.guid(paper.abs_url, permalink=True)
+    fe.guid(arxiv_abs_url(paper.arxiv_id), permalink=True)
     fe.title(xml_text(paper.title))
     fe.link(href=f"{site_url}/papers/{paper.slug}", rel="alternate", type="text/html")
     fe.register_extension("arxiv", _ArxivLink, atom=True, rss=False)
-    fe.arxiv.href = paper.abs_url
+    fe.arxiv.href = arxiv_abs_url(paper.arxiv_id)
     fe.published(paper.published)
     fe.updated(paper.updated)
     authors = [xml_text(a) for a in item.authors if a.strip()] or [xml_text(paper.authors_text)]

@@ -31,9 +31,10 @@ from starlette.routing import Route
 
 from db.cache import keys
 from db.cache.store import CacheStore, Unavailable
+from db.connection import Conn
 from db.filters import PAPER_SORTS, PaperFilterSpec, paper_filter_clauses
 from db.queries.institutions import InstitutionRow
-from db.queries.papers import Conn, PaperRow, fetch_authorships, page_papers
+from db.queries.papers import PaperRow, fetch_authorships, page_papers
 from db.queries.researchers import ResearcherRow
 from db.queries.search import SEARCH_SORTS, EmptyQuery, search_papers
 from db.queries.viewers import fetch_viewer_by_feed_token
@@ -355,4 +356,3 @@ def _respond(request: Request, fmt: FeedFormat, feed: RenderedFeed, cache_contro
     if _not_modified(request, feed):
         return Response(status_code=304, headers=headers)
     return Response(feed.body, media_type=MEDIA_TYPES[fmt], headers=headers)
-

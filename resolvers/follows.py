@@ -66,6 +66,18 @@ async def set_following(
     return rows[0]
 
 
+async def set_following_researcher(ctx: Context, reference: str, *, following: bool) -> ResearcherRow:
+    row = await set_following(ctx, "researcher", reference, following=following)
+    assert isinstance(row, ResearcherRow)
+    return row
+
+
+async def set_following_institution(ctx: Context, reference: str, *, following: bool) -> InstitutionRow:
+    row = await set_following(ctx, "institution", reference, following=following)
+    assert isinstance(row, InstitutionRow)
+    return row
+
+
 async def resolve_rotate_feed_token(ctx: Context) -> str:
     """A new personal feed token; the old feed URL answers 404 from now on."""
     vid = require_viewer(ctx)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 
-import strawberry
-
-from db.filters import INSTITUTION_FILTERS, INSTITUTION_SORTS, Clause
+from db.connection import Conn
+from db.filters import INSTITUTION_FILTERS, INSTITUTION_SORTS, Clause, Sort
 from db.queries.institutions import (
     InstitutionRow,
     count_institutions,
@@ -16,12 +15,13 @@ from db.queries.institutions import (
     fetch_institutions_by_similar_name,
     page_institutions,
 )
-from resolvers.context import Context
+from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput
 from resolvers.ids import EntityKey, parse_institution_id
-from resolvers.pagination import Connection, page_request, past_the_end, selects, split_page
+from resolvers.names import resolve_institutions_by_name
+from resolvers.pages import ListQuery, read_page, with_after
+from resolvers.pagination import Connection, page_request, wants_total
 
-Info = strawberry.Info[Context, None]
 _COUNTRY = re.compile(r"^[A-Za-z]{2}$")
 
 
@@ -89,27 +89,24 @@ async def resolve_institutions(
         clauses.append(Clause(INSTITUTION_FILTERS["country"], (country.strip().upper(),)))
     if query is not None and query.strip():
         # One matching rule (name similarity, case, diacritics and a typo ignored) whatever the order.
-        from resolvers.search import resolve_institutions_by_name
-
         by = None if sort == "RELEVANCE" else INSTITUTION_SORTS[sort]
         return await resolve_institutions_by_name(
             info, query=query, sort=by, clauses=clauses, first=first, after=after, page=page
         )
     sort_spec = INSTITUTION_SORTS["PAPER_COUNT" if sort == "RELEVANCE" else sort]
     request = page_request(sort_spec, first=first, after=after, page=page)
+    want_total = wants_total(info.selected_fields)
+    return await read_page(ctx, institution_list(ctx, clauses, sort_spec), request, want_total=want_total)
 
-    async def count() -> int:
-        async with ctx.pool.acquire() as conn:
-            return await count_institutions(conn, clauses)
 
-    if (end := await past_the_end(request, sort_spec, count)) is not None:
-        return end
-    page_clauses = [*clauses, request.after] if request.after is not None else clauses
-    fields = info.selected_fields
-    want_total = selects(fields, "totalCount") or selects(fields, "totalPages")
-    async with ctx.pool.acquire() as conn:
-        rows = await page_institutions(conn, page_clauses, sort_spec, limit=request.first + 1, offset=request.offset)
-        total = await count_institutions(conn, clauses) if want_total else None
-    nodes, has_next = split_page(rows, request.first)
-    ctx.loaders.prime_institutions(nodes)
-    return Connection(nodes, sort=sort_spec, request=request, has_next_page=has_next, total=total, count=count)
+def institution_list(ctx: Context, clauses: list[Clause], sort: Sort) -> ListQuery[InstitutionRow]:
+    async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> list[InstitutionRow]:
+        return await page_institutions(conn, with_after(clauses, after), sort, limit=limit, offset=offset)
+
+    async def count(conn: Conn) -> int:
+        return await count_institutions(conn, clauses)
+
+    async def after_read(nodes: list[InstitutionRow]) -> None:
+        ctx.loaders.prime_institutions(nodes)
+
+    return ListQuery(sort, rows, count, after_read)

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import asyncpg
 from strawberry.dataloader import DataLoader
 
+from db.connection import Conn
 from db.queries.institutions import (
     AffiliationRow,
     InstitutionRow,
@@ -19,7 +20,6 @@ from db.queries.institutions import (
 )
 from db.queries.papers import (
     AuthorshipRow,
-    Conn,
     PaperRow,
     VersionRow,
     fetch_authorships,

@@ -193,6 +193,11 @@ def selects(fields: Sequence[Selection], *path: str) -> bool:
     return True
 
 
+def wants_total(fields: Sequence[Selection]) -> bool:
+    """Whether the query selects the list's length (then it is read with the page, in the same round trip)."""
+    return selects(fields, "totalCount") or selects(fields, "totalPages")
+
+
 def selects_node(fields: Sequence[Selection], *path: str) -> bool:
     """`path` under a connection's nodes, either as `nodes { ... }` or `edges { node { ... } }`."""
     return selects(fields, "nodes", *path) or selects(fields, "edges", "node", *path)

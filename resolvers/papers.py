@@ -6,12 +6,18 @@ from collections import defaultdict
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
-from typing import cast
 
-import strawberry
-from strawberry.dataloader import DataLoader
-
-from db.filters import OWNER_FILTERS, PAPER_SORTS, AuthorPosition, PaperFilterSpec, Withdrawn, paper_filter_clauses
+from db.connection import Conn
+from db.filters import (
+    OWNER_FILTERS,
+    PAPER_SORTS,
+    AuthorPosition,
+    Clause,
+    PaperFilterSpec,
+    Sort,
+    Withdrawn,
+    paper_filter_clauses,
+)
 from db.queries.institutions import InstitutionRow, fetch_institutions_by_paper_ids
 from db.queries.papers import (
     AuthorshipRow,
@@ -26,24 +32,21 @@ from db.queries.papers import (
     page_papers_of_owners,
 )
 from db.queries.researchers import ResearcherRow
-from resolvers.context import Context
+from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput
-from resolvers.ids import parse_paper_id
+from resolvers.ids import PaperKeyKind, parse_paper_id
 from resolvers.institutions import lookup_institution_id
-from resolvers.pagination import (
-    Connection,
-    PageRequest,
-    Selection,
-    page_request,
-    past_the_end,
-    selects,
-    selects_node,
-    split_page,
-)
+from resolvers.pages import ListQuery, OwnerLists, read_page, with_after
+from resolvers.pagination import Connection, PageRequest, Selection, page_request, selects_node, wants_total
 from resolvers.researchers import lookup_researcher_id
 
-Info = strawberry.Info[Context, None]
 MAX_CATEGORY_LENGTH = 40
+_EXTERNAL_KINDS: dict[PaperKeyKind, PaperExternalIdKind] = {
+    "doi": "doi",
+    "s2": "s2",
+    "corpus": "corpus",
+    "openalex": "openalex",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +75,11 @@ async def resolve_paper(ctx: Context, paper_id: str) -> PaperRow | None:
         return await loaders.paper_by_arxiv_id.load(key.value)
     if key.kind == "id":
         return await loaders.paper_by_id.load(int(key.value))
+    external = _EXTERNAL_KINDS.get(key.kind)
+    if external is None:
+        return None
     async with ctx.pool.acquire() as conn:
-        found = await fetch_paper_by_external_id(conn, cast(PaperExternalIdKind, key.kind), key.value)
+        found = await fetch_paper_by_external_id(conn, external, key.value)
     if found is not None:
         loaders.prime_papers([found])
     return found
@@ -166,50 +172,46 @@ class OwnerPageKey:
         return (self.owner, self.spec, self.sort, self.request, self.want_total)
 
 
-@dataclass(slots=True)
-class PageResult:
-    nodes: list[PaperRow]
-    has_next: bool
-    total: int | None
+async def _owner_rows(conn: Conn, head: OwnerPageKey, owner_ids: list[int]) -> dict[int, list[PaperRow]]:
+    clauses = with_after(paper_filter_clauses(head.spec), head.request.after)
+    owner, sort = OWNER_FILTERS[head.owner], PAPER_SORTS[head.sort]
+    limit, offset = head.request.first + 1, head.request.offset
+    return await page_papers_of_owners(conn, owner, owner_ids, clauses, sort, limit=limit, offset=offset)
 
 
-def _owner_pages_loader(ctx: Context) -> DataLoader[OwnerPageKey, PageResult]:
-    async def load(keys: list[OwnerPageKey]) -> list[PageResult]:
-        groups: defaultdict[tuple[object, ...], list[OwnerPageKey]] = defaultdict(list)
-        for key in keys:
-            groups[key.group].append(key)
-        pages: dict[tuple[tuple[object, ...], int], PageResult] = {}
-        async with ctx.pool.acquire() as conn:
-            for group, members in groups.items():
-                head = members[0]
-                clauses = paper_filter_clauses(head.spec)
-                page_clauses = [*clauses, head.request.after] if head.request.after is not None else clauses
-                owner_ids = list(dict.fromkeys(k.owner_id for k in members))
-                owner = OWNER_FILTERS[head.owner]
-                rows = await page_papers_of_owners(
-                    conn,
-                    owner,
-                    owner_ids,
-                    page_clauses,
-                    PAPER_SORTS[head.sort],
-                    limit=head.request.first + 1,
-                    offset=head.request.offset,
-                )
-                totals = await count_papers_of_owners(conn, owner, owner_ids, clauses) if head.want_total else {}
-                for owner_id in owner_ids:
-                    nodes, has_next = split_page(rows[owner_id], head.request.first)
-                    pages[(group, owner_id)] = PageResult(nodes, has_next, totals.get(owner_id))
+async def _owner_counts(conn: Conn, head: OwnerPageKey, owner_ids: list[int]) -> dict[int, int]:
+    return await count_papers_of_owners(conn, OWNER_FILTERS[head.owner], owner_ids, paper_filter_clauses(head.spec))
+
+
+def _owner_lists(ctx: Context) -> OwnerLists[OwnerPageKey, PaperRow]:
+    async def after_read(pages: list[tuple[OwnerPageKey, list[PaperRow]]]) -> None:
         # Authors for every page of the batch at once, per lookahead shape (almost always one).
         by_shape: defaultdict[AuthorsWanted, list[PaperRow]] = defaultdict(list)
-        for key in keys:
-            by_shape[key.wanted] += pages[(key.group, key.owner_id)].nodes
+        for key, nodes in pages:
+            by_shape[key.wanted] += nodes
         for wanted, papers in by_shape.items():
             ctx.loaders.prime_papers(papers)
             if wanted.authors and papers:
                 await fetch_authors(ctx, papers, wanted)
-        return [pages[(k.group, k.owner_id)] for k in keys]
 
-    return DataLoader(load, max_batch_size=100)
+    return OwnerLists("owner_paper_pages", _owner_rows, _owner_counts, after_read)
+
+
+def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, fields: Sequence[Selection]) -> ListQuery[PaperRow]:
+    """Papers passing `clauses`; a page read on its own primes the loaders and prefetches what `fields` select."""
+
+    async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> list[PaperRow]:
+        return await page_papers(conn, with_after(clauses, after), sort, limit=limit, offset=offset)
+
+    async def count(conn: Conn) -> int:
+        return await count_papers(conn, clauses)
+
+    async def after_read(nodes: list[PaperRow]) -> None:
+        ctx.loaders.prime_papers(nodes)
+        if nodes:
+            await prefetch_authors(ctx, fields, nodes)
+
+    return ListQuery(sort, rows, count, after_read)
 
 
 async def resolve_papers(
@@ -233,36 +235,12 @@ async def resolve_papers(
     sort_spec = PAPER_SORTS[sort]
     request = page_request(sort_spec, first=first, after=after, page=page)
     spec = await paper_filter_spec(ctx, args, researcher_id=researcher_id, institution_id=institution_id)
-    clauses = paper_filter_clauses(spec)
     fields = info.selected_fields
-    want_total = _selects_total(fields)
-
-    async def count() -> int:
-        async with ctx.pool.acquire() as conn:
-            return await count_papers(conn, clauses)
-
-    if (end := await past_the_end(request, sort_spec, count)) is not None:
-        return end
+    want_total = wants_total(fields)
+    query = paper_list(ctx, paper_filter_clauses(spec), sort_spec, fields)
     owner_key = _owner_key(spec, researcher_id, institution_id, sort, request, want_total, AuthorsWanted.of(fields))
-    if owner_key is not None:
-        result = await ctx.loaders.named("owner_paper_pages", lambda: _owner_pages_loader(ctx)).load(owner_key)
-        return Connection(
-            result.nodes,
-            sort=sort_spec,
-            request=request,
-            has_next_page=result.has_next,
-            total=result.total,
-            count=count,
-        )
-    page_clauses = [*clauses, request.after] if request.after is not None else clauses
-    async with ctx.pool.acquire() as conn:
-        rows = await page_papers(conn, page_clauses, sort_spec, limit=request.first + 1, offset=request.offset)
-        total = await count_papers(conn, clauses) if want_total else None
-    nodes, has_next = split_page(rows, request.first)
-    ctx.loaders.prime_papers(nodes)
-    if nodes:
-        await prefetch_authors(ctx, fields, nodes)
-    return Connection(nodes, sort=sort_spec, request=request, has_next_page=has_next, total=total, count=count)
+    owned = (_owner_lists(ctx), owner_key) if owner_key is not None else None
+    return await read_page(ctx, query, request, want_total=want_total, owned=owned)
 
 
 def _owner_key(
@@ -285,10 +263,6 @@ def _owner_key(
         rest = replace(spec, institution_ids=spec.institution_ids[1:])
         return OwnerPageKey(institution_id, "institution", rest, sort, request, want_total, wanted)
     return None
-
-
-def _selects_total(fields: Sequence[Selection]) -> bool:
-    return selects(fields, "totalCount") or selects(fields, "totalPages")
 
 
 async def prefetch_authors(ctx: Context, fields: Sequence[Selection], papers: Sequence[PaperRow]) -> None:

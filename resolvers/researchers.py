@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 
-import strawberry
-from strawberry.dataloader import DataLoader
-
-from db.filters import RESEARCHER_FILTERS, RESEARCHER_OWNER_FILTERS, RESEARCHER_SORTS, Clause
+from db.connection import Conn
+from db.filters import RESEARCHER_FILTERS, RESEARCHER_OWNER_FILTERS, RESEARCHER_SORTS, Clause, Sort
 from db.queries.institutions import AffiliationRow, InstitutionRow
 from db.queries.researchers import (
     ResearcherRow,
@@ -19,12 +16,12 @@ from db.queries.researchers import (
     page_researchers,
     page_researchers_of_owners,
 )
-from resolvers.context import Context
+from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput
 from resolvers.ids import EntityKey, parse_researcher_id
-from resolvers.pagination import Connection, PageRequest, page_request, past_the_end, selects, split_page
-
-Info = strawberry.Info[Context, None]
+from resolvers.names import resolve_researchers_by_name
+from resolvers.pages import ListQuery, OwnerLists, read_page, with_after
+from resolvers.pagination import Connection, PageRequest, page_request, wants_total
 
 
 async def _find(ctx: Context, key: EntityKey) -> ResearcherRow | None:
@@ -87,43 +84,38 @@ async def resolve_researchers(
             clauses.append(Clause(RESEARCHER_FILTERS["institution"], (institution_id,)))
         # Whatever the order and the filters, a name query matches by name similarity (case, diacritics and a
         # typo ignored): the same researchers, sorted differently.
-        from resolvers.search import resolve_researchers_by_name
-
         by = None if sort == "RELEVANCE" else RESEARCHER_SORTS[sort]
         return await resolve_researchers_by_name(
             info, query=query, sort=by, clauses=clauses, first=first, after=after, page=page
         )
     sort_spec = RESEARCHER_SORTS["PAPER_COUNT" if sort == "RELEVANCE" else sort]
     request = page_request(sort_spec, first=first, after=after, page=page)
-    fields = info.selected_fields
-    want_total = selects(fields, "totalCount") or selects(fields, "totalPages")
-    owned = [*clauses, Clause(RESEARCHER_FILTERS["institution"], (institution_id,))] if institution_id else clauses
+    want_total = wants_total(info.selected_fields)
+    if institution_id is None:
+        return await read_page(ctx, researcher_list(ctx, clauses, sort_spec), request, want_total=want_total)
+    owned = [*clauses, Clause(RESEARCHER_FILTERS["institution"], (institution_id,))]
+    # An institution's researchers: batched with every other institution's in this request.
+    key = InstitutionPageKey(institution_id, tuple(clauses), sort, request, want_total)
+    listing = researcher_list(ctx, owned, sort_spec)
+    return await read_page(ctx, listing, request, want_total=want_total, owned=(_institution_lists(ctx), key))
 
-    async def count() -> int:
-        async with ctx.pool.acquire() as conn:
-            return await count_researchers(conn, owned)
 
-    if (end := await past_the_end(request, sort_spec, count)) is not None:
-        return end
-    if institution_id is not None:
-        # An institution's researchers: batched with every other institution's in this request.
-        key = InstitutionPageKey(institution_id, tuple(clauses), sort, request, want_total)
-        result = await ctx.loaders.named("institution_researcher_pages", lambda: _pages_loader(ctx)).load(key)
-        return Connection(
-            result[0], sort=sort_spec, request=request, has_next_page=result[1], total=result[2], count=count
-        )
-    page_clauses = [*clauses, request.after] if request.after is not None else clauses
-    async with ctx.pool.acquire() as conn:
-        rows = await page_researchers(conn, page_clauses, sort_spec, limit=request.first + 1, offset=request.offset)
-        total = await count_researchers(conn, clauses) if want_total else None
-    nodes, has_next = split_page(rows, request.first)
-    ctx.loaders.prime_researchers(nodes)
-    return Connection(nodes, sort=sort_spec, request=request, has_next_page=has_next, total=total, count=count)
+def researcher_list(ctx: Context, clauses: list[Clause], sort: Sort) -> ListQuery[ResearcherRow]:
+    async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> list[ResearcherRow]:
+        return await page_researchers(conn, with_after(clauses, after), sort, limit=limit, offset=offset)
+
+    async def count(conn: Conn) -> int:
+        return await count_researchers(conn, clauses)
+
+    async def after_read(nodes: list[ResearcherRow]) -> None:
+        ctx.loaders.prime_researchers(nodes)
+
+    return ListQuery(sort, rows, count, after_read)
 
 
 @dataclass(frozen=True, slots=True)
 class InstitutionPageKey:
-    institution_id: int
+    owner_id: int  # the institution
     clauses: tuple[Clause, ...]
     sort: str
     request: PageRequest
@@ -134,39 +126,26 @@ class InstitutionPageKey:
         return (self.clauses, self.sort, self.request, self.want_total)
 
 
-PageOf = tuple[list[ResearcherRow], bool, int | None]
+async def _institution_rows(
+    conn: Conn, head: InstitutionPageKey, owner_ids: list[int]
+) -> dict[int, list[ResearcherRow]]:
+    clauses = with_after(head.clauses, head.request.after)
+    limit, offset = head.request.first + 1, head.request.offset
+    owner, sort = RESEARCHER_OWNER_FILTERS["institution"], RESEARCHER_SORTS[head.sort]
+    return await page_researchers_of_owners(conn, owner, owner_ids, clauses, sort, limit=limit, offset=offset)
 
 
-def _pages_loader(ctx: Context) -> DataLoader[InstitutionPageKey, PageOf]:
-    async def load(keys: list[InstitutionPageKey]) -> list[PageOf]:
-        groups: defaultdict[tuple[object, ...], list[InstitutionPageKey]] = defaultdict(list)
-        for key in keys:
-            groups[key.group].append(key)
-        results: dict[tuple[tuple[object, ...], int], PageOf] = {}
-        owner = RESEARCHER_OWNER_FILTERS["institution"]
-        async with ctx.pool.acquire() as conn:
-            for group, members in groups.items():
-                head = members[0]
-                clauses = list(head.clauses)
-                page_clauses = [*clauses, head.request.after] if head.request.after is not None else clauses
-                ids = list(dict.fromkeys(k.institution_id for k in members))
-                pages = await page_researchers_of_owners(
-                    conn,
-                    owner,
-                    ids,
-                    page_clauses,
-                    RESEARCHER_SORTS[head.sort],
-                    limit=head.request.first + 1,
-                    offset=head.request.offset,
-                )
-                totals = await count_researchers_of_owners(conn, owner, ids, clauses) if head.want_total else {}
-                for owner_id in ids:
-                    nodes, has_next = split_page(pages[owner_id], head.request.first)
-                    ctx.loaders.prime_researchers(nodes)
-                    results[(group, owner_id)] = (nodes, has_next, totals.get(owner_id))
-        return [results[(k.group, k.institution_id)] for k in keys]
+async def _institution_counts(conn: Conn, head: InstitutionPageKey, owner_ids: list[int]) -> dict[int, int]:
+    owner = RESEARCHER_OWNER_FILTERS["institution"]
+    return await count_researchers_of_owners(conn, owner, owner_ids, list(head.clauses))
 
-    return DataLoader(load, max_batch_size=100)
+
+def _institution_lists(ctx: Context) -> OwnerLists[InstitutionPageKey, ResearcherRow]:
+    async def after_read(pages: list[tuple[InstitutionPageKey, list[ResearcherRow]]]) -> None:
+        for _, nodes in pages:
+            ctx.loaders.prime_researchers(nodes)
+
+    return OwnerLists("institution_researcher_pages", _institution_rows, _institution_counts, after_read)
 
 
 async def researcher_institutions(ctx: Context, researcher: ResearcherRow) -> list[InstitutionRow]:

@@ -7,9 +7,9 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-import strawberry
 from strawberry.dataloader import DataLoader
 
+from db.connection import Conn
 from db.filters import FEED_FILTERS, PAPER_SORTS, Clause, paper_filter_clauses
 from db.queries.follows import (
     FOLLOWED_SORTS,
@@ -20,15 +20,14 @@ from db.queries.follows import (
     page_followed_researchers,
 )
 from db.queries.institutions import InstitutionRow
-from db.queries.papers import Conn, PaperRow, count_papers, page_papers_scanning
+from db.queries.papers import PaperRow, page_papers_scanning
 from db.queries.researchers import ResearcherRow
 from db.queries.viewers import feed_token
-from resolvers.context import Context
+from resolvers.context import Context, Info
 from resolvers.errors import Unauthenticated
-from resolvers.pagination import Connection, page_request, selects, split_page
-from resolvers.papers import PaperFilterArgs, paper_filter_spec, prefetch_authors
-
-Info = strawberry.Info[Context, None]
+from resolvers.pages import ListQuery, read_page
+from resolvers.pagination import Connection, page_request, wants_total
+from resolvers.papers import PaperFilterArgs, paper_filter_spec, paper_list
 
 Followed = TypeVar("Followed", ResearcherRow, InstitutionRow)
 # Newest first, as `papers(sort: NEWEST)`, under its own name: a cursor replays only into the feed.
@@ -95,9 +94,7 @@ async def resolve_following_institutions(
     info: Info, *, first: int | None, after: str | None, page: int | None
 ) -> Connection[InstitutionRow]:
     """The institutions the reader follows, most recently followed first."""
-    connection = await _following(
-        info, "institution", page_followed_institutions, first=first, after=after, page=page
-    )
+    connection = await _following(info, "institution", page_followed_institutions, first=first, after=after, page=page)
     info.context.loaders.prime_institutions(connection.nodes)
     return connection
 
@@ -115,21 +112,21 @@ async def _following(
     vid = require_viewer(ctx)
     sort = FOLLOWED_SORTS[kind]
     request = page_request(sort, first=first, after=after, page=page)
-    fields = info.selected_fields
-    want_total = selects(fields, "totalCount") or selects(fields, "totalPages")
-    async with ctx.pool.acquire() as conn:
-        rows = await fetch(conn, vid, request.after, limit=request.first + 1, offset=request.offset)
-        total = await count_follows(conn, vid, kind) if want_total else None
-    nodes, has_next = split_page(rows, request.first)
-    loader = follows_loader(ctx, kind)
-    for row in nodes:
-        loader.prime(row.id, True)
 
-    async def count() -> int:
-        async with ctx.pool.acquire() as conn:
-            return await count_follows(conn, vid, kind)
+    async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> Sequence[Followed]:
+        return await fetch(conn, vid, after, limit=limit, offset=offset)
 
-    return Connection(nodes, sort=sort, request=request, has_next_page=has_next, total=total, count=count)
+    async def count(conn: Conn) -> int:
+        return await count_follows(conn, vid, kind)
+
+    async def after_read(nodes: list[Followed]) -> None:
+        loader = follows_loader(ctx, kind)
+        for row in nodes:
+            loader.prime(row.id, True)
+
+    listing = ListQuery(sort, rows, count, after_read)
+    # A reader follows a few hundred at most: any numbered page is cheap.
+    return await read_page(ctx, listing, request, want_total=wants_total(info.selected_fields), guard_depth=False)
 
 
 async def resolve_viewer_feed(
@@ -143,22 +140,13 @@ async def resolve_viewer_feed(
     clauses = paper_filter_clauses(await paper_filter_spec(ctx, args))
     followed = [Clause(FEED_FILTERS["followed"], (vid,)), *clauses]
     fields = info.selected_fields
-    want_total = selects(fields, "totalCount") or selects(fields, "totalPages")
-    async with ctx.pool.acquire() as conn:
-        rows = await page_followed_papers(
-            conn, vid, clauses, request.after, limit=request.first + 1, offset=request.offset
-        )
-        total = await count_papers(conn, followed) if want_total else None
-    nodes, has_next = split_page(rows, request.first)
-    ctx.loaders.prime_papers(nodes)
-    if nodes:
-        await prefetch_authors(ctx, fields, nodes)
 
-    async def count() -> int:
-        async with ctx.pool.acquire() as conn:
-            return await count_papers(conn, followed)
+    async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> list[PaperRow]:
+        return await page_followed_papers(conn, vid, clauses, after, limit=limit, offset=offset)
 
-    return Connection(nodes, sort=FEED_SORT, request=request, has_next_page=has_next, total=total, count=count)
+    feed = paper_list(ctx, followed, FEED_SORT, fields)
+    listing = ListQuery(FEED_SORT, rows, feed.count, feed.after_read)
+    return await read_page(ctx, listing, request, want_total=wants_total(fields), guard_depth=False)
 
 
 async def page_followed_papers(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import TYPE_CHECKING, Annotated
 
 import strawberry
 
 from db.paging import encode_global_id
-from db.queries.aggregates import ReportedFiguresRow, ResearcherStatsRow, WorkFiguresRow
+from db.queries.aggregates import FieldCountRow, ReportedFiguresRow, ResearcherStatsRow, WorkFiguresRow
 from db.queries.institutions import InstitutionRow
+from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
 from resolvers.aggregates import (
     check_first,
@@ -20,7 +21,7 @@ from resolvers.aggregates import (
     load_researcher_stats,
     researcher_rows,
 )
-from schema.types import Info
+from resolvers.context import Info
 
 if TYPE_CHECKING:
     from schema.paper import Paper
@@ -106,7 +107,7 @@ class ResearcherMetrics:
 
 @strawberry.type(description="A researcher who shares papers in this archive with another.")
 class Coauthor:
-    researcher: LazyResearcher
+    researcher: ResearcherRow = strawberry.field(graphql_type=LazyResearcher)
     shared_papers: int = strawberry.field(description="Papers in this archive they share.")
     first_year: int = strawberry.field(description="Year of the first shared paper.")
     last_year: int = strawberry.field(description="Year of the latest shared paper.")
@@ -114,7 +115,7 @@ class Coauthor:
 
 @strawberry.type(description="A researcher in a co-author network.")
 class NetworkNode:
-    researcher: LazyResearcher
+    researcher: ResearcherRow = strawberry.field(graphql_type=LazyResearcher)
     depth: int = strawberry.field(description="0 for the centre, 1 for its co-authors, 2 for theirs.")
     weight: int = strawberry.field(description="Sum of the shared papers over this node's edges in the network.")
 
@@ -226,16 +227,16 @@ async def researcher_author_positions(root: ResearcherRow, info: Info) -> Author
     )
 
 
-async def researcher_fields(root: ResearcherRow, info: Info) -> list[FieldCount]:
+async def researcher_fields(root: ResearcherRow, info: Info) -> list[FieldCountRow]:
     s = await _stats(root, info)
-    return cast(list[FieldCount], s.fields) if s else []
+    return s.fields if s else []
 
 
-async def researcher_most_cited_paper(root: ResearcherRow, info: Info) -> LazyPaper | None:
+async def researcher_most_cited_paper(root: ResearcherRow, info: Info) -> PaperRow | None:
     s = await _stats(root, info)
     if s is None or s.most_cited_paper_id is None:
         return None
-    return cast("Paper | None", await info.context.loaders.paper_by_id.load(s.most_cited_paper_id))
+    return await info.context.loaders.paper_by_id.load(s.most_cited_paper_id)
 
 
 async def researcher_citation_summary(root: ResearcherRow, info: Info) -> CitationSummary:
@@ -256,7 +257,7 @@ async def researcher_coauthors(
     people = await researcher_rows(ctx, [r.researcher_id for r in rows])
     return [
         Coauthor(
-            researcher=cast("Researcher", people[r.researcher_id]),
+            researcher=people[r.researcher_id],
             shared_papers=r.shared_papers,
             first_year=r.first_year,
             last_year=r.last_year,
@@ -285,7 +286,7 @@ async def researcher_network(
     people = await researcher_rows(ctx, [n.researcher_id for n in net.nodes])
     return CoauthorNetwork(
         nodes=[
-            NetworkNode(researcher=cast("Researcher", people[n.researcher_id]), depth=n.depth, weight=n.weight)
+            NetworkNode(researcher=people[n.researcher_id], depth=n.depth, weight=n.weight)
             for n in net.nodes
             if n.researcher_id in people
         ],
@@ -304,17 +305,17 @@ async def researcher_network(
 # -- Institution fields -----------------------------------------------------------------------------
 
 
-async def institution_fields(root: InstitutionRow, info: Info) -> list[FieldCount]:
+async def institution_fields(root: InstitutionRow, info: Info) -> list[FieldCountRow]:
     ctx = info.context
     s = await load_institution_stats(ctx.pool, ctx.cache, root.id)
-    return cast(list[FieldCount], s.fields) if s else []
+    return s.fields if s else []
 
 
 async def institution_top_researchers(
     root: InstitutionRow,
     info: Info,
     first: Annotated[int | None, strawberry.argument(description="1 to 100.")] = 10,
-) -> list[LazyResearcher] | None:
+) -> list[ResearcherRow] | None:
     ctx = info.context
     first = 10 if first is None else first
     check_first(first)
@@ -323,4 +324,4 @@ async def institution_top_researchers(
         return []
     ids = s.top_researcher_ids[:first]
     people = await researcher_rows(ctx, ids)
-    return [cast("Researcher", people[i]) for i in ids if i in people]
+    return [people[i] for i in ids if i in people]

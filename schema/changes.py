@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, cast
 
 import strawberry
 
 from db.queries.changes import ChangeRow
+from db.queries.researchers import ResearcherRow
 from resolvers.changes import ChangesPage, change_merged_into, change_node, resolve_changes
+from resolvers.context import Info
+from resolvers.nodes import NodeRow
 from schema.aggregates import LazyResearcher
+from schema.derived import derived, entity_node_id
 from schema.node import Node
-from schema.types import Info
-
-if TYPE_CHECKING:
-    from schema.researcher import Researcher
 
 
 @strawberry.enum(description="A kind of entity with a page on the site.")
@@ -40,20 +40,20 @@ class ChangeType(Enum):
     )
 
 
-def _node(root: ChangeRow, info: Info) -> Node | None:
-    return cast("Node | None", change_node(info.context, root))
+def _node(root: ChangeRow, info: Info) -> NodeRow | None | Awaitable[NodeRow | None]:
+    return change_node(info.context, root)
 
 
-def _merged_into(root: ChangeRow, info: Info) -> LazyResearcher | None:
-    return cast("Researcher | None", change_merged_into(info.context, root))
+def _merged_into(root: ChangeRow, info: Info) -> ResearcherRow | None | Awaitable[ResearcherRow | None]:
+    return change_merged_into(info.context, root)
 
 
 @strawberry.type(description="One entity that changed, as it is now.")
 class Change:
     kind: EntityKind
     change: ChangeType
-    node_id: strawberry.ID = strawberry.field(
-        name="id", description="Global id of the entity (for MERGED, of the researcher that is gone)."
+    node_id: strawberry.ID = derived(
+        entity_node_id, name="id", description="Global id of the entity (for MERGED, of the researcher that is gone)."
     )
     id: int = strawberry.field(name="databaseId")
     changed_at: datetime = strawberry.field(
@@ -61,9 +61,13 @@ class Change:
         "of its write's transaction, so it can become visible a little after that time: start each sync a few "
         "minutes before the last one's last `changedAt` (entries are idempotent)."
     )
-    node: Node | None = strawberry.field(resolver=_node, description="The entity now; null for MERGED.")
-    merged_into: LazyResearcher | None = strawberry.field(
-        resolver=_merged_into, description="MERGED: the researcher that absorbed it (its `mergedIds` lists `id`)."
+    node: NodeRow | None | Awaitable[NodeRow | None] = strawberry.field(
+        resolver=_node, graphql_type=Node | None, description="The entity now; null for MERGED."
+    )
+    merged_into: ResearcherRow | None | Awaitable[ResearcherRow | None] = strawberry.field(
+        resolver=_merged_into,
+        graphql_type=LazyResearcher | None,
+        description="MERGED: the researcher that absorbed it (its `mergedIds` lists `id`).",
     )
 
 
@@ -75,7 +79,7 @@ class ChangesPageInfo:
 
 @strawberry.type(description="A page of changes, oldest first.")
 class ChangeConnection:
-    nodes: list[Change]
+    nodes: list[ChangeRow] = strawberry.field(graphql_type=list[Change])
     page_info: ChangesPageInfo
 
 
@@ -103,6 +107,6 @@ class ChangesQuery:
             after=after,
         )
         return ChangeConnection(
-            nodes=cast(list[Change], page.changes),
+            nodes=page.changes,
             page_info=ChangesPageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
         )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import cast
 
 import strawberry
 
@@ -12,18 +11,19 @@ from chat.retrieval import MAX_SCOPE_PAPERS
 from chat.service import MAX_QUESTION_CHARS
 from db.paging import encode_global_id
 from db.queries.chat import ConversationRow, MessageRow
+from db.queries.papers import PaperRow
 from resolvers.chat import (
     CONVERSATION,
     MAX_CONVERSATIONS_PAGE,
     MESSAGE,
+    ChatAnswerView,
     conversation_messages,
     message_citations,
     resolve_ask_papers,
     resolve_delete_conversation,
 )
-from resolvers.pagination import Connection
-from schema.pagination import TOTAL_COUNT_DOC, PageInfo, total_count
-from schema.types import Info
+from resolvers.context import Info
+from schema.pagination import PageInfo, total_count_field
 
 
 @strawberry.type(description="A paper an answer was drawn from or cites.")
@@ -93,8 +93,8 @@ def _role(root: MessageRow) -> ChatRole:
     return ChatRole(root.role)
 
 
-def _citations(root: MessageRow, info: Info) -> list[ChatPaper]:
-    return cast("list[ChatPaper]", message_citations(info.context, root))
+async def _citations(root: MessageRow, info: Info) -> list[PaperRow]:
+    return await message_citations(info.context, root)
 
 
 @strawberry.type(description="A question or an answer.")
@@ -103,8 +103,10 @@ class ConversationMessage:
     role: ChatRole = strawberry.field(resolver=_role)
     text: str
     created_at: datetime
-    citations: list[ChatPaper] = strawberry.field(
-        resolver=_citations, description="The papers an answer cites (empty for questions)."
+    citations: list[PaperRow] = strawberry.field(
+        resolver=_citations,
+        graphql_type=list[ChatPaper],
+        description="The papers an answer cites (empty for questions).",
     )
 
 
@@ -112,8 +114,8 @@ def _conversation_id(root: ConversationRow) -> strawberry.ID:
     return strawberry.ID(encode_global_id(CONVERSATION, root.id))
 
 
-def _messages(root: ConversationRow, info: Info) -> list[ConversationMessage]:
-    return cast("list[ConversationMessage]", conversation_messages(info.context, root))
+async def _messages(root: ConversationRow, info: Info) -> list[MessageRow]:
+    return await conversation_messages(info.context, root)
 
 
 @strawberry.type(description="A conversation with the papers; only its reader sees it.")
@@ -122,7 +124,9 @@ class Conversation:
     title: str = strawberry.field(description="The first question, shortened.")
     created_at: datetime
     updated_at: datetime = strawberry.field(description="When the last question was answered.")
-    messages: list[ConversationMessage] = strawberry.field(resolver=_messages, description="Oldest first.")
+    messages: list[MessageRow] = strawberry.field(
+        resolver=_messages, graphql_type=list[ConversationMessage], description="Oldest first."
+    )
 
 
 @strawberry.type
@@ -135,18 +139,10 @@ class ConversationEdge:
     description=f"A page of conversations, most recently active first; `first` 1 to {MAX_CONVERSATIONS_PAGE}."
 )
 class ConversationConnection:
-    total_count: int = strawberry.field(resolver=total_count, description=TOTAL_COUNT_DOC)
+    total_count: int = total_count_field()
     page_info: PageInfo
     edges: list[ConversationEdge]
     nodes: list[Conversation]
-
-
-def as_conversations(connection: Connection[ConversationRow]) -> ConversationConnection:
-    return cast(ConversationConnection, connection)
-
-
-def _answer(view: object) -> ChatAnswer:
-    return cast(ChatAnswer, view)
 
 
 @strawberry.type
@@ -157,9 +153,10 @@ class ChatMutation:
         "from the archive within `scope`, citing them as [arXiv:ID]. Errors: BAD_USER_INPUT (an empty or too "
         "long question, a malformed scope), NOT_FOUND (a scope or conversation that does not exist), "
         "RATE_LIMITED (the reader's daily questions are spent; `extensions.resetAt`), CHAT_UNAVAILABLE (no "
-        "language model on this server), MODEL_UNAVAILABLE (the model did not answer; try again)."
+        "language model on this server), MODEL_UNAVAILABLE (the model did not answer; try again).",
+        graphql_type=ChatAnswer,
     )
-    async def ask_papers(self, info: Info, input: AskPapersInput) -> ChatAnswer:
+    async def ask_papers(self, info: Info, input: AskPapersInput) -> ChatAnswerView:
         scope = None
         if input.scope is not None:
             scope = {
@@ -168,10 +165,9 @@ class ChatMutation:
                 "institution": input.scope.institution,
                 "papers": input.scope.papers,
             }
-        view = await resolve_ask_papers(
+        return await resolve_ask_papers(
             info.context, question=input.question, scope=scope, conversation=input.conversation_id
         )
-        return _answer(view)
 
     @strawberry.mutation(description="Delete one of the reader's conversations and its messages.")
     async def delete_conversation(self, info: Info, id: strawberry.ID) -> DeleteConversationResult:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from enum import Enum
-from typing import Final, cast
+from enum import Enum, EnumMeta
+from typing import Final
 
 import asyncpg
 import strawberry
@@ -20,9 +20,10 @@ logger = logging.getLogger("wovepaper.graphql")
 __all__ = ["BadUserInput", "ErrorCode", "MaskUnexpectedErrors", "NotFound", "PublicError", "is_unexpected"]
 
 # In the SDL for clients to switch on (no field returns it): every `extensions.code` an answer can carry.
-_ERROR_CODES: type[Enum] = cast(
-    "type[Enum]",
-    Enum("ErrorCode", {code: strawberry.enum_value(code, description=text) for code, text in ERROR_CODES.items()}),
+# Enum's functional form through its metaclass, which typeshed types as returning the class (mypy wants the
+# members of `Enum(...)` written out; they come from data).
+_ERROR_CODES = EnumMeta.__call__(
+    Enum, "ErrorCode", {code: strawberry.enum_value(code, description=text) for code, text in ERROR_CODES.items()}
 )
 ErrorCode = strawberry.enum(
     _ERROR_CODES,

@@ -3,8 +3,9 @@
 graphql-core spends several microseconds per field building ``GraphQLResolveInfo``, ``Path``
 objects, argument dicts and going through ``complete_value``. For a page of ~800 values that
 is most of a request's CPU. This executor reads "basic" Strawberry fields (no resolver, no
-extensions) and resolver fields marked ``metadata={"prefetched": "<attr>"}`` whose attribute
-is already set straight off the source object, and completes exactly-typed values inline.
+extensions), resolver fields marked ``metadata={"prefetched": "<attr>"}`` whose attribute
+is already set, and ``metadata={"derived": True}`` fields (a function of the source alone) straight off the
+source object, and completes exactly-typed values inline.
 
 Anything unusual - a None in a non-null position, a value of the wrong type, an awaitable, an
 Exception value, a raising attribute, abstract types, ``@defer``/``@stream``, fragment
@@ -145,6 +146,22 @@ def _getter_for(definition: Any, name: str) -> Callable[[Any], Any]:
     return get
 
 
+def _derived(definition: Any) -> Callable[[Any], Any] | None:
+    """The function of a ``metadata={"derived": True}`` field: a synchronous resolver of the source alone
+    (schema/derived.py), read like an attribute."""
+    resolver = getattr(definition, "base_resolver", None)
+    if (
+        resolver is None
+        or resolver.is_async
+        or resolver.arguments
+        or resolver.info_parameter is not None
+        or resolver.root_parameter is None
+    ):
+        return None
+    func: Callable[[Any], Any] = resolver.wrapped_func
+    return func
+
+
 _STATIC: dict[int, tuple[GraphQLField, tuple[int, Callable[[Any], Any] | None, Spec | None]]] = {}
 
 
@@ -165,13 +182,12 @@ def _static_plan(field_def: GraphQLField) -> tuple[int, Callable[[Any], Any] | N
     else:
         metadata = getattr(definition, "metadata", None)
         attr = metadata.get("prefetched") if isinstance(metadata, Mapping) else None
-        if (
-            isinstance(attr, str)
-            and not field_def.args
-            and not definition.extensions
-            and not getattr(definition, "permission_classes", None)
-        ):
+        plain = not field_def.args and not definition.extensions and not getattr(definition, "permission_classes", None)
+        derive = _derived(definition) if isinstance(metadata, Mapping) and metadata.get("derived") else None
+        if isinstance(attr, str) and plain:
             static = (_PREFETCHED, attrgetter(attr), _spec(field_def.type))
+        elif derive is not None and plain:
+            static = (_BASIC, derive, _spec(field_def.type))
     # Keep the definition alive with its entry so its id cannot be reused by another one.
     _STATIC[id(field_def)] = (field_def, static)
     return static

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 import strawberry
 
-from resolvers.follows import resolve_rotate_feed_token, set_following
+from db.queries.institutions import InstitutionRow
+from db.queries.researchers import ResearcherRow
+from resolvers.context import Info
+from resolvers.follows import resolve_rotate_feed_token, set_following_institution, set_following_researcher
 from resolvers.viewer import require_viewer
 from schema.institution import Institution
 from schema.researcher import Researcher
-from schema.types import Info
 from schema.viewer import Viewer
 
 
@@ -21,12 +21,12 @@ class FollowInput:
 
 @strawberry.type(description="The researcher after the change, with the reader's state and the new count.")
 class FollowResearcherPayload:
-    researcher: Researcher
+    researcher: ResearcherRow = strawberry.field(graphql_type=Researcher)
 
 
 @strawberry.type(description="The institution after the change, with the reader's state and the new count.")
 class FollowInstitutionPayload:
-    institution: Institution
+    institution: InstitutionRow = strawberry.field(graphql_type=Institution)
 
 
 _RULES = " Idempotent; needs a signed-in reader (UNAUTHENTICATED otherwise); NOT_FOUND for an unknown id."
@@ -39,23 +39,23 @@ _FOLLOW_RULES = _RULES + (
 class FollowMutation:
     @strawberry.mutation(description="Follow a researcher: their papers join the reader's feed." + _FOLLOW_RULES)
     async def follow_researcher(self, info: Info, input: FollowInput) -> FollowResearcherPayload:
-        row = await set_following(info.context, "researcher", input.id, following=True)
-        return FollowResearcherPayload(researcher=cast(Researcher, row))
+        row = await set_following_researcher(info.context, input.id, following=True)
+        return FollowResearcherPayload(researcher=row)
 
     @strawberry.mutation(description="Stop following a researcher." + _RULES)
     async def unfollow_researcher(self, info: Info, input: FollowInput) -> FollowResearcherPayload:
-        row = await set_following(info.context, "researcher", input.id, following=False)
-        return FollowResearcherPayload(researcher=cast(Researcher, row))
+        row = await set_following_researcher(info.context, input.id, following=False)
+        return FollowResearcherPayload(researcher=row)
 
     @strawberry.mutation(description="Follow an institution: its papers join the reader's feed." + _FOLLOW_RULES)
     async def follow_institution(self, info: Info, input: FollowInput) -> FollowInstitutionPayload:
-        row = await set_following(info.context, "institution", input.id, following=True)
-        return FollowInstitutionPayload(institution=cast(Institution, row))
+        row = await set_following_institution(info.context, input.id, following=True)
+        return FollowInstitutionPayload(institution=row)
 
     @strawberry.mutation(description="Stop following an institution." + _RULES)
     async def unfollow_institution(self, info: Info, input: FollowInput) -> FollowInstitutionPayload:
-        row = await set_following(info.context, "institution", input.id, following=False)
-        return FollowInstitutionPayload(institution=cast(Institution, row))
+        row = await set_following_institution(info.context, input.id, following=False)
+        return FollowInstitutionPayload(institution=row)
 
     @strawberry.mutation(
         description="Replace the personal feed's secret token: `feedUrl` changes and the old URL stops working "

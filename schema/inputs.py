@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import date
-from typing import cast
 
 import strawberry
 
@@ -10,6 +9,18 @@ from db.filters import AuthorPosition as AuthorPositionName
 from db.filters import Withdrawn
 from resolvers.papers import PaperFilterArgs
 from schema.enums import AuthorPosition, WithdrawnPapers
+
+_WITHDRAWN: dict[WithdrawnPapers, Withdrawn] = {
+    WithdrawnPapers.EXCLUDE: "EXCLUDE",
+    WithdrawnPapers.INCLUDE: "INCLUDE",
+    WithdrawnPapers.ONLY: "ONLY",
+}
+_POSITIONS: dict[AuthorPosition, AuthorPositionName] = {
+    AuthorPosition.FIRST: "FIRST",
+    AuthorPosition.LAST: "LAST",
+    AuthorPosition.MIDDLE: "MIDDLE",
+    AuthorPosition.SOLO: "SOLO",
+}
 
 
 @strawberry.input(description="Filters every list of papers shares; every given filter must hold.")
@@ -43,7 +54,7 @@ class PaperFilterBase:
             published_from=self.published_from,
             published_to=self.published_to,
             institution=self.institution,
-            withdrawn=cast(Withdrawn, self.withdrawn.value),
+            withdrawn=_WITHDRAWN[self.withdrawn],
         )
 
 
@@ -64,5 +75,5 @@ class ResearcherPaperFilter(PaperFilterBase):
     )
 
     def to_args(self) -> PaperFilterArgs:
-        position = cast(AuthorPositionName, self.author_position.value) if self.author_position else None
+        position = _POSITIONS[self.author_position] if self.author_position else None
         return replace(super().to_args(), author_position=position)

@@ -1,36 +1,40 @@
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import strawberry
 
+from db.queries.aggregates import FieldCountRow
 from db.queries.institutions import InstitutionRow
+from db.queries.papers import PaperRow
+from db.queries.researchers import ResearcherRow
+from resolvers.context import Info
 from resolvers.institutions import resolve_institution, resolve_institutions
 from resolvers.pagination import Connection
 from resolvers.researchers import resolve_researchers
 from resolvers.viewer import viewer_is_following
 from schema.aggregates import FieldCount, LazyResearcher, institution_fields, institution_top_researchers
+from schema.derived import NODE_ID_DOC, derived, institution_node_id
 from schema.enums import InstitutionSort, PaperSort
 from schema.inputs import PaperFilter
 from schema.node import Node
-from schema.pagination import NESTED_NULL, TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
+from schema.pagination import NESTED_NULL, PageInfo, total_count_field, total_pages_field
 from schema.paper import PaperConnection, paper_page
-from schema.researcher import ResearcherConnection, as_researcher_connection
-from schema.types import Info
+from schema.researcher import ResearcherConnection
 
 
 async def _researchers(
     root: InstitutionRow, info: Info, first: int | None = None, after: str | None = None, page: int | None = None
-) -> ResearcherConnection | None:
-    connection = await resolve_researchers(
+) -> Connection[ResearcherRow]:
+    return await resolve_researchers(
         info, query=None, sort="PAPER_COUNT", first=first, after=after, page=page, institution_id=root.id
     )
-    return as_researcher_connection(connection)
 
 
-def _viewer_is_following(root: InstitutionRow, info: Info) -> bool | None:
-    return cast("bool | None", viewer_is_following(info.context, "institution", root.id))
+def _viewer_is_following(root: InstitutionRow, info: Info) -> bool | None | Awaitable[bool]:
+    return viewer_is_following(info.context, "institution", root.id)
 
 
 async def _papers(
@@ -41,7 +45,7 @@ async def _papers(
     first: int | None = None,
     after: str | None = None,
     page: int | None = None,
-) -> PaperConnection | None:
+) -> Connection[PaperRow]:
     return await paper_page(info, filter, sort, first, after, page, institution_id=root.id)
 
 
@@ -57,6 +61,7 @@ def _external_ids(root: InstitutionRow) -> InstitutionExternalIds:
 
 @strawberry.type(description="A research institution, identified by its ROR id.")
 class Institution(Node):
+    node_id: strawberry.ID = derived(institution_node_id, name="id", description=NODE_ID_DOC)
     id: int = strawberry.field(name="databaseId", description="The numeric database id.")
     slug: str = strawberry.field(description="URL slug: <id>-<name words> (/institutions/<slug>).")
     ror_id: str = strawberry.field(description="The ROR id, bare: 05gq02987 (https://ror.org/05gq02987).")
@@ -67,18 +72,20 @@ class Institution(Node):
         description="Other names and acronyms the institution goes by (ROR's, through OpenAlex); "
         "`institution(id:)` finds it by any of them."
     )
-    external_ids: InstitutionExternalIds = strawberry.field(resolver=_external_ids)
+    external_ids: InstitutionExternalIds = derived(_external_ids)
     modified_at: datetime = strawberry.field(
         description="When anything this API answers about the institution last changed (names, counts): the "
         "site's Last-Modified, and `changes(since:)`'s order."
     )
-    researchers: ResearcherConnection | None = strawberry.field(
+    researchers: Connection[ResearcherRow] = strawberry.field(
         resolver=_researchers,
+        graphql_type=ResearcherConnection | None,
         description="Researchers affiliated with the institution, most papers first. "
         "`first` 1 to 100 (default 24); `page` or `after`." + NESTED_NULL,
     )
-    papers: PaperConnection | None = strawberry.field(
+    papers: Connection[PaperRow] = strawberry.field(
         resolver=_papers,
+        graphql_type=PaperConnection | None,
         description="Papers with an author at the institution. `first` 1 to 100 (default 24); `page` or `after`; "
         "a page past the end is empty, with the true totals." + NESTED_NULL,
     )
@@ -89,17 +96,20 @@ class Institution(Node):
     )
     researcher_count: int = strawberry.field(description="Researchers affiliated with the institution.")
     follower_count: int = strawberry.field(description="Signed-in readers following the institution.")
-    viewer_is_following: bool | None = strawberry.field(
+    viewer_is_following: bool | None | Awaitable[bool] = strawberry.field(
         resolver=_viewer_is_following,
+        graphql_type=bool | None,
         description="Whether the signed-in reader follows the institution; null when anonymous.",
     )
-    fields: list[FieldCount] = strawberry.field(
+    fields: list[FieldCountRow] = strawberry.field(
         resolver=institution_fields,
+        graphql_type=list[FieldCount],
         description="The institution's papers per arXiv category (cross-lists included), most first; each `count` "
         "equals what `papers(filter: {category})` lists.",
     )
-    top_researchers: list[LazyResearcher] | None = strawberry.field(
+    top_researchers: list[ResearcherRow] | None = strawberry.field(
         resolver=institution_top_researchers,
+        graphql_type=list[LazyResearcher] | None,
         description="Affiliated researchers by whole-career h-index, then citations. `first` 1 to 100 (default 10)."
         + NESTED_NULL,
     )
@@ -117,8 +127,8 @@ class InstitutionEdge:
 
 @strawberry.type(description="A page of institutions. Page with `page` or `after`, `first` 1 to 100 (default 24).")
 class InstitutionConnection:
-    total_count: int = strawberry.field(resolver=total_count, description=TOTAL_COUNT_DOC)
-    total_pages: int = strawberry.field(resolver=total_pages, description=TOTAL_PAGES_DOC)
+    total_count: int = total_count_field()
+    total_pages: int = total_pages_field()
     page_info: PageInfo
     edges: list[InstitutionEdge]
     nodes: list[Institution]
@@ -129,15 +139,17 @@ class InstitutionQuery:
     @strawberry.field(
         description="An institution by numeric id, slug, ROR id (bare or URL), OpenAlex id, or one of its names, "
         "aliases or acronyms (exactly, ignoring case and accents: `MIT`); null when none matches. Never a guess: "
-        "`institutions(query:)`, `autocomplete` and `resolvePath` find similar names and say so."
+        "`institutions(query:)`, `autocomplete` and `resolvePath` find similar names and say so.",
+        graphql_type=Institution | None,
     )
-    async def institution(self, info: Info, id: str) -> Institution | None:
-        return cast("Institution | None", await resolve_institution(info.context, id))
+    async def institution(self, info: Info, id: str) -> InstitutionRow | None:
+        return await resolve_institution(info.context, id)
 
     @strawberry.field(
         description="Institutions, optionally by name and country: `query` matches names ignoring case and "
         "diacritics, a typo tolerated, whatever the `sort`. `sort` defaults to RELEVANCE with a query, PAPER_COUNT "
-        "without. `first` 1 to 100 (default 24); `page` or `after`."
+        "without. `first` 1 to 100 (default 24); `page` or `after`.",
+        graphql_type=InstitutionConnection,
     )
     async def institutions(
         self,
@@ -148,8 +160,8 @@ class InstitutionQuery:
         first: int | None = None,
         after: str | None = None,
         page: int | None = None,
-    ) -> InstitutionConnection:
-        connection: Connection[InstitutionRow] = await resolve_institutions(
+    ) -> Connection[InstitutionRow]:
+        return await resolve_institutions(
             info,
             query=query,
             country=country,
@@ -158,4 +170,3 @@ class InstitutionQuery:
             after=after,
             page=page,
         )
-        return cast(InstitutionConnection, connection)

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
 import strawberry
-
-from resolvers.pagination import Connection
-
-PAGING_DOC = (
-    "Page either with `page` (numbered pages of `first` items; `totalCount`/`totalPages` say how many) "
-    "or with `after` (an opaque cursor from `pageInfo.endCursor`, stable while rows are added). "
-    "`first` is 1 to 100, default 24."
-)
 
 
 @strawberry.type(description="Where this page sits in its list.")
@@ -24,13 +17,20 @@ class PageInfo:
     page: int | None = strawberry.field(description="The page number, when paging with `page`.")
 
 
-def total_count(root: Connection[Any]) -> int:
+class Counted(Protocol):
+    """A page that knows (or can count) the length of its whole list."""
+
+    def count_total(self) -> int | Awaitable[int]: ...
+    def count_pages(self) -> int | Awaitable[int]: ...
+
+
+def total_count(root: Counted) -> int | Awaitable[int]:
     # An int, or an awaitable when the query's shape hid totalCount from the lookahead.
-    return cast(int, root.count_total())
+    return root.count_total()
 
 
-def total_pages(root: Connection[Any]) -> int:
-    return cast(int, root.count_pages())
+def total_pages(root: Counted) -> int | Awaitable[int]:
+    return root.count_pages()
 
 
 TOTAL_COUNT_DOC = "How many items the whole list holds (all pages)."
@@ -39,3 +39,11 @@ NESTED_NULL = (
     " Null, with an error at this field, when one of its arguments is malformed: the object's other fields still "
     "answer."
 )
+
+
+def total_count_field() -> Any:
+    return strawberry.field(resolver=total_count, graphql_type=int, description=TOTAL_COUNT_DOC)
+
+
+def total_pages_field() -> Any:
+    return strawberry.field(resolver=total_pages, graphql_type=int, description=TOTAL_PAGES_DOC)

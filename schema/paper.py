@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 
-from db.queries.papers import AuthorshipRow, PaperRow
+from db.ids import arxiv_abs_url, arxiv_doi, arxiv_pdf_url
+from db.queries.institutions import InstitutionRow
+from db.queries.papers import AuthorshipRow, PaperRow, VersionRow
+from db.queries.researchers import ResearcherRow
 from db.records import SIGNIFICANCE_SCALE
+from resolvers.context import Info
 from resolvers.pagination import Connection
 from resolvers.papers import (
     authorship_institutions,
@@ -17,11 +22,11 @@ from resolvers.papers import (
     resolve_papers,
 )
 from resolvers.search import resolve_similar_papers
+from schema.derived import NODE_ID_DOC, derived, paper_node_id
 from schema.enums import PaperSort, PaperType
 from schema.inputs import PaperFilter, ResearcherPaperFilter
 from schema.node import Node
-from schema.pagination import NESTED_NULL, TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
-from schema.types import Info
+from schema.pagination import NESTED_NULL, PageInfo, total_count_field, total_pages_field
 
 if TYPE_CHECKING:
     from schema.institution import Institution
@@ -30,25 +35,32 @@ if TYPE_CHECKING:
 LazyInstitution = Annotated["Institution", strawberry.lazy("schema.institution")]
 
 
-def _researcher(root: AuthorshipRow, info: Info) -> Annotated[Researcher, strawberry.lazy("schema.researcher")] | None:
-    return cast("Researcher | None", authorship_researcher(info.context, root))
+LazyResearcher = Annotated["Researcher", strawberry.lazy("schema.researcher")]
+# Paper's own fields name it before the class exists.
+LazyPaper = Annotated["Paper", strawberry.lazy("schema.paper")]
 
 
-def _institutions(root: AuthorshipRow, info: Info) -> list[LazyInstitution]:
-    return cast("list[Institution]", authorship_institutions(info.context, root))
+def _researcher(root: AuthorshipRow, info: Info) -> ResearcherRow | None | Awaitable[ResearcherRow | None]:
+    return authorship_researcher(info.context, root)
+
+
+def _institutions(root: AuthorshipRow, info: Info) -> list[InstitutionRow] | Awaitable[list[InstitutionRow]]:
+    return authorship_institutions(info.context, root)
 
 
 @strawberry.type(description="One author of a paper, in the paper's order.")
 class Authorship:
     position: int = strawberry.field(description="1-based place in the author list.")
     name: str = strawberry.field(description="The name as the paper gives it.")
-    researcher: Annotated[Researcher, strawberry.lazy("schema.researcher")] | None = strawberry.field(
+    researcher: ResearcherRow | None | Awaitable[ResearcherRow | None] = strawberry.field(
         resolver=_researcher,
+        graphql_type=LazyResearcher | None,
         metadata={"prefetched": "prefetched_researcher"},
         description="The researcher profile this author is matched to; null until matched.",
     )
-    institutions: list[LazyInstitution] = strawberry.field(
+    institutions: list[InstitutionRow] | Awaitable[list[InstitutionRow]] = strawberry.field(
         resolver=_institutions,
+        graphql_type=list[LazyInstitution],
         metadata={"prefetched": "prefetched_institutions"},
         description="The author's institutions on this paper, as OpenAlex identifies them (matched to a "
         "researcher or not).",
@@ -61,8 +73,8 @@ class Authorship:
     )
 
 
-def _authors(root: PaperRow, info: Info) -> list[Authorship]:
-    return cast(list[Authorship], paper_authors(info.context, root))
+def _authors(root: PaperRow, info: Info) -> list[AuthorshipRow] | Awaitable[list[AuthorshipRow]]:
+    return paper_authors(info.context, root)
 
 
 @strawberry.type(description="One version of a paper as arXiv lists it.")
@@ -75,8 +87,8 @@ class PaperVersion:
     )
 
 
-def _versions(root: PaperRow, info: Info) -> list[PaperVersion]:
-    return cast(list[PaperVersion], paper_versions(info.context, root))
+def _versions(root: PaperRow, info: Info) -> Awaitable[list[VersionRow]]:
+    return paper_versions(info.context, root)
 
 
 @strawberry.type(description="The paper's ids elsewhere; `paper(id:)` accepts each of them.")
@@ -91,19 +103,32 @@ class PaperExternalIds:
     journal_doi: str | None = strawberry.field(description="The DOI of the published version, as arXiv lists it.")
 
 
+def _abs_url(root: PaperRow) -> str:
+    return arxiv_abs_url(root.arxiv_id)
+
+
+def _pdf_url(root: PaperRow) -> str:
+    return arxiv_pdf_url(root.arxiv_id)
+
+
 def _external_ids(root: PaperRow) -> PaperExternalIds:
     return PaperExternalIds(
         arxiv=root.arxiv_id,
         semantic_scholar=root.s2_paper_id,
         semantic_scholar_corpus_id=str(root.s2_corpus_id) if root.s2_corpus_id is not None else None,
         open_alex=root.openalex_id,
-        doi=root.arxiv_doi,
+        doi=arxiv_doi(root.arxiv_id),
         journal_doi=root.doi,
     )
 
 
+async def _similar_papers(root: PaperRow, info: Info, first: int = 10) -> list[PaperRow]:
+    return await resolve_similar_papers(info.context, root, first)
+
+
 @strawberry.type(description="An arXiv paper at its latest version.")
 class Paper(Node):
+    node_id: strawberry.ID = derived(paper_node_id, name="id", description=NODE_ID_DOC)
     id: int = strawberry.field(name="databaseId", description="The numeric database id.")
     arxiv_id: str = strawberry.field(description="The arXiv id without version: 2401.01234, astro-ph/9901001.")
     version: int = strawberry.field(description="The latest version number.")
@@ -111,15 +136,18 @@ class Paper(Node):
     title: str
     abstract: str
     authors_text: str = strawberry.field(description="The authors as one display string, in order.")
-    authors: list[Authorship] = strawberry.field(
-        resolver=_authors, metadata={"prefetched": "prefetched_authors"}, description="The authors, in order."
+    authors: list[AuthorshipRow] | Awaitable[list[AuthorshipRow]] = strawberry.field(
+        resolver=_authors,
+        graphql_type=list[Authorship],
+        metadata={"prefetched": "prefetched_authors"},
+        description="The authors, in order.",
     )
     categories: list[str] = strawberry.field(description="arXiv categories, primary first.")
     primary_category: str
     published: datetime = strawberry.field(description="When version 1 was submitted.")
     updated: datetime = strawberry.field(description="When the latest version was submitted.")
-    abs_url: str = strawberry.field(description="https://arxiv.org/abs/<arxivId>")
-    pdf_url: str = strawberry.field(description="https://arxiv.org/pdf/<arxivId>")
+    abs_url: str = derived(_abs_url, description="https://arxiv.org/abs/<arxivId>")
+    pdf_url: str = derived(_pdf_url, description="https://arxiv.org/pdf/<arxivId>")
     doi: str | None = strawberry.field(description="The DOI of the published version (`externalIds.journalDoi`).")
     journal_ref: str | None
     comments: str | None
@@ -131,8 +159,10 @@ class Paper(Node):
         "it). A withdrawn paper stays reachable by id and path; lists, feeds, counts and the sitemap leave it out "
         "unless `PaperFilter.withdrawn` asks for it."
     )
-    versions: list[PaperVersion] = strawberry.field(resolver=_versions, description="Every version, oldest first.")
-    external_ids: PaperExternalIds = strawberry.field(resolver=_external_ids)
+    versions: list[VersionRow] = strawberry.field(
+        resolver=_versions, graphql_type=list[PaperVersion], description="Every version, oldest first."
+    )
+    external_ids: PaperExternalIds = derived(_external_ids)
     modified_at: datetime = strawberry.field(
         description="When anything this API answers about the paper last changed (metadata, versions, author "
         "matches, citations, analysis): the site's Last-Modified, and `changes(since:)`'s order."
@@ -163,13 +193,13 @@ class Paper(Node):
         description="The language model that made the analysis, as the server names it; null until analysed."
     )
 
-    @strawberry.field(
+    similar_papers: list[PaperRow] | None = strawberry.field(
+        resolver=_similar_papers,
+        graphql_type=list[LazyPaper] | None,
         description="The papers nearest this one in meaning (embeddings of title and abstract), most similar "
         "first; `first` 1 to 100. Empty when the paper has no embedding yet or the server has no pgvector."
-        + NESTED_NULL
+        + NESTED_NULL,
     )
-    async def similar_papers(self, info: Info, first: int = 10) -> list[Paper] | None:
-        return cast("list[Paper]", await resolve_similar_papers(info.context, cast(PaperRow, self), first))
 
     @classmethod
     def is_type_of(cls, obj: Any, info: Any) -> bool:
@@ -184,15 +214,11 @@ class PaperEdge:
 
 @strawberry.type(description="A page of papers. " + "Page with `page` or `after`, `first` 1 to 100 (default 24).")
 class PaperConnection:
-    total_count: int = strawberry.field(resolver=total_count, description=TOTAL_COUNT_DOC)
-    total_pages: int = strawberry.field(resolver=total_pages, description=TOTAL_PAGES_DOC)
+    total_count: int = total_count_field()
+    total_pages: int = total_pages_field()
     page_info: PageInfo
     edges: list[PaperEdge]
     nodes: list[Paper]
-
-
-def as_paper_connection(connection: Connection[PaperRow]) -> PaperConnection:
-    return cast(PaperConnection, connection)
 
 
 async def paper_page(
@@ -203,9 +229,9 @@ async def paper_page(
     after: str | None,
     page: int | None,
     **scope: int,
-) -> PaperConnection:
+) -> Connection[PaperRow]:
     """One page of papers, optionally scoped to a researcher or an institution (`researcher_id=`...)."""
-    connection = await resolve_papers(
+    return await resolve_papers(
         info,
         filter.to_args() if filter else None,
         sort=(sort or PaperSort.NEWEST).value,
@@ -214,19 +240,22 @@ async def paper_page(
         page=page,
         **scope,
     )
-    return as_paper_connection(connection)
 
 
 @strawberry.type
 class PaperQuery:
     @strawberry.field(
         description="A paper by arXiv id (any version, old or new style), abs/pdf URL, arXiv DOI or slug; "
-        "null when it is not in the archive."
+        "null when it is not in the archive.",
+        graphql_type=Paper | None,
     )
-    async def paper(self, info: Info, id: str) -> Paper | None:
-        return cast("Paper | None", await resolve_paper(info.context, id))
+    async def paper(self, info: Info, id: str) -> PaperRow | None:
+        return await resolve_paper(info.context, id)
 
-    @strawberry.field(description="Papers, filtered and sorted. `first` 1 to 100 (default 24); `page` or `after`.")
+    @strawberry.field(
+        description="Papers, filtered and sorted. `first` 1 to 100 (default 24); `page` or `after`.",
+        graphql_type=PaperConnection,
+    )
     async def papers(
         self,
         info: Info,
@@ -235,5 +264,5 @@ class PaperQuery:
         first: int | None = None,
         after: str | None = None,
         page: int | None = None,
-    ) -> PaperConnection:
+    ) -> Connection[PaperRow]:
         return await paper_page(info, filter, sort, first, after, page)

@@ -2,15 +2,15 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import cast
 
 import strawberry
 
-from resolvers.path import resolve_path
+from resolvers.context import Info
+from resolvers.path import PathResult, resolve_path
 from resolvers.sitemap import SitemapPageResult, resolve_sitemap
+from schema.derived import derived, entity_node_id
 from schema.enums import SitemapKind
 from schema.node import Node
-from schema.types import Info
 
 
 @strawberry.enum(description="How a requested path led to its page.")
@@ -38,7 +38,7 @@ class PathResolution:
 
 @strawberry.type(description="One indexable page for the sitemap.")
 class SitemapEntry:
-    node_id: strawberry.ID = strawberry.field(name="id", description="Global id of the object.")
+    node_id: strawberry.ID = derived(entity_node_id, name="id", description="Global id of the object.")
     id: int = strawberry.field(name="databaseId")
     slug: str
     path: str = strawberry.field(description="The site path: /papers/<slug>, /researchers/<slug>, /institutions/...")
@@ -79,17 +79,19 @@ class PathQuery:
         description="The canonical path for a site route (/papers/<id-or-slug>, /researchers/<id-or-slug>, "
         "/institutions/<id-ror-or-name>) and whether to redirect (a paper asked for by another id form, a "
         "researcher merged into another, a slug that changed); null when nothing is there, as `paper(id:)` "
-        "and `researcher(id:)` answer. `matchedBy` says how the path matched."
+        "and `researcher(id:)` answer. `matchedBy` says how the path matched.",
+        graphql_type=PathResolution | None,
     )
-    async def resolve_path(self, info: Info, path: str) -> PathResolution | None:
-        return cast("PathResolution | None", await resolve_path(info.context, path))
+    async def resolve_path(self, info: Info, path: str) -> PathResult | None:
+        return await resolve_path(info.context, path)
 
     @strawberry.field(
         description="Every paper (withdrawn ones aside), researcher or institution with its site path and "
         "last-modified time. Either keyset pages walked with `after` (oldest modification first, each page costs "
         "the same; `first` 1 to 5000, default 1000) or numbered chunks: `chunk` N (from 0) holds the entries whose "
         "databaseId is N × chunkSize + 1 to (N + 1) × chunkSize (`chunkSize` 1 to 50000, default 10000), so a "
-        "page stays in its chunk; `chunkCount` says how many there are."
+        "page stays in its chunk; `chunkCount` says how many there are.",
+        graphql_type=SitemapPage,
     )
     async def sitemap(
         self,
@@ -99,8 +101,7 @@ class PathQuery:
         after: str | None = None,
         chunk: int | None = None,
         chunk_size: int | None = None,
-    ) -> SitemapPage:
-        found = await resolve_sitemap(
+    ) -> SitemapPageResult:
+        return await resolve_sitemap(
             info.context, kind.value, first=first, after=after, chunk=chunk, chunk_size=chunk_size
         )
-        return cast(SitemapPage, found)

@@ -6,8 +6,8 @@ from datetime import datetime
 
 import strawberry
 
+from resolvers.context import Info
 from resolvers.rate_limit import rate_limit_figures
-from schema.types import Info
 
 
 @strawberry.type(

@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 
 from db.paging import encode_global_id
+from db.queries.aggregates import FieldCountRow
+from db.queries.institutions import AffiliationRow, InstitutionRow
+from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
+from resolvers.context import Info
 from resolvers.pagination import Connection
 from resolvers.researchers import (
     researcher_affiliations,
@@ -34,12 +39,12 @@ from schema.aggregates import (
     researcher_most_cited_paper,
     researcher_network,
 )
+from schema.derived import NODE_ID_DOC, derived, researcher_node_id
 from schema.enums import PaperSort, ResearcherSort
 from schema.inputs import ResearcherPaperFilter
 from schema.node import Node
-from schema.pagination import NESTED_NULL, TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
+from schema.pagination import NESTED_NULL, PageInfo, total_count_field, total_pages_field
 from schema.paper import PaperConnection, paper_page
-from schema.types import Info
 
 if TYPE_CHECKING:
     from schema.institution import Institution
@@ -55,12 +60,13 @@ class ExternalIds:
 LazyInstitution = Annotated["Institution", strawberry.lazy("schema.institution")]
 
 
-def _external_ids(root: ResearcherRow) -> ExternalIds:
-    return cast(ExternalIds, root)
+def _external_ids(root: ResearcherRow) -> ResearcherRow:
+    """The row itself, shown as ExternalIds (its fields are the row's)."""
+    return root
 
 
-async def _institutions(root: ResearcherRow, info: Info) -> list[LazyInstitution]:
-    return cast("list[Institution]", await researcher_institutions(info.context, root))
+async def _institutions(root: ResearcherRow, info: Info) -> list[InstitutionRow]:
+    return await researcher_institutions(info.context, root)
 
 
 @strawberry.type(description="A researcher's affiliation with an institution, from their papers' authorships.")
@@ -74,12 +80,12 @@ async def _merged_ids(root: ResearcherRow, info: Info) -> list[strawberry.ID]:
     return [strawberry.ID(encode_global_id("Researcher", i)) for i in await researcher_merged_ids(info.context, root)]
 
 
-def _affiliations(root: ResearcherRow, info: Info) -> list[Affiliation]:
-    return cast(list[Affiliation], researcher_affiliations(info.context, root))
+def _affiliations(root: ResearcherRow, info: Info) -> Awaitable[list[AffiliationRow]]:
+    return researcher_affiliations(info.context, root)
 
 
-def _viewer_is_following(root: ResearcherRow, info: Info) -> bool | None:
-    return cast("bool | None", viewer_is_following(info.context, "researcher", root.id))
+def _viewer_is_following(root: ResearcherRow, info: Info) -> bool | None | Awaitable[bool]:
+    return viewer_is_following(info.context, "researcher", root.id)
 
 
 async def _papers(
@@ -90,26 +96,31 @@ async def _papers(
     first: int | None = None,
     after: str | None = None,
     page: int | None = None,
-) -> PaperConnection | None:
+) -> Connection[PaperRow]:
     return await paper_page(info, filter, sort, first, after, page, researcher_id=root.id)
 
 
 @strawberry.type(description="A researcher: an author profile matched across Semantic Scholar and OpenAlex.")
 class Researcher(Node):
+    node_id: strawberry.ID = derived(researcher_node_id, name="id", description=NODE_ID_DOC)
     id: int = strawberry.field(name="databaseId", description="The numeric database id.")
     slug: str = strawberry.field(description="URL slug: <id>-<name words> (/researchers/<slug>).")
     name: str
-    external_ids: ExternalIds = strawberry.field(resolver=_external_ids)
-    papers: PaperConnection | None = strawberry.field(
+    external_ids: ResearcherRow = derived(_external_ids, graphql_type=ExternalIds)
+    papers: Connection[PaperRow] | None = strawberry.field(
         resolver=_papers,
+        graphql_type=PaperConnection | None,
         description="The researcher's papers in this archive. `first` 1 to 100 (default 24); `page` or `after`; "
         "a page past the end is empty, with the true totals." + NESTED_NULL,
     )
-    institutions: list[LazyInstitution] = strawberry.field(
-        resolver=_institutions, description="Institutions the researcher is affiliated with, most recent first."
+    institutions: list[InstitutionRow] = strawberry.field(
+        resolver=_institutions,
+        graphql_type=list[LazyInstitution],
+        description="Institutions the researcher is affiliated with, most recent first.",
     )
-    affiliations: list[Affiliation] = strawberry.field(
+    affiliations: list[AffiliationRow] = strawberry.field(
         resolver=_affiliations,
+        graphql_type=list[Affiliation],
         description="The same institutions with the years of the researcher's papers there, most recent first.",
     )
     merged_ids: list[strawberry.ID] = strawberry.field(
@@ -134,8 +145,9 @@ class Researcher(Node):
     citation_count: int = strawberry.field(description="Whole career: citations summed over the works.")
     works_count: int = strawberry.field(description="Whole career: works, each counted once.")
     follower_count: int = strawberry.field(description="Signed-in readers following the researcher.")
-    viewer_is_following: bool | None = strawberry.field(
+    viewer_is_following: bool | None | Awaitable[bool] = strawberry.field(
         resolver=_viewer_is_following,
+        graphql_type=bool | None,
         description="Whether the signed-in reader follows the researcher; null when anonymous.",
     )
     h_index_in_archive: int = strawberry.field(
@@ -149,13 +161,15 @@ class Researcher(Node):
         resolver=researcher_author_positions,
         description="First / middle / last / solo counts over the K of N papers where every author is matched.",
     )
-    fields: list[FieldCount] = strawberry.field(
+    fields: list[FieldCountRow] = strawberry.field(
         resolver=researcher_fields,
+        graphql_type=list[FieldCount],
         description="The researcher's papers per arXiv category (cross-lists included), most first; each `count` "
         "equals what `papers(filter: {category})` lists.",
     )
-    most_cited_paper: LazyPaper | None = strawberry.field(
+    most_cited_paper: PaperRow | None = strawberry.field(
         resolver=researcher_most_cited_paper,
+        graphql_type=LazyPaper | None,
         description="The researcher's most cited paper in this archive; null when none has a count.",
     )
     citation_summary: CitationSummary = strawberry.field(
@@ -186,15 +200,11 @@ class ResearcherEdge:
 
 @strawberry.type(description="A page of researchers. Page with `page` or `after`, `first` 1 to 100 (default 24).")
 class ResearcherConnection:
-    total_count: int = strawberry.field(resolver=total_count, description=TOTAL_COUNT_DOC)
-    total_pages: int = strawberry.field(resolver=total_pages, description=TOTAL_PAGES_DOC)
+    total_count: int = total_count_field()
+    total_pages: int = total_pages_field()
     page_info: PageInfo
     edges: list[ResearcherEdge]
     nodes: list[Researcher]
-
-
-def as_researcher_connection(connection: Connection[ResearcherRow]) -> ResearcherConnection:
-    return cast(ResearcherConnection, connection)
 
 
 @strawberry.type
@@ -202,15 +212,17 @@ class ResearcherQuery:
     @strawberry.field(
         description="A researcher by numeric id, slug, s2:<Semantic Scholar id>, OpenAlex id or ORCID; null when "
         "not in the archive. The id, slug or Semantic Scholar id of a researcher merged into another answers the "
-        "survivor (`mergedIds` lists it)."
+        "survivor (`mergedIds` lists it).",
+        graphql_type=Researcher | None,
     )
-    async def researcher(self, info: Info, id: str) -> Researcher | None:
-        return cast("Researcher | None", await resolve_researcher(info.context, id))
+    async def researcher(self, info: Info, id: str) -> ResearcherRow | None:
+        return await resolve_researcher(info.context, id)
 
     @strawberry.field(
         description="Researchers, optionally by name: `query` matches names ignoring case and diacritics, a typo "
         "tolerated (one or two letters: names starting with them), whatever the `sort` and `filter`. `sort` "
-        "defaults to RELEVANCE with a query, PAPER_COUNT without. `first` 1 to 100 (default 24); `page` or `after`."
+        "defaults to RELEVANCE with a query, PAPER_COUNT without. `first` 1 to 100 (default 24); `page` or `after`.",
+        graphql_type=ResearcherConnection,
     )
     async def researchers(
         self,
@@ -221,8 +233,8 @@ class ResearcherQuery:
         after: str | None = None,
         page: int | None = None,
         filter: ResearcherFilter | None = None,
-    ) -> ResearcherConnection:
-        connection = await resolve_researchers(
+    ) -> Connection[ResearcherRow]:
+        return await resolve_researchers(
             info,
             query=query,
             sort=(sort or ResearcherSort.RELEVANCE).value,
@@ -231,4 +243,3 @@ class ResearcherQuery:
             page=page,
             figure_ranges=filter.to_ranges() if filter else None,
         )
-        return as_researcher_connection(connection)

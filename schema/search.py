@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import cast
 
 import strawberry
 
 from db.queries.search import Mode
+from resolvers.context import Info
 from resolvers.search import (
     SearchConnection,
     SearchFacetsView,
+    SuggestionView,
     resolve_autocomplete,
     resolve_facets,
     resolve_search,
 )
 from schema.inputs import PaperFilter
-from schema.pagination import NESTED_NULL, TOTAL_COUNT_DOC, TOTAL_PAGES_DOC, PageInfo, total_count, total_pages
+from schema.pagination import NESTED_NULL, PageInfo, total_count_field, total_pages_field
 from schema.paper import Paper
-from schema.types import Info
 
 
 @strawberry.enum(description="How `search` matches papers to the query.")
@@ -37,6 +37,13 @@ class SearchMode(Enum):
         "HYBRID",
         description="Reciprocal rank fusion of the top 200 KEYWORD and top 200 SEMANTIC results.",
     )
+
+
+_MODES: dict[SearchMode, Mode] = {
+    SearchMode.KEYWORD: "KEYWORD",
+    SearchMode.SEMANTIC: "SEMANTIC",
+    SearchMode.HYBRID: "HYBRID",
+}
 
 
 @strawberry.enum(description="Order of search results; ties are broken by id.")
@@ -92,14 +99,14 @@ class PaperSearchEdge:
     highlights: SearchHighlights
 
 
-def _facets(root: SearchConnection, limit: int = 10) -> SearchFacets | None:
-    return cast(SearchFacets, resolve_facets(root, limit))
+def _facets(root: SearchConnection, limit: int = 10) -> SearchFacetsView | None:
+    return resolve_facets(root, limit)
 
 
 @strawberry.type(description="A page of search results. Page with `page` or `after`, `first` 1 to 100 (default 24).")
 class PaperSearchConnection:
-    total_count: int = strawberry.field(resolver=total_count, description=TOTAL_COUNT_DOC)
-    total_pages: int = strawberry.field(resolver=total_pages, description=TOTAL_PAGES_DOC)
+    total_count: int = total_count_field()
+    total_pages: int = total_pages_field()
     match_count: int = strawberry.field(
         description="How many papers match. Up to 1,000 matches this is `totalCount`; past that, KEYWORD ranks, "
         "pages and counts facets over 1,000 matches (well-cited papers first; sorted by date or citations, the first "
@@ -109,8 +116,9 @@ class PaperSearchConnection:
     page_info: PageInfo
     edges: list[PaperSearchEdge]
     nodes: list[Paper]
-    facets: SearchFacets | None = strawberry.field(
+    facets: SearchFacetsView | None = strawberry.field(
         resolver=_facets,
+        graphql_type=SearchFacets | None,
         description="Counts by category, primary category and year over the whole result set, as `fields` counts "
         "(`categories` counts cross-lists, as the `category` filter lists them); `limit` 1 to 100 per facet."
         + NESTED_NULL,
@@ -133,7 +141,8 @@ class Suggestion:
 class SearchQuery:
     @strawberry.field(
         description="Search papers by words (KEYWORD), meaning (SEMANTIC) or both (HYBRID), with the same "
-        "filters as `papers`, facets and highlights. An empty or stop-word-only query is BAD_USER_INPUT."
+        "filters as `papers`, facets and highlights. An empty or stop-word-only query is BAD_USER_INPUT.",
+        graphql_type=PaperSearchConnection,
     )
     async def search(
         self,
@@ -145,31 +154,30 @@ class SearchQuery:
         first: int | None = None,
         after: str | None = None,
         page: int | None = None,
-    ) -> PaperSearchConnection:
-        connection = await resolve_search(
+    ) -> SearchConnection:
+        return await resolve_search(
             info,
             query=query,
-            mode=cast(Mode, (mode or SearchMode.KEYWORD).value),
+            mode=_MODES[mode or SearchMode.KEYWORD],
             filter=filter.to_args() if filter else None,
             sort=(sort or SearchSort.RELEVANCE).value,
             first=first,
             after=after,
             page=page,
         )
-        return cast(PaperSearchConnection, connection)
 
     @strawberry.field(
         description="Suggestions while typing: researchers and institutions by name (case, diacritics and a "
         "typo ignored), papers by title words when `types` includes PAPER (default: RESEARCHER and "
-        "INSTITUTION); best matches first. `first` 1 to 50."
+        "INSTITUTION); best matches first. `first` 1 to 50.",
+        graphql_type=list[Suggestion],
     )
     async def autocomplete(
         self, info: Info, query: str, types: list[EntityType] | None = None, first: int = 8
-    ) -> list[Suggestion]:
-        found = await resolve_autocomplete(
+    ) -> list[SuggestionView]:
+        return await resolve_autocomplete(
             info.context, query=query, kinds=[t.value for t in types] if types is not None else None, first=first
         )
-        return cast(list[Suggestion], found)
 
 
 __all__ = ["PaperSearchConnection", "SearchFacets", "SearchFacetsView", "SearchQuery"]

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import TYPE_CHECKING, Annotated
 
 import strawberry
 
+from db.queries.chat import ConversationRow
+from db.queries.institutions import InstitutionRow
+from db.queries.papers import PaperRow
+from db.queries.researchers import ResearcherRow
 from resolvers.chat import resolve_conversations
+from resolvers.context import Info
+from resolvers.pagination import Connection
 from resolvers.viewer import (
     resolve_feed_url,
     resolve_following_institutions,
@@ -16,9 +22,8 @@ from resolvers.viewer import (
 )
 from schema.inputs import PaperFilter
 from schema.institution import InstitutionConnection
-from schema.paper import PaperConnection, as_paper_connection
-from schema.researcher import ResearcherConnection, as_researcher_connection
-from schema.types import Info
+from schema.paper import PaperConnection
+from schema.researcher import ResearcherConnection
 
 if TYPE_CHECKING:
     from schema.chat import ConversationConnection
@@ -32,28 +37,29 @@ class Viewer:
 
     @strawberry.field(
         description="Researchers the reader follows, most recently followed first. "
-        "`first` 1 to 100 (default 24); `page` or `after`."
+        "`first` 1 to 100 (default 24); `page` or `after`.",
+        graphql_type=ResearcherConnection,
     )
     async def following(
         self, info: Info, first: int | None = None, after: str | None = None, page: int | None = None
-    ) -> ResearcherConnection:
-        connection = await resolve_following_researchers(info, first=first, after=after, page=page)
-        return as_researcher_connection(connection)
+    ) -> Connection[ResearcherRow]:
+        return await resolve_following_researchers(info, first=first, after=after, page=page)
 
     @strawberry.field(
         description="Institutions the reader follows, most recently followed first. "
-        "`first` 1 to 100 (default 24); `page` or `after`."
+        "`first` 1 to 100 (default 24); `page` or `after`.",
+        graphql_type=InstitutionConnection,
     )
     async def following_institutions(
         self, info: Info, first: int | None = None, after: str | None = None, page: int | None = None
-    ) -> InstitutionConnection:
-        connection = await resolve_following_institutions(info, first=first, after=after, page=page)
-        return cast(InstitutionConnection, connection)
+    ) -> Connection[InstitutionRow]:
+        return await resolve_following_institutions(info, first=first, after=after, page=page)
 
     @strawberry.field(
         description="Papers by the researchers or at the institutions the reader follows, newest first, each "
         "once. `first` 1 to 100 (default 24); `page` or `after`. `totalCount` counts every followed paper (its "
-        "cost grows with them): ask for it only where it is shown."
+        "cost grows with them): ask for it only where it is shown.",
+        graphql_type=PaperConnection,
     )
     async def feed(
         self,
@@ -62,11 +68,10 @@ class Viewer:
         after: str | None = None,
         page: int | None = None,
         filter: PaperFilter | None = None,
-    ) -> PaperConnection:
-        connection = await resolve_viewer_feed(
+    ) -> Connection[PaperRow]:
+        return await resolve_viewer_feed(
             info, filter.to_args() if filter else None, first=first, after=after, page=page
         )
-        return as_paper_connection(connection)
 
     @strawberry.field(
         description="The reader's personal RSS feed (the same papers as `feed`). The URL holds a secret token: "
@@ -75,13 +80,12 @@ class Viewer:
     async def feed_url(self, info: Info) -> str:
         return await resolve_feed_url(info.context, self.feed_token)
 
-    @strawberry.field(description="The reader's conversations with the papers, most recently active first.")
-    async def conversations(
-        self, info: Info, first: int = 10, after: str | None = None
-    ) -> Annotated[ConversationConnection, strawberry.lazy("schema.chat")]:
-        from schema.chat import as_conversations
-
-        return as_conversations(await resolve_conversations(info.context, str(self.id), first=first, after=after))
+    @strawberry.field(
+        description="The reader's conversations with the papers, most recently active first.",
+        graphql_type=Annotated["ConversationConnection", strawberry.lazy("schema.chat")],
+    )
+    async def conversations(self, info: Info, first: int = 10, after: str | None = None) -> Connection[ConversationRow]:
+        return await resolve_conversations(info.context, str(self.id), first=first, after=after)
 
 
 @strawberry.type

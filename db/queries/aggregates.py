@@ -10,13 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import asyncpg
 import orjson
-from asyncpg.pool import PoolConnectionProxy
 
+from db.connection import ConnOrPool
 from db.queries.figures import CAREER_WORKS_CTES, SCOPED_FIGURES_CTES
-
-Conn = asyncpg.Connection | asyncpg.Pool | PoolConnectionProxy
 
 # Papers per arXiv category over `papers` (rows with categories and primary_category): `count` those listed in the
 # category at all (cross-lists too: what `papers(filter: {category})` lists), `primary_count` those whose primary
@@ -348,7 +345,7 @@ def _fields(raw: Any) -> list[FieldCountRow]:
     return [FieldCountRow(category=str(c), count=int(n), primary_count=int(pn)) for c, n, pn in _json(raw)]
 
 
-async def fetch_researcher_stats(conn: Conn, *, researcher_id: int) -> ResearcherStatsRow | None:
+async def fetch_researcher_stats(conn: ConnOrPool, *, researcher_id: int) -> ResearcherStatsRow | None:
     """Every figure of the researcher page in one statement; None when there is no such researcher."""
     r = await conn.fetchrow(SELECT_RESEARCHER_STATS, researcher_id)
     if r is None:
@@ -389,7 +386,7 @@ async def fetch_researcher_stats(conn: Conn, *, researcher_id: int) -> Researche
 
 
 async def fetch_researcher_coauthors(
-    conn: Conn, *, researcher_id: int, limit: int = MAX_COAUTHORS
+    conn: ConnOrPool, *, researcher_id: int, limit: int = MAX_COAUTHORS
 ) -> list[CoauthorRow]:
     """Researchers sharing papers with this one, most shared first (ties: most recent, then id)."""
     rows = await conn.fetch(SELECT_RESEARCHER_COAUTHORS, researcher_id, limit)
@@ -397,7 +394,7 @@ async def fetch_researcher_coauthors(
 
 
 async def fetch_researcher_network(
-    conn: Conn, *, researcher_id: int, depth: int, min_shared: int, limit: int
+    conn: ConnOrPool, *, researcher_id: int, depth: int, min_shared: int, limit: int
 ) -> NetworkRow | None:
     """The co-author graph around a researcher; None when there is no such researcher."""
     r = await conn.fetchrow(SELECT_RESEARCHER_NETWORK, researcher_id, min_shared, depth, limit)
@@ -410,7 +407,7 @@ async def fetch_researcher_network(
 
 
 async def fetch_institution_stats(
-    conn: Conn, *, institution_id: int, top: int = MAX_TOP_RESEARCHERS
+    conn: ConnOrPool, *, institution_id: int, top: int = MAX_TOP_RESEARCHERS
 ) -> InstitutionStatsRow | None:
     """Papers, researchers, fields and top researchers (by career h-index) of an institution."""
     r = await conn.fetchrow(SELECT_INSTITUTION_STATS, institution_id, top)

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
 
-Conn = asyncpg.Connection | PoolConnectionProxy
+from db.connection import Conn
 
 
 @dataclass(frozen=True, slots=True)

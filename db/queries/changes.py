@@ -11,17 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-import asyncpg
-from asyncpg.pool import PoolConnectionProxy
-
-from db.paging import entity_global_id
+from db.connection import Conn
 
 ChangeKind = Literal["PAPER", "RESEARCHER", "INSTITUTION"]
 ChangeType = Literal["MODIFIED", "WITHDRAWN", "MERGED"]
 KIND_RANKS: dict[ChangeKind, int] = {"PAPER": 0, "RESEARCHER": 1, "INSTITUTION": 2}
 _KINDS: dict[int, ChangeKind] = {rank: kind for kind, rank in KIND_RANKS.items()}
 
-Conn = asyncpg.Connection | PoolConnectionProxy
 
 _PAPER_CHANGE = "CASE WHEN p.withdrawn THEN 'WITHDRAWN' ELSE 'MODIFIED' END"
 # $1 kinds' ranks, ($2, $3, $4) the position (time, rank, id) to continue after, $5 how many.
@@ -53,10 +49,6 @@ class ChangeRow:
     change: ChangeType
     survivor_id: int | None  # MERGED: the researcher it was merged into
     arxiv_id: str | None  # a paper's
-
-    @property
-    def node_id(self) -> str:
-        return entity_global_id(self.kind, self.id, self.arxiv_id)
 
     @property
     def position(self) -> tuple[datetime, int, int]:

@@ -13,11 +13,9 @@ from typing import Any
 
 import asyncpg
 import orjson
-from asyncpg.pool import PoolConnectionProxy
 
+from db.connection import Conn
 from db.filters import Clause, Fragment, Sort, compose
-
-Conn = asyncpg.Connection | PoolConnectionProxy
 
 
 @dataclass(frozen=True, slots=True)

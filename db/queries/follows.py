@@ -9,9 +9,9 @@ from typing import Literal
 
 import asyncpg
 
+from db.connection import Conn
 from db.filters import FOLLOWED_INSTITUTIONS_SORT, FOLLOWED_RESEARCHERS_SORT, Clause, Sort, compose
 from db.queries.institutions import INSTITUTION_COLUMNS, INSTITUTION_WIDTH, InstitutionRow
-from db.queries.papers import Conn
 from db.queries.researchers import RESEARCHER_COLUMNS, RESEARCHER_WIDTH, ResearcherRow
 
 FollowKind = Literal["researcher", "institution"]

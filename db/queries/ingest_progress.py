@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from db.queries.papers import Conn
+from db.connection import Conn
 
 # Counting the whole queue could read millions of index entries on every scrape: past this it says "at least".
 QUEUE_COUNT_CAP: Final = 100_000

@@ -7,14 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
 
+from db.connection import Conn
 from db.filters import Clause, Sort, compose
-from db.paging import encode_global_id
 from db.slugs import entity_slug
-
-# A plain connection or one acquired from the pool.
-Conn = asyncpg.Connection | PoolConnectionProxy
 
 INSTITUTION_COLUMNS = """i.id, i.ror_id, i.name, i.name_slug, i.aliases, i.country, i.type, i.openalex_id,
     i.paper_count, i.researcher_count, i.modified_at, wp_fold(i.name) AS fold_name, i.follower_count"""
@@ -41,14 +37,6 @@ class InstitutionRow:
     @property
     def slug(self) -> str:
         return entity_slug(self.id, self.name_slug)
-
-    @property
-    def node_id(self) -> str:
-        return encode_global_id("Institution", self.id)
-
-    @property
-    def ror_url(self) -> str:
-        return f"https://ror.org/{self.ror_id}"
 
 
 def institution_from_record(record: asyncpg.Record, start: int = 0) -> InstitutionRow:

@@ -8,16 +8,12 @@ from datetime import datetime
 from typing import Literal
 
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
 
+from db.connection import Conn
 from db.filters import Clause, Fragment, Sort, compose, owners_page
-from db.ids import arxiv_doi
-from db.paging import paper_global_id
 from db.queries.institutions import InstitutionRow
 from db.queries.researchers import RESEARCHER_COLUMNS, ResearcherRow, researcher_from_record
 
-# A plain connection or one acquired from the pool.
-Conn = asyncpg.Connection | PoolConnectionProxy
 # A journal DOI (lower case), a Semantic Scholar paper id or corpus id, an OpenAlex work id.
 PaperExternalIdKind = Literal["doi", "s2", "corpus", "openalex"]
 
@@ -76,22 +72,6 @@ class PaperRow:
     s2_corpus_id: int | None
     openalex_id: str | None
     prefetched_authors: list[AuthorshipRow] | None = None
-
-    @property
-    def node_id(self) -> str:
-        return paper_global_id(self.arxiv_id)
-
-    @property
-    def arxiv_doi(self) -> str:
-        return arxiv_doi(self.arxiv_id)
-
-    @property
-    def abs_url(self) -> str:
-        return f"https://arxiv.org/abs/{self.arxiv_id}"
-
-    @property
-    def pdf_url(self) -> str:
-        return f"https://arxiv.org/pdf/{self.arxiv_id}"
 
 
 def paper_from_record(record: asyncpg.Record) -> PaperRow:

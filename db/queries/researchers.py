@@ -8,16 +8,13 @@ from datetime import datetime
 from typing import Literal
 
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
 
+from db.connection import Conn
 from db.filters import Clause, Fragment, Sort, compose, owners_page
-from db.paging import encode_global_id
 from db.slugs import entity_slug
 
 ExternalIdKind = Literal["s2", "openalex", "orcid"]
 
-# A plain connection or one acquired from the pool.
-Conn = asyncpg.Connection | PoolConnectionProxy
 
 RESEARCHER_COLUMNS = """r.id, r.name, r.name_slug, r.s2_author_id, r.openalex_id, r.orcid, r.paper_count,
     r.h_index, r.i10_index, r.citation_count, r.works_count, r.modified_at, wp_fold(r.name) AS fold_name,
@@ -46,10 +43,6 @@ class ResearcherRow:
     @property
     def slug(self) -> str:
         return entity_slug(self.id, self.name_slug)
-
-    @property
-    def node_id(self) -> str:
-        return encode_global_id("Researcher", self.id)
 
 
 def researcher_from_record(record: asyncpg.Record, start: int = 0) -> ResearcherRow:

@@ -12,16 +12,12 @@ from datetime import datetime
 from typing import Literal
 
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
 
-from db.paging import entity_global_id
+from db.connection import Conn
 from db.slugs import entity_slug
 
 SitemapKind = Literal["PAPER", "RESEARCHER", "INSTITUTION"]
 SITE_SECTIONS: dict[SitemapKind, str] = {"PAPER": "papers", "RESEARCHER": "researchers", "INSTITUTION": "institutions"}
-
-# A plain connection or one acquired from the pool.
-Conn = asyncpg.Connection | PoolConnectionProxy
 
 
 @dataclass(slots=True)
@@ -31,10 +27,6 @@ class SitemapRow:
     slug: str
     modified_at: datetime
     arxiv_id: str | None = None
-
-    @property
-    def node_id(self) -> str:
-        return entity_global_id(self.kind, self.id, self.arxiv_id)
 
     @property
     def path(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import secrets
 
-from db.queries.papers import Conn
+from db.connection import Conn
 
 # 32 random bytes, URL-safe base64 without padding: the personal feed's URL is its only credential.
 _TOKEN_BYTES = 32
