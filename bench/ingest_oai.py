@@ -231,9 +231,9 @@ def main() -> None:
         return
     dsn = args.database_url
     if not dsn:
-        import localservices
+        import localservers
 
-        dsn = localservices.start_postgres(ROOT / ".wovepaper" / "test")
+        dsn = localservers.start_postgres(ROOT / ".wovepaper" / "test")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])

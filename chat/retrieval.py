@@ -20,7 +20,8 @@ import asyncpg
 import embeddings
 from db.filters import PAPER_FILTERS, PAPER_SORTS, Clause, PaperFilterSpec, paper_filter_clauses
 from db.queries.papers import Conn, PaperRow, fetch_papers_by_ids, page_papers
-from db.queries.search import SEARCH_SORTS, EmptyQuery, Mode, SemanticSearchUnavailable, search_papers
+from db.queries.search.papers import EmptyQuery, SemanticSearchUnavailable, search_papers
+from db.queries.search.statement import SEARCH_SORTS, Mode
 
 log = logging.getLogger("chat")
 

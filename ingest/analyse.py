@@ -29,7 +29,7 @@ from db.queries.analyses import (
     record_analysis_failures,
 )
 from db.queries.ingest_state import commit_without_flush_wait, fetch_checkpoint, save_checkpoint
-from db.queries.writes import AnalysisRecord, upsert_analyses
+from db.queries.writes.analyses import AnalysisRecord, upsert_analyses
 from db.records import Touched
 from ingest.parsers.analysis import (
     MAX_ANSWER_TOKENS,

@@ -36,17 +36,11 @@ from db.queries.ingest_state import (
     tombstone_papers,
 )
 from db.queries.merges import apply_s2_merges
-from db.queries.writes import (
-    PaperWriteResult,
-    add_people_of_papers,
-    apply_authorship_matches,
-    mark_enriched,
-    replace_researcher_works,
-    update_citations,
-    upsert_institutions,
-    upsert_papers,
-    upsert_researchers,
-)
+from db.queries.writes.citations import mark_enriched, update_citations
+from db.queries.writes.institutions import upsert_institutions
+from db.queries.writes.matches import apply_authorship_matches
+from db.queries.writes.papers import PaperWriteResult, add_people_of_papers, upsert_papers
+from db.queries.writes.researchers import replace_researcher_works, upsert_researchers
 from db.records import AuthorshipMatch, CitationRecord, InstitutionRecord, ResearcherRecord, Touched, WorkRecord
 from ingest.checkpoints import HarvestState, arxiv_checkpoint_key, load_harvest_state, save_harvest_state
 from ingest.clients.arxiv_oai import ArxivOAIClient

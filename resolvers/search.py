@@ -15,23 +15,22 @@ from db.paging import encode_cursor
 from db.queries.institutions import InstitutionRow
 from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
-from db.queries.search import (
-    SEARCH_SORTS,
-    EmptyQuery,
-    EntityKind,
-    Facets,
-    FacetValue,
-    Mode,
+from db.queries.search.names import (
     NameMatches,
-    SearchHit,
-    SemanticSearchUnavailable,
-    Suggestion,
     name_relevance,
     search_institutions_by_name,
-    search_papers,
     search_researchers_by_name,
-    suggest,
 )
+from db.queries.search.papers import (
+    EmptyQuery,
+    Facets,
+    FacetValue,
+    SearchHit,
+    SemanticSearchUnavailable,
+    search_papers,
+)
+from db.queries.search.statement import SEARCH_SORTS, Mode
+from db.queries.search.suggest import EntityKind, Suggestion, suggest
 from resolvers.context import Context
 from resolvers.errors import BadUserInput, PublicError
 from resolvers.pagination import Connection, PageInfo, PageRequest, page_request, selects, split_page

@@ -7,7 +7,7 @@ from typing import cast
 
 import strawberry
 
-from db.queries.search import Mode
+from db.queries.search.statement import Mode
 from resolvers.search import (
     SearchConnection,
     SearchFacetsView,

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-import localservices
+import localservers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def server_process(
 ) -> Iterator[ServerProcess]:
     """Runs `argv` plus `--host 127.0.0.1 --port <free port>`, output to `log`; yields once /healthz answers and
     stops it with SIGINT (as Ctrl-C would) on the way out. A server that exits or stays silent fails the test."""
-    port = localservices.free_port()
+    port = localservers.free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [*argv, "--host", "127.0.0.1", "--port", str(port)],

