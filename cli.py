@@ -88,17 +88,7 @@ def serve(
 @app.command()
 def migrate() -> None:
     """Apply pending database migrations (safe to run twice, or from two processes at once)."""
-    dsn = database_url_or_exit(settings_or_exit())
-
-    async def run() -> list[str]:
-        conn = await asyncpg.connect(dsn)
-        try:
-            return await apply_migrations(conn)
-        finally:
-            await conn.close()
-
-    applied = asyncio.run(run())
-    typer.echo(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
+    typer.echo(_migrate_or_exit(database_url_or_exit(settings_or_exit())))
 
 
 @app.command()

@@ -45,6 +45,13 @@ def test_console_script_is_installed() -> None:
     assert "migrate" in result.stdout
 
 
+def test_migrate_without_a_reachable_database_says_so_and_fails() -> None:
+    closed = f"postgresql://postgres@127.0.0.1:{localservers.free_port()}/postgres"
+    result = CliRunner().invoke(app, ["migrate"], env={"DATABASE_URL": closed})
+    assert result.exit_code == 1
+    assert "error: cannot migrate the database at DATABASE_URL" in result.output
+
+
 # --- `wovepaper up` -----------------------------------------------------------------------------------
 
 
