@@ -88,17 +88,7 @@ def serve(
 @app.command()
 def migrate() -> None:
     """Apply pending database migrations (safe to run twice, or from two processes at once)."""
-    dsn = database_url_or_exit(settings_or_exit())
-
-    async def run() -> list[str]:
-        conn = await asyncpg.connect(dsn)
-        try:
-            return await apply_migrations(conn)
-        finally:
-            await conn.close()
-
-    applied = asyncio.run(run())
-    typer.echo(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
+    typer.echo(_migrate_or_exit(database_url_or_exit(settings_or_exit())))
 
 
 @app.command()
@@ -170,7 +160,7 @@ def up(
 
     import uvicorn
 
-    import localservices
+    import localservers
     from settings import get_settings
 
     settings = settings_or_exit()
@@ -187,7 +177,7 @@ def up(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     loading_demo = False
     try:
-        with localservices.local_environment(
+        with localservers.local_environment(
             Path(settings.local_dir), database_url=settings.database_url, redis_url=settings.redis_url
         ) as env:
             for started in env.started:
@@ -213,7 +203,7 @@ def up(
                 loading_demo = False
             typer.echo(f"serving GraphiQL at http://{host}:{port}/graphql (Ctrl-C stops)")
             uvicorn.run("app:app", host=host, port=port, log_level="info", timeout_keep_alive=5)
-    except localservices.LocalServiceError as exc:
+    except localservers.LocalServiceError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     except subprocess.CalledProcessError as exc:
@@ -252,7 +242,7 @@ def _port_free_or_exit(host: str, port: int) -> None:
 
 def _has_papers(dsn: str) -> bool:
     # Checked here first: starting `wovepaper demo --if-empty` only to learn that would cost a second per run.
-    from db.queries.writes import count_papers
+    from db.queries.writes.papers import count_papers
 
     async def run() -> int:
         conn = await asyncpg.connect(dsn)

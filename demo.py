@@ -24,17 +24,12 @@ import asyncpg
 import demo_words as W
 from db.ids import ror_checksum
 from db.queries.figures import refresh_institution_figures, refresh_researcher_figures
-from db.queries.writes import (
-    AnalysisRecord,
-    apply_authorship_matches,
-    count_papers,
-    replace_researcher_works,
-    update_citations,
-    upsert_analyses,
-    upsert_institutions,
-    upsert_papers,
-    upsert_researchers,
-)
+from db.queries.writes.analyses import AnalysisRecord, upsert_analyses
+from db.queries.writes.citations import update_citations
+from db.queries.writes.institutions import upsert_institutions
+from db.queries.writes.matches import apply_authorship_matches
+from db.queries.writes.papers import count_papers, upsert_papers
+from db.queries.writes.researchers import replace_researcher_works, upsert_researchers
 from db.records import (
     AuthorRecord,
     AuthorshipMatch,

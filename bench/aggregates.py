@@ -28,7 +28,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-import localservices
+import localservers
 from db.cache import keys
 from db.cache.invalidation import invalidate
 from db.cache.store import CacheStore, create_redis
@@ -263,7 +263,7 @@ def main() -> None:
     local = None
     redis_url = args.redis_url
     if redis_url is None:
-        local = localservices.start_redis(Path(tempfile.mkdtemp(prefix="bench-redis-")), port=localservices.free_port())
+        local = localservers.start_redis(Path(tempfile.mkdtemp(prefix="bench-redis-")), port=localservers.free_port())
         redis_url = local.url
     try:
         out: dict[str, Any] = {"aggregates": asyncio.run(aggregates_part(args.database_url, redis_url, args.n))}

@@ -23,7 +23,7 @@ from db.filters import RESEARCHER_SORTS
 from db.queries.aggregates import fetch_institution_stats, fetch_researcher_stats
 from db.queries.changes import page_changes
 from db.queries.institutions import fetch_institution_by_name
-from db.queries.search import search_researchers_by_name
+from db.queries.search.names import search_researchers_by_name
 from db.queries.sitemap import count_sitemap, fetch_sitemap_chunk
 
 

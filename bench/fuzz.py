@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from tests.drills.scenarios import throwaway_demo_database
-from tests.drills.servers import ServedApi
+from tests.server_process import start_api
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,7 +40,7 @@ async def main() -> int:
         return 2
     async with throwaway_demo_database(os.environ["DATABASE_URL"], papers=args.papers, prefix="wovepaper_fuzz") as dsn:
         with tempfile.TemporaryDirectory(prefix="wovepaper-fuzz-") as tmp:
-            api = ServedApi.start({"DATABASE_URL": dsn}, Path(tmp) / "api.log")
+            api = start_api({"DATABASE_URL": dsn}, Path(tmp) / "api.log")
             try:
                 run = [
                     tool,

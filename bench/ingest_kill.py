@@ -36,7 +36,7 @@ async def _create(admin_dsn: str) -> tuple[str, str]:
 
     from db.admin import create_database
     from db.migrate import migrate
-    from localservices import with_database
+    from localservers import with_database
 
     name = f"wovepaper_bench_kill_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(admin_dsn)
@@ -103,9 +103,9 @@ def main() -> None:
     args = parser.parse_args()
     admin_dsn = args.database_url
     if not admin_dsn:
-        import localservices
+        import localservers
 
-        admin_dsn = localservices.start_postgres(ROOT / ".wovepaper" / "test")
+        admin_dsn = localservers.start_postgres(ROOT / ".wovepaper" / "test")
     name, dsn = asyncio.run(_create(admin_dsn))
     started = time.monotonic()
     outcomes: list[Outcome] = []

@@ -4,7 +4,7 @@
 
 A loopback server (a separate process) serves generated ListRecords pages in the real arXivRaw
 format (2025 server shape: opaque tokens, empty final token; versions, TeX, old-style ids,
-withdrawn papers, `<acm-class>None`). The real harvest (`ingest.pipeline.harvest_arxiv`: streaming
+withdrawn papers, `<acm-class>None`). The real harvest (`ingest.harvest.harvest_arxiv`: streaming
 parse, one transaction per page with its checkpoint) loads them into a throwaway database, which is
 dropped afterwards. Reports records/s and the process's resident memory after each tenth of the run.
 Without --database-url (or DATABASE_URL) the project-local PostgreSQL is used.
@@ -142,7 +142,7 @@ async def run(admin_dsn: str, port: int, total: int, writers: int = 2) -> None:
     from db.admin import create_database
     from db.migrate import migrate
     from ingest.clients.arxiv_oai import ArxivOAIClient
-    from ingest.pipeline import harvest_arxiv
+    from ingest.harvest import harvest_arxiv
 
     name = f"wovepaper_bench_ingest_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(admin_dsn)
@@ -231,9 +231,9 @@ def main() -> None:
         return
     dsn = args.database_url
     if not dsn:
-        import localservices
+        import localservers
 
-        dsn = localservices.start_postgres(ROOT / ".wovepaper" / "test")
+        dsn = localservers.start_postgres(ROOT / ".wovepaper" / "test")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])

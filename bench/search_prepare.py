@@ -24,10 +24,10 @@ import asyncpg
 
 import demo
 import embeddings
-import localservices
+import localservers
 from db.admin import create_database
 from db.migrate import migrate
-from db.queries.writes import upsert_researchers
+from db.queries.writes.researchers import upsert_researchers
 
 ROOT = Path(__file__).resolve().parent.parent
 DB = "wovepaper_search_bench"
@@ -173,7 +173,7 @@ def main() -> None:
         "--embedded", type=int, default=1_000_000, help="papers (by id) that get a vector; the HNSW index holds these"
     )
     args = parser.parse_args()
-    admin = args.admin_url or localservices.start_postgres(ROOT / ".wovepaper" / "bench-search")
+    admin = args.admin_url or localservers.start_postgres(ROOT / ".wovepaper" / "bench-search")
     asyncio.run(prepare(admin, args.papers, args.real, args.embedded))
 
 

@@ -21,7 +21,8 @@ import embeddings
 from db.connection import Conn
 from db.filters import PAPER_FILTERS, PAPER_SORTS, Clause, PaperFilterSpec, paper_filter_clauses
 from db.queries.papers import PaperRow, fetch_papers_by_ids, page_papers
-from db.queries.search import SEARCH_SORTS, EmptyQuery, Mode, SemanticSearchUnavailable, search_papers
+from db.queries.search.papers import EmptyQuery, SemanticSearchUnavailable, search_papers
+from db.queries.search.statement import SEARCH_SORTS, Mode
 
 log = logging.getLogger("chat")
 

@@ -29,8 +29,9 @@ from db.queries.analyses import (
     record_analysis_failures,
 )
 from db.queries.ingest_state import commit_without_flush_wait, fetch_checkpoint, save_checkpoint
-from db.queries.writes import AnalysisRecord, upsert_analyses
+from db.queries.writes.analyses import AnalysisRecord, upsert_analyses
 from db.records import Touched
+from ingest.cache import invalidate_after_commit
 from ingest.parsers.analysis import (
     MAX_ANSWER_TOKENS,
     RESPONSE_FORMAT,
@@ -40,7 +41,6 @@ from ingest.parsers.analysis import (
     correction_messages,
     parse_analysis,
 )
-from ingest.pipeline import invalidate_after_commit
 from ingest.progress import RunProgress, Summary
 from llm import ModelClient, ModelRateLimited, ModelRequestFailed
 

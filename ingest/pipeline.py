@@ -1,4 +1,5 @@
-"""The harvest (arXiv OAI-PMH -> papers) and the enrichment (Semantic Scholar + OpenAlex -> researchers).
+"""The enrichment (Semantic Scholar + OpenAlex -> researchers); the harvest (arXiv OAI-PMH -> papers) is in
+`ingest.harvest`.
 
 Both are transactional per batch: a page (or an enrichment batch) is written, together with its
 checkpoint, in one transaction, and the cache forgets what it touched only after that commits. A
@@ -7,268 +8,50 @@ failure loses at most the batch in flight; the next run resumes where the last c
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import gc
 import logging
-from collections import Counter, defaultdict, deque
-from collections.abc import Iterator
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime, timedelta
-from functools import partial
+from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
 import asyncpg
 
-from db.cache.invalidation import invalidate
 from db.cache.store import CacheStore
 from db.queries.figures import refresh_figures
 from db.queries.ingest_state import (
     QueuedPaper,
     clear_enrich_failures,
-    commit_without_flush_wait,
     fetch_enrich_queue,
     fetch_identity_owners,
     fetch_s2_figures,
     fetch_stored_rors,
     record_enrich_failures,
     record_progress,
-    tombstone_papers,
 )
 from db.queries.merges import apply_s2_merges
-from db.queries.writes import (
-    PaperWriteResult,
-    add_people_of_papers,
-    apply_authorship_matches,
-    mark_enriched,
-    replace_researcher_works,
-    update_citations,
-    upsert_institutions,
-    upsert_papers,
-    upsert_researchers,
-)
+from db.queries.writes.citations import mark_enriched, update_citations
+from db.queries.writes.institutions import upsert_institutions
+from db.queries.writes.matches import apply_authorship_matches
+from db.queries.writes.researchers import replace_researcher_works, upsert_researchers
 from db.records import AuthorshipMatch, CitationRecord, InstitutionRecord, ResearcherRecord, Touched, WorkRecord
-from ingest.checkpoints import HarvestState, arxiv_checkpoint_key, load_harvest_state, save_harvest_state
-from ingest.clients.arxiv_oai import ArxivOAIClient
+from ingest.cache import invalidate_after_commit
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
-from ingest.errors import BadResumptionToken, BudgetExhausted, NoRecordsMatch, UpstreamError
+from ingest.errors import BudgetExhausted, UpstreamError
+from ingest.harvest import harvest_arxiv as harvest_arxiv  # the harvest beside the enrichment, for callers of both
 from ingest.parsers.names import align_authors
-from ingest.parsers.oai import OAIPage
 from ingest.parsers.openalex import OAWork, arxiv_doi, match_works
 from ingest.parsers.s2 import S2Paper
 from ingest.progress import RunProgress, Summary
 
 log = logging.getLogger("ingest")
 
-MAX_TOKEN_RESTARTS = 3
 # Papers per transaction. S2's /paper/batch takes 500, but each new author's works list is a request
 # of its own (about one a second with a key): 100 papers commit every few minutes, not every half hour.
 ENRICH_BATCH = 100
 UNKNOWN_PAPER_PATIENCE = timedelta(days=30)
 MAX_FAILED_BATCHES = 3  # in a row: the upstream is down, stop instead of walking the whole queue
 ENRICH_PROGRESS = "enrich"  # its row in ingest_progress
-
-
-def _settle(commit: asyncio.Future[None], task: asyncio.Task[tuple[PaperWriteResult, set[int]]]) -> None:
-    if commit.done():
-        return
-    if task.cancelled():
-        commit.cancel()
-    elif (exc := task.exception()) is not None:
-        commit.set_exception(exc)
-    else:
-        commit.set_result(None)
-
-
-async def invalidate_after_commit(cache: CacheStore | None, touched: Touched) -> None:
-    """Forget cached aggregates of what a committed batch touched (never call before the commit)."""
-    if touched:
-        await invalidate(cache, touched)
-
-
-# --------------------------------------------------------------------------------------------- arXiv
-
-# A page parses into some 40,000 objects (records, names, dates, rows) that live until it is written. At the
-# default threshold of 700 allocations the collector rescans them dozens of times a page and promotes them into
-# full collections over everything alive: 12% of the harvest's CPU time, 6% at this threshold.
-HARVEST_GC_THRESHOLD = 10_000
-
-
-@contextlib.contextmanager
-def _young_collections_every(allocations: int) -> Iterator[None]:
-    previous = gc.get_threshold()
-    gc.set_threshold(allocations, *previous[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*previous)
-
-
-async def harvest_arxiv(
-    conn: asyncpg.Connection,
-    client: ArxivOAIClient,
-    *,
-    from_: date | None = None,
-    until: date | None = None,
-    set_spec: str | None = None,
-    cache: CacheStore | None = None,
-    stream: TextIO | None = None,
-    writer: asyncpg.Connection | None = None,
-) -> Summary:
-    """ListRecords from `from_` (clamped to earliestDatestamp) or from the checkpoint, page by page.
-
-    With a second connection (`writer`) two pages are written at once, each in its own transaction;
-    their checkpoints still commit in page order, so a crash never skips a page.
-
-    Summary: seen = records read, inserted/updated = papers written, skipped = records already up
-    to date, failed = records that could not be parsed (logged) plus a request that failed for good.
-    """
-    summary = Summary()
-    key = arxiv_checkpoint_key(set_spec)
-    saved = await load_harvest_state(conn, key)
-    token: str | None = None
-    if from_ is not None:
-        earliest = await client.identify()
-        if earliest is not None and from_ < earliest:
-            log.info("--from %s is before the repository's earliest datestamp; using %s", from_, earliest)
-            from_ = earliest
-        state = HarvestState(harvest_from=from_, until=until, next_from=saved.next_from if saved else None)
-    elif saved is not None and saved.token:
-        state, token = saved, saved.token
-        log.info("resuming the interrupted harvest from %s (page %d)", state.harvest_from or "the start", state.pages)
-    elif saved is not None:
-        state = HarvestState(harvest_from=saved.next_from, until=until, next_from=saved.next_from)
-    else:
-        state = HarvestState(until=until)
-    restarts = 0
-    prefetched: asyncio.Task[OAIPage] | None = None
-    writers = [conn, *([writer] if writer is not None else [])]
-    inflight: deque[tuple[asyncio.Task[tuple[PaperWriteResult, set[int]]], OAIPage, int]] = deque()
-    previous: asyncio.Future[None] | None = None
-    dispatched = 0
-
-    async def write(
-        c: asyncpg.Connection,
-        page: OAIPage,
-        number: int,
-        after: HarvestState,
-        prev: asyncio.Future[None] | None,
-        caught_up_to: datetime | None,
-    ) -> tuple[PaperWriteResult, set[int]]:
-        async with c.transaction():
-            await commit_without_flush_wait(c)
-            result = await upsert_papers(c, page.records)
-            tombstoned = await tombstone_papers(c, page.deleted)
-            # A withdrawn paper leaves its researchers' and institutions' counts (refreshed below).
-            await add_people_of_papers(c, tombstoned, result.touched)
-            if prev is not None:
-                # Checkpoints commit in page order: wait for the page before (its failure rolls this back).
-                # Until then this transaction holds rows of its own papers only, which the page before never
-                # needs (pages that share a paper are not written at once). Figure rows are shared: taking one
-                # before this wait could make the page before wait on this one, for ever, since PostgreSQL
-                # cannot see a wait that passes through Python.
-                log.debug("page %d written; waiting for page %d to commit", number, number - 1)
-                await asyncio.shield(prev)
-            # A re-harvest that changed an author list can drop matches: keep stored figures true.
-            await refresh_figures(c, result.touched)
-            await record_progress(c, key, records=page.seen, caught_up_to=caught_up_to)
-            await save_harvest_state(c, key, after)
-        return result, tombstoned
-
-    async def finish() -> None:
-        task, page, number = inflight.popleft()
-        result, tombstoned = await task
-        touched = result.touched
-        touched.papers |= tombstoned
-        touched.paper_keys |= set(page.deleted)
-        await invalidate_after_commit(cache, touched)
-        summary.seen += page.seen
-        summary.inserted += result.inserted
-        summary.updated += result.updated + len(tombstoned)
-        summary.skipped += result.unchanged + len(page.deleted) - len(tombstoned)
-        summary.failed += len(page.skipped)
-        summary.requests, summary.retries = client.http.stats.requests, client.http.stats.retries
-        progress.update(summary, f"page {number}")
-
-    with RunProgress(f"arxiv {key}", stream=stream) as progress, _young_collections_every(HARVEST_GC_THRESHOLD):
-        try:
-            while True:
-                try:
-                    if prefetched is not None:
-                        page, prefetched = await prefetched, None
-                    elif token is not None:
-                        page = await client.list_records(token=token)
-                    else:
-                        page = await client.list_records(from_=state.harvest_from, until=state.until, set_spec=set_spec)
-                except BadResumptionToken:
-                    if token is None or restarts >= MAX_TOKEN_RESTARTS:
-                        raise
-                    restarts += 1
-                    log.warning("resumption token expired; restarting from %s", state.harvest_from or "the start")
-                    while inflight:
-                        await finish()
-                    token = None
-                    state = replace(state, token=None, started=None)
-                    continue
-                except NoRecordsMatch:
-                    log.info("nothing new since %s", state.harvest_from)
-                    while inflight:
-                        await finish()
-                    async with conn.transaction():
-                        now = datetime.now(UTC) if state.until is None else None
-                        state = state.page_done(None, None)
-                        await record_progress(conn, key, records=0, pages=0, caught_up_to=now)
-                        await save_harvest_state(conn, key, state)
-                    break
-                token = page.token
-                if token:
-                    # Download and parse the next page while this one is written: the parse runs
-                    # here, the writes in PostgreSQL, so they overlap. Pacing still holds.
-                    prefetched = asyncio.create_task(client.list_records(token=token))
-                for ident, why in page.skipped:
-                    log.error("skipped record %s: %s", ident, why)
-                # A complete harvest up to now holds everything the upstream had when it began.
-                began = state.started or page.response_date
-                caught_up_to = began if not page.token and state.until is None else None
-                state = state.page_done(page.token, page.response_date)
-                if len(inflight) == len(writers):
-                    await finish()  # frees the connection the next page goes to
-                ids = {r.arxiv_id for r in page.records} | set(page.deleted)
-                while inflight and any(ids & {r.arxiv_id for r in p.records} for _, p, _ in inflight):
-                    # The server may repeat a record on the next page: two concurrent upserts of one paper
-                    # can trip the slug's unique index, so the earlier page commits first.
-                    await finish()
-                done = write(writers[dispatched % len(writers)], page, state.pages, state, previous, caught_up_to)
-                task = asyncio.create_task(done)
-                # This page's commit, as a future the next page's transaction waits on.
-                previous = asyncio.get_running_loop().create_future()
-                task.add_done_callback(partial(_settle, previous))
-                inflight.append((task, page, state.pages))
-                dispatched += 1
-                if not token:
-                    break
-            while inflight:
-                await finish()
-        except UpstreamError as exc:
-            log.error("harvest stopped: %s; committed pages are kept and the next run resumes", exc)
-            summary.failed += 1
-            summary.stopped = str(exc)
-            while inflight:
-                await finish()
-        finally:
-            if prefetched is not None:
-                prefetched.cancel()
-                with contextlib.suppress(BaseException):
-                    await prefetched
-            # Whatever stopped the run, pages already being written still commit (in order).
-            for t, _, _ in inflight:
-                with contextlib.suppress(BaseException):
-                    await t
-            if previous is not None and previous.done() and not previous.cancelled():
-                previous.exception()  # retrieved: a failure was already raised through its task
-    summary.requests, summary.retries = client.http.stats.requests, client.http.stats.retries
-    return summary
 
 
 # ---------------------------------------------------------------------------------------- enrichment

@@ -17,11 +17,13 @@ from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_fa
 from db.queries.merges import merge_researchers
 from db.records import Touched
 from ingest.analyse import ANALYSE_BATCH, analyse
+from ingest.cache import invalidate_after_commit
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BudgetExhausted
-from ingest.pipeline import ENRICH_BATCH, enrich, harvest_arxiv, invalidate_after_commit
+from ingest.harvest import harvest_arxiv
+from ingest.pipeline import ENRICH_BATCH, enrich
 from ingest.progress import Summary
 from llm import ModelClient
 from settings import Settings

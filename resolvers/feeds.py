@@ -36,7 +36,8 @@ from db.filters import PAPER_SORTS, PaperFilterSpec, paper_filter_clauses
 from db.queries.institutions import InstitutionRow
 from db.queries.papers import PaperRow, fetch_authorships, page_papers
 from db.queries.researchers import ResearcherRow
-from db.queries.search import SEARCH_SORTS, EmptyQuery, search_papers
+from db.queries.search.papers import EmptyQuery, search_papers
+from db.queries.search.statement import SEARCH_SORTS
 from db.queries.viewers import fetch_viewer_by_feed_token
 from resolvers.context import Context
 from resolvers.errors import BadUserInput

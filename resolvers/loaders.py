@@ -29,7 +29,7 @@ from db.queries.papers import (
     fetch_versions,
 )
 from db.queries.researchers import ResearcherRow, fetch_merged_ids, fetch_researchers_following_redirects
-from db.queries.search import fetch_similar_papers_by_keys
+from db.queries.search.similar import fetch_similar_papers_by_keys
 
 K = TypeVar("K")
 V = TypeVar("V")

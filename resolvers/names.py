@@ -9,7 +9,7 @@ from typing import Any, Protocol, TypeVar
 from db.filters import Clause, Sort
 from db.queries.institutions import InstitutionRow
 from db.queries.researchers import ResearcherRow
-from db.queries.search import (
+from db.queries.search.names import (
     NameMatches,
     name_relevance,
     search_institutions_by_name,

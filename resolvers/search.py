@@ -10,19 +10,16 @@ import embeddings
 from db.filters import Sort, paper_filter_clauses
 from db.paging import encode_cursor
 from db.queries.papers import PaperRow
-from db.queries.search import (
-    SEARCH_SORTS,
+from db.queries.search.papers import (
     EmptyQuery,
-    EntityKind,
     Facets,
     FacetValue,
-    Mode,
     SearchHit,
     SemanticSearchUnavailable,
-    Suggestion,
     search_papers,
-    suggest,
 )
+from db.queries.search.statement import SEARCH_SORTS, Mode
+from db.queries.search.suggest import EntityKind, Suggestion, suggest
 from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput, PublicError
 from resolvers.names import MAX_NAME_QUERY_LENGTH

@@ -6,7 +6,7 @@ from enum import Enum
 
 import strawberry
 
-from db.queries.search import Mode
+from db.queries.search.statement import Mode
 from resolvers.context import Info
 from resolvers.search import (
     SearchConnection,

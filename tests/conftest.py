@@ -1,7 +1,7 @@
 """Shared fixtures: a real PostgreSQL database and a real Redis per test session.
 
 DATABASE_URL / REDIS_URL name servers to use; without them the project-local servers start
-(see localservices.py). Each session creates its own uniquely named database and drops it at the
+(see localservers/). Each session creates its own uniquely named database and drops it at the
 end; it never touches another database. Redis keys carry a per-session namespace.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-import localservices
+import localservers
 from db.admin import create_database
 from db.migrate import migrate
 
@@ -43,7 +43,7 @@ def _with_database(dsn: str, name: str) -> str:
 def pg_admin_dsn() -> str:
     if ENV_DATABASE_URL:
         return ENV_DATABASE_URL
-    return localservices.start_postgres(ROOT / ".wovepaper" / "test")
+    return localservers.start_postgres(ROOT / ".wovepaper" / "test")
 
 
 @pytest.fixture(scope="session")
@@ -103,7 +103,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if ENV_REDIS_URL:
         yield ENV_REDIS_URL
         return
-    server = localservices.start_redis(tmp_path_factory.mktemp("redis"))
+    server = localservers.start_redis(tmp_path_factory.mktemp("redis"))
     yield server.url
     server.stop()
 

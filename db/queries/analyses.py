@@ -1,6 +1,6 @@
 """SQL of the analysis stage: its queue, failed papers, and the day's token count it keeps as a checkpoint.
 
-Analyses themselves are written by `db.queries.writes.upsert_analyses`, the write path the demo shares.
+Analyses themselves are written by `db.queries.writes.analyses.upsert_analyses`, the write path the demo shares.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import asyncpg
 
-from db.queries.writes import add_people_of_papers
+from db.queries.writes.papers import add_people_of_papers
 from db.records import Touched
 
 SELECT_PAIR = """

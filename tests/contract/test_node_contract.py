@@ -52,7 +52,7 @@ def server_url(demo_database_url: str, tmp_path_factory: pytest.TempPathFactory)
     env["WOVEPAPER_JWT_SECRET"] = SECRET  # the harness signs the signed-in reader's token with it
     log = tmp_path_factory.mktemp("node-contract") / "uvicorn.log"
     with server_process([sys.executable, "-m", "uvicorn", "app:app", "--workers", "1"], env, log) as server:
-        yield f"{server.base}/graphql"
+        yield f"{server.url}/graphql"
 
 
 def test_codegen_types_every_operation_and_tsc_accepts_them(node_modules: Path, tmp_path: Path) -> None:

@@ -24,4 +24,4 @@ def served_demo(demo_database_url: str, redis_url: str, cache_namespace: str, tm
     }
     log = tmp_path_factory.mktemp("served-demo") / "serve.log"
     with server_process([*wovepaper_command(), "serve"], env, log) as server:
-        yield server.base
+        yield server.url

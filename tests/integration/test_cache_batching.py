@@ -3,7 +3,7 @@ never trips the breaker on its own (it used to exhaust redis-py's pool: MaxConne
 
 from __future__ import annotations
 
-import localservices
+import localservers
 from db.cache.breaker import BreakerState
 from db.cache.store import CacheStore
 from tests.integration.inprocess import served
@@ -17,7 +17,7 @@ query FanOut {
 
 
 async def test_a_fan_out_request_batches_its_redis_calls(demo_database_url, cache_namespace, tmp_path) -> None:
-    redis = localservices.start_redis(tmp_path / "redis", port=localservices.free_port())
+    redis = localservers.start_redis(tmp_path / "redis", port=localservers.free_port())
     try:
         async with served(
             demo_database_url,

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
-import localservices
+import localservers
 from db.cache import keys
 from db.cache.breaker import BreakerState, CircuitBreaker
 from db.cache.invalidation import invalidate
@@ -42,8 +42,8 @@ async def pool(fault_db) -> AsyncIterator[asyncpg.Pool]:
 
 
 @pytest.fixture
-def server(tmp_path) -> Iterator[localservices.LocalRedis]:
-    srv = localservices.start_redis(tmp_path / "redis", port=localservices.free_port())
+def server(tmp_path) -> Iterator[localservers.LocalRedis]:
+    srv = localservers.start_redis(tmp_path / "redis", port=localservers.free_port())
     yield srv
     # Always wake a frozen server, whatever the test did.
     if srv.process.poll() is None:
@@ -159,7 +159,7 @@ async def test_breaker_recloses_after_restart_and_caches_again(pool, fault_db, s
     server.process.send_signal(signal.SIGTERM)
     server.process.wait(5)
     await read_until_open(pool, store, rids)
-    again = localservices.start_redis(tmp_path / "redis2", port=port)
+    again = localservers.start_redis(tmp_path / "redis2", port=port)
     try:
         await asyncio.sleep(RESET_AFTER_S + 0.05)
         await read_all(pool, store, rids)  # the probe succeeds: misses, stored

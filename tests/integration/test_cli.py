@@ -15,7 +15,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-import localservices
+import localservers
 from cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +43,13 @@ def test_console_script_is_installed() -> None:
     result = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     assert "migrate" in result.stdout
+
+
+def test_migrate_without_a_reachable_database_says_so_and_fails() -> None:
+    closed = f"postgresql://postgres@127.0.0.1:{localservers.free_port()}/postgres"
+    result = CliRunner().invoke(app, ["migrate"], env={"DATABASE_URL": closed})
+    assert result.exit_code == 1
+    assert "error: cannot migrate the database at DATABASE_URL" in result.output
 
 
 # --- `wovepaper up` -----------------------------------------------------------------------------------
@@ -120,7 +127,7 @@ async def test_up_uses_the_given_servers_migrates_serves_and_stops_on_signal(
     make_database, redis_url: str, tmp_path: Path, sig: signal.Signals
 ) -> None:
     dsn = await make_database(f"up_{sig.name.lower()}")
-    port = localservices.free_port()
+    port = localservers.free_port()
     log = tmp_path / "up.log"
     proc = _start_up(port, _env(DATABASE_URL=dsn, REDIS_URL=redis_url, WOVEPAPER_LOCAL_DIR=str(tmp_path)), log)
     try:
@@ -147,7 +154,7 @@ async def test_up_never_prints_a_given_password(make_database, tmp_path: Path) -
     # The database is the user's (with a password), Redis is started here: the line for other shells is printed.
     password = "pw-7e1c9a3f5d"
     dsn = _with_password(await make_database("up_password"), password)
-    port = localservices.free_port()
+    port = localservers.free_port()
     log = tmp_path / "up.log"
     proc = _start_up(port, _env(DATABASE_URL=dsn, WOVEPAPER_LOCAL_DIR=str(tmp_path / "local")), log)
     try:
@@ -183,7 +190,7 @@ def test_up_without_urls_runs_local_servers_survives_a_kill_and_stops_them(tmp_p
     env = _env(WOVEPAPER_LOCAL_DIR=str(local))
 
     # First run: initializes PostgreSQL, starts Redis, migrates; then dies without any cleanup.
-    port = localservices.free_port()
+    port = localservers.free_port()
     first = _start_up(port, env, tmp_path / "first.log")
     try:
         ready = _wait_ready(first, port, tmp_path / "first.log")
@@ -199,7 +206,7 @@ def test_up_without_urls_runs_local_servers_survives_a_kill_and_stops_them(tmp_p
     assert not _processes_mentioning(f"{local}/redis"), "redis-server outlived the killed runner"
 
     # Second run: reuses the data (nothing left to migrate) and, on Ctrl-C, stops both servers.
-    port = localservices.free_port()
+    port = localservers.free_port()
     second = _start_up(port, env, tmp_path / "second.log")
     try:
         _wait_ready(second, port, tmp_path / "second.log")
@@ -219,7 +226,7 @@ async def test_up_loads_the_demo_data_into_an_empty_database_only(
     query = {"query": "{ papers(first: 1) { totalCount } }"}
     counts = []
     for run, size in enumerate(["200", "300"]):
-        port = localservices.free_port()
+        port = localservers.free_port()
         log = tmp_path / f"up{run}.log"
         proc = _start_up(port, env, log, "--demo-papers", size)
         try:
@@ -238,7 +245,7 @@ async def test_ctrl_c_during_the_demo_load_says_the_data_is_partial(
 ) -> None:
     dsn = await make_database("up_demo_interrupted")
     log = tmp_path / "up.log"
-    proc = _start_up(localservices.free_port(), _env(DATABASE_URL=dsn, REDIS_URL=redis_url), log, "--demo")
+    proc = _start_up(localservers.free_port(), _env(DATABASE_URL=dsn, REDIS_URL=redis_url), log, "--demo")
     try:
         _wait_for_line(proc, log, "demo: ")
     finally:

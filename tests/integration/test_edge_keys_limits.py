@@ -15,7 +15,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-import localservices
+import localservers
 from app import create_app
 from cli import app as cli_app
 from edge.api_keys import ApiKeyAuthenticator
@@ -181,7 +181,7 @@ async def test_rate_limits_off_still_price(seeded: Any, redis_url: str, cache_na
 
 
 async def test_limiting_goes_on_per_process_while_redis_is_down(seeded: Any, cache_namespace: str, tmp_path) -> None:
-    server = localservices.start_redis(tmp_path / "redis", port=localservices.free_port())
+    server = localservers.start_redis(tmp_path / "redis", port=localservers.free_port())
     try:
         async with api(seeded, server.url, cache_namespace, anon_points_per_hour=4) as (client, _):
             first = await client.post("/graphql", json=TYPENAME)

@@ -16,14 +16,11 @@ from db.queries.figures import (
     refresh_paper_counts,
     refresh_researcher_figures,
 )
-from db.queries.writes import (
-    apply_authorship_matches,
-    replace_researcher_works,
-    update_citations,
-    upsert_institutions,
-    upsert_papers,
-    upsert_researchers,
-)
+from db.queries.writes.citations import update_citations
+from db.queries.writes.institutions import upsert_institutions
+from db.queries.writes.matches import apply_authorship_matches
+from db.queries.writes.papers import upsert_papers
+from db.queries.writes.researchers import replace_researcher_works, upsert_researchers
 from db.records import (
     AuthorRecord,
     AuthorshipMatch,

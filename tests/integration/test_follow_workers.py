@@ -51,7 +51,7 @@ async def test_a_follow_on_one_worker_is_seen_by_the_other(
     wumo = {"id": str(seeded.researcher_ids["wumo"])}
     reader = hs256("worker-reader")
     with worker(env, tmp_path / "a.log") as server_a, worker(env, tmp_path / "b.log") as server_b:
-        a, b = server_a.base, server_b.base
+        a, b = server_a.url, server_b.url
         first = post(a, RESEARCHER_PAGE, wumo)
         assert first.json()["data"]["researcher"]["followerCount"] == 0
         cached = post(a, RESEARCHER_PAGE, wumo)

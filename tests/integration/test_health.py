@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-import localservices
+import localservers
 from app import create_app
 from db.migrate import available_migrations, migrate
 from settings import Settings
@@ -26,7 +26,7 @@ async def test_ready_when_migrated_and_redis_answers(database_url: str, redis_ur
 
 
 async def test_redis_unreachable_is_degraded_and_the_api_still_answers(database_url: str) -> None:
-    closed = f"redis://127.0.0.1:{localservices.free_port()}/0"
+    closed = f"redis://127.0.0.1:{localservers.free_port()}/0"
     async with serving(create_app(settings_for(database_url, closed))) as client:
         ready = await client.get("/readyz")
         health = await client.get("/healthz")

@@ -40,7 +40,7 @@ def served(database_url: str, redis_url: str, cache_namespace: str, tmp_path_fac
     # A server stuck in a synchronous walk (as before the limits) cannot stop on SIGINT; it is killed then.
     log = tmp_path_factory.mktemp("limits") / "serve.log"
     with server_process([*wovepaper_command(), "serve"], env, log) as server:
-        yield server.base
+        yield server.url
 
 
 async def test_fragment_explosion_is_refused_and_the_worker_keeps_answering(served: str) -> None:

@@ -18,7 +18,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 import app as app_module
-import localservices
+import localservers
 from app import create_app
 from db.cache.invalidation import invalidate
 from db.cache.store import CacheStore
@@ -365,7 +365,7 @@ async def test_write_then_invalidate_shows_new_figures_at_once(api, resp_db) -> 
 async def test_api_answers_correctly_and_quickly_with_redis_stopped_or_frozen(
     resp_db, cache_namespace, operations_dir, tmp_path
 ) -> None:
-    server = localservices.start_redis(tmp_path / "redis", port=localservices.free_port())
+    server = localservers.start_redis(tmp_path / "redis", port=localservers.free_port())
     try:
         breaker = {"redis_breaker_min_calls": 3, "redis_breaker_window_s": 30.0}
         async with serving(
@@ -440,7 +440,10 @@ async def test_ingest_write_path_then_api_shows_new_figures_at_once(api, resp_db
     """The ingest's write functions in one transaction, invalidation after the commit: the very next
     request (a cached page before) shows the new paper and figures."""
     from db.queries.figures import refresh_figures
-    from db.queries.writes import apply_authorship_matches, update_citations, upsert_papers, upsert_researchers
+    from db.queries.writes.citations import update_citations
+    from db.queries.writes.matches import apply_authorship_matches
+    from db.queries.writes.papers import upsert_papers
+    from db.queries.writes.researchers import upsert_researchers
     from db.records import AuthorshipMatch, CitationRecord, ResearcherRecord
 
     client, store, _ = api
@@ -536,7 +539,7 @@ async def test_only_what_graphql_accepts_is_served_from_cache(api, resp_db) -> N
 
 
 async def test_a_paper_asked_for_before_its_ingest_is_found_right_after(api, resp_db) -> None:
-    from db.queries.writes import upsert_papers
+    from db.queries.writes.papers import upsert_papers
 
     client, store, _ = api
     arxiv_id = f"2503.{int.from_bytes(os.urandom(2), 'big') % 90000 + 10000:05d}"

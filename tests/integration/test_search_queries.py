@@ -9,15 +9,10 @@ import asyncpg
 import pytest
 
 from db.filters import PaperFilterSpec, paper_filter_clauses
-from db.queries.search import (
-    SEARCH_SORTS,
-    EmptyQuery,
-    SearchResult,
-    search_institutions_by_name,
-    search_papers,
-    search_researchers_by_name,
-    suggest,
-)
+from db.queries.search.names import search_institutions_by_name, search_researchers_by_name
+from db.queries.search.papers import EmptyQuery, SearchResult, search_papers
+from db.queries.search.statement import CITED_TIER, SEARCH_SORTS
+from db.queries.search.suggest import suggest
 from tests.integration._search_data import PAPERS, Corpus, load_corpus
 
 BY_KEY = {p.key: p for p in PAPERS}
@@ -217,7 +212,7 @@ async def test_autocomplete_mixes_kinds_with_hints(conn, corpus) -> None:
 
 
 async def test_a_huge_result_is_capped_and_its_size_estimated(conn, corpus, monkeypatch) -> None:
-    import db.queries.search as search_module
+    import db.queries.search.papers as search_module
 
     everything = await kw(conn, "networks OR graph OR learning", with_facets=True)
     assert not everything.matches_estimated and everything.matches == everything.total > 4
@@ -231,11 +226,11 @@ async def test_a_huge_result_is_capped_and_its_size_estimated(conn, corpus, monk
 
 
 async def test_past_the_cap_a_common_term_is_ranked_among_well_cited_papers(conn, corpus, monkeypatch) -> None:
-    import db.queries.search as search_module
+    import db.queries.search.papers as search_module
 
     query = "networks OR graph OR learning"
     everything = await kw(conn, query)
-    cited = {h.paper.id for h in everything.hits if (h.paper.cited_by_count or 0) >= search_module.CITED_TIER}
+    cited = {h.paper.id for h in everything.hits if (h.paper.cited_by_count or 0) >= CITED_TIER}
     assert 2 <= len(cited) < everything.total  # the corpus has matches on both sides of the tier
     # More well-cited matches than the cap: the page is drawn from them alone, not from table order.
     monkeypatch.setattr(search_module, "KEYWORD_CAP", len(cited) - 1)
@@ -289,7 +284,7 @@ async def test_autocomplete_reads_surname_prefixes_most_prolific_first(conn) -> 
 async def test_past_the_cap_a_sorted_search_lists_the_first_matches_in_that_order(
     conn, corpus, monkeypatch, sort, key
 ) -> None:
-    import db.queries.search as search_module
+    import db.queries.search.papers as search_module
 
     query = "networks OR graph OR learning"
     everything = await kw(conn, query)

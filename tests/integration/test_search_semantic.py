@@ -13,17 +13,14 @@ import asyncpg
 import pytest
 
 import embeddings
-import localservices
+import localservers
 from db.admin import create_database
 from db.filters import PaperFilterSpec, paper_filter_clauses
 from db.migrate import migrate
 from db.queries.embeddings import count_embeddings, has_embeddings
-from db.queries.search import (
-    SEARCH_SORTS,
-    SemanticSearchUnavailable,
-    fetch_similar_papers,
-    search_papers,
-)
+from db.queries.search.papers import SemanticSearchUnavailable, search_papers
+from db.queries.search.similar import fetch_similar_papers
+from db.queries.search.statement import SEARCH_SORTS
 from tests.integration._search_data import Corpus, api_for, load_corpus
 
 pytestmark = [
@@ -46,7 +43,7 @@ async def _has_vector(dsn: str) -> bool:
 async def vector_admin_dsn(pg_admin_dsn: str) -> str:
     if await _has_vector(pg_admin_dsn):
         return pg_admin_dsn
-    return localservices.start_postgres(ROOT / ".wovepaper" / "test-pgvector")
+    return localservers.start_postgres(ROOT / ".wovepaper" / "test-pgvector")
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ def served(
     }
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with server_process([*wovepaper_command(), "serve"], env, log) as server:
-        yield server.base
+        yield server.url
     assert server.process.returncode == 0, log.read_text()
 
 

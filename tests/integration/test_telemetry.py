@@ -13,8 +13,8 @@ import pytest
 from app import create_app
 from settings import Settings
 from telemetry.logs import JsonFormatter
-from tests.drills.servers import ServedApi
 from tests.integration.inprocess import served
+from tests.server_process import start_api
 
 QUERY = "query Names { researchers(first: 2) { nodes { id name } } }"
 
@@ -45,7 +45,7 @@ async def test_one_json_line_per_request_with_its_operation_and_statements(datab
 
 @pytest.mark.slow
 async def test_metrics_of_several_workers_are_one_set(database_url, tmp_path) -> None:
-    api = ServedApi.start({"DATABASE_URL": database_url}, tmp_path / "api.log", workers=2)
+    api = start_api({"DATABASE_URL": database_url}, tmp_path / "api.log", workers=2)
     try:
         async with httpx.AsyncClient(base_url=api.url, timeout=20) as client:
             await asyncio.gather(*(client.post("/graphql", json={"query": QUERY}) for _ in range(30)))

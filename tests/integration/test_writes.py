@@ -7,16 +7,12 @@ import asyncpg
 import pytest
 
 from db.migrate import migrate
-from db.queries.writes import (
-    AnalysisRecord,
-    apply_authorship_matches,
-    replace_researcher_works,
-    update_citations,
-    upsert_analyses,
-    upsert_institutions,
-    upsert_papers,
-    upsert_researchers,
-)
+from db.queries.writes.analyses import AnalysisRecord, upsert_analyses
+from db.queries.writes.citations import update_citations
+from db.queries.writes.institutions import upsert_institutions
+from db.queries.writes.matches import apply_authorship_matches
+from db.queries.writes.papers import upsert_papers
+from db.queries.writes.researchers import replace_researcher_works, upsert_researchers
 from db.records import (
     AuthorRecord,
     AuthorshipMatch,

@@ -135,14 +135,13 @@ def test_info_is_defined_once() -> None:
 
 
 def test_conn_is_defined_once_in_db() -> None:
-    # db/queries/search.py keeps its own until it is split by concern.
     definitions = [
         str(path.relative_to(ROOT))
         for path in _sources("db", "resolvers", "chat")
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "Conn" for t in node.targets)
     ]
-    assert set(definitions) <= {"db/connection.py", "db/queries/search.py"}
+    assert definitions == ["db/connection.py"]
 
 
 def _field_def(type_name: str, field_name: str) -> Any:

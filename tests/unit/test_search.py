@@ -7,9 +7,11 @@ import hashlib
 import pytest
 
 import embeddings
-from db.queries import search
 from db.queries.embeddings import vector_literal
-from db.queries.search import Facets, FacetValue, Scanned, _facets_from_json, _matches, prefix_tsquery
+from db.queries.search.estimate import Scanned, estimate_matches
+from db.queries.search.papers import Facets, FacetValue, _facets_from_json
+from db.queries.search.statement import has_phrase
+from db.queries.search.suggest import prefix_tsquery
 from resolvers.errors import BadUserInput
 from resolvers.search import SearchConnection, resolve_facets
 
@@ -58,8 +60,11 @@ def test_facet_limit_and_other_count() -> None:
             resolve_facets(conn, bad)
 
 
-def test_match_estimate_only_past_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(search, "KEYWORD_CAP", 100)
+def _matches(total: int, capped: int, scanned: Scanned) -> tuple[int, bool]:
+    return estimate_matches(total, capped, scanned, cap=100)
+
+
+def test_match_estimate_only_past_the_cap() -> None:
     # No tier: 0 cited matches kept, the scan of the other papers reached block `rest` of 1,000.
     plain = lambda rest: Scanned(0, None, rest, 1000, 0.1)  # noqa: E731
     assert _matches(40, 40, plain(10.0)) == (40, False)
@@ -107,4 +112,4 @@ def test_missing_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
     [('"graph neural"', True), ("state-of-the-art", True), ("graph neural", False), ("graph -neural", False)],
 )
 def test_has_phrase(text: str, phrase: bool) -> None:
-    assert search.has_phrase(text) is phrase
+    assert has_phrase(text) is phrase

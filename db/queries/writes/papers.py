@@ -1,0 +1,324 @@
+"""Papers with their versions and authorships; an author list that changed keeps its matches by name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from db.queries.writes.staging import ids_of, stage
+from db.records import PaperRecord, Touched
+from db.slugs import paper_slug
+
+
+@dataclass(slots=True)
+class PaperWriteResult:
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    ids: dict[str, int] = field(default_factory=dict)  # arxiv_id -> papers.id, for every paper written
+    touched: Touched = field(default_factory=Touched)
+
+
+STG_PAPERS = """
+    arxiv_id text, version integer, slug text, title text, abstract text, authors_text text, categories text[],
+    primary_category text, published timestamptz, updated timestamptz, doi text, journal_ref text, comments text,
+    license text, withdrawn boolean, author_count integer
+"""
+STG_PAPER_COLUMNS = (
+    "arxiv_id",
+    "version",
+    "slug",
+    "title",
+    "abstract",
+    "authors_text",
+    "categories",
+    "primary_category",
+    "published",
+    "updated",
+    "doi",
+    "journal_ref",
+    "comments",
+    "license",
+    "withdrawn",
+    "author_count",
+)
+_PAPER_VALUE_COLUMNS = STG_PAPER_COLUMNS[1:]
+
+# A record older than the stored version never overwrites it; enrichment and analysis columns are
+# not in the SET list at all, so a re-harvest cannot erase them.
+UPSERT_PAPERS_FROM_STAGING = f"""
+INSERT INTO papers AS t ({", ".join(STG_PAPER_COLUMNS)})
+SELECT {", ".join(STG_PAPER_COLUMNS)} FROM stg_papers
+ON CONFLICT (arxiv_id) DO UPDATE SET
+    {", ".join(f"{c} = excluded.{c}" for c in _PAPER_VALUE_COLUMNS)},
+    modified_at = now()
+WHERE excluded.version >= t.version
+  AND ({", ".join(f"t.{c}" for c in _PAPER_VALUE_COLUMNS)})
+      IS DISTINCT FROM ({", ".join(f"excluded.{c}" for c in _PAPER_VALUE_COLUMNS)})
+RETURNING t.id, t.arxiv_id, (t.xmax = 0) AS inserted
+"""
+
+# The papers the upsert left alone (unchanged or stale) return nothing: their ids and stored versions.
+SELECT_UNWRITTEN_PAPERS = """
+SELECT p.id, p.arxiv_id, p.version FROM papers p WHERE p.arxiv_id = any($1::text[])
+"""
+
+STG_VERSIONS = "paper_id bigint, version integer, submitted_at timestamptz, size_kb integer, source_type text"
+UPSERT_PAPER_VERSIONS_FROM_STAGING = """
+INSERT INTO paper_versions AS t (paper_id, version, submitted_at, size_kb, source_type)
+SELECT s.paper_id, s.version, s.submitted_at, s.size_kb, s.source_type
+FROM stg_versions s
+ON CONFLICT (paper_id, version) DO UPDATE SET
+    submitted_at = excluded.submitted_at,
+    size_kb = coalesce(excluded.size_kb, t.size_kb),
+    source_type = coalesce(excluded.source_type, t.source_type)
+WHERE (t.submitted_at, t.size_kb, t.source_type)
+      IS DISTINCT FROM (excluded.submitted_at, coalesce(excluded.size_kb, t.size_kb),
+                        coalesce(excluded.source_type, t.source_type))
+RETURNING t.paper_id
+"""
+
+STG_AUTHORS = "paper_id bigint, position integer, name text, affiliation text, is_collaboration boolean"
+STG_CHANGED = "paper_id bigint PRIMARY KEY"
+STG_OLD_AUTHORS = "paper_id bigint, position integer, name text, researcher_id bigint"
+STG_OLD_AFFILIATIONS = "paper_id bigint, position integer, institution_id bigint"
+STG_CARRY = "paper_id bigint, position integer, old_position integer, researcher_id bigint"
+
+# Papers whose author names by position differ from what is stored (or that have none stored yet).
+INSERT_CHANGED_AUTHOR_LISTS = """
+INSERT INTO stg_changed (paper_id)
+WITH s AS (SELECT paper_id, array_agg(name ORDER BY position) AS names FROM stg_authors GROUP BY paper_id),
+     e AS (SELECT a.paper_id, array_agg(a.name ORDER BY a.position) AS names
+           FROM authorships a WHERE a.paper_id = any($1::bigint[]) GROUP BY a.paper_id)
+SELECT b.id FROM unnest($1::bigint[]) AS b(id)
+LEFT JOIN s ON s.paper_id = b.id
+LEFT JOIN e ON e.paper_id = b.id
+WHERE s.names IS DISTINCT FROM e.names
+"""
+SAVE_OLD_AUTHORS = """
+INSERT INTO stg_old_authors (paper_id, position, name, researcher_id)
+SELECT a.paper_id, a.position, a.name, a.researcher_id FROM authorships a JOIN stg_changed c USING (paper_id)
+"""
+SAVE_OLD_AFFILIATIONS = """
+INSERT INTO stg_old_affiliations (paper_id, position, institution_id)
+SELECT ai.paper_id, ai.position, ai.institution_id FROM authorship_institutions ai JOIN stg_changed c USING (paper_id)
+"""
+DELETE_CHANGED_AUTHORSHIPS = "DELETE FROM authorships a USING stg_changed c WHERE a.paper_id = c.paper_id"
+# A name that occurs once in the old list and once in the new one (compared folded, so `Muller`
+# and `Müller` agree) is the same person: it keeps its researcher and institutions wherever it moved.
+INSERT_CARRY = """
+INSERT INTO stg_carry (paper_id, position, old_position, researcher_id)
+SELECT n.paper_id, n.position, o.position, o.researcher_id
+FROM (SELECT s.paper_id, s.position, s.is_collaboration, wp_fold(s.name) AS folded,
+             count(*) OVER (PARTITION BY s.paper_id, wp_fold(s.name)) AS c
+      FROM stg_authors s JOIN stg_changed USING (paper_id)) n
+JOIN (SELECT o.paper_id, o.position, o.researcher_id, wp_fold(o.name) AS folded,
+             count(*) OVER (PARTITION BY o.paper_id, wp_fold(o.name)) AS c
+      FROM stg_old_authors o) o
+  ON o.paper_id = n.paper_id AND o.folded = n.folded AND o.c = 1
+WHERE n.c = 1
+"""
+INSERT_CHANGED_AUTHORSHIPS = """
+INSERT INTO authorships (paper_id, position, name, researcher_id, affiliation, is_collaboration)
+SELECT s.paper_id, s.position, s.name, CASE WHEN s.is_collaboration THEN NULL ELSE k.researcher_id END,
+       s.affiliation, s.is_collaboration
+FROM stg_authors s JOIN stg_changed USING (paper_id)
+LEFT JOIN stg_carry k ON k.paper_id = s.paper_id AND k.position = s.position
+"""
+INSERT_CARRIED_AFFILIATIONS = """
+INSERT INTO authorship_institutions (paper_id, position, institution_id)
+SELECT k.paper_id, k.position, o.institution_id
+FROM stg_carry k JOIN stg_old_affiliations o ON o.paper_id = k.paper_id AND o.position = k.old_position
+ON CONFLICT DO NOTHING
+"""
+# Same names in the same places: keep every match, refresh what arXiv says about each authorship.
+UPDATE_KEPT_AUTHORSHIPS = """
+WITH old AS (
+    SELECT a.paper_id, a.position, a.researcher_id
+    FROM authorships a JOIN stg_authors s ON s.paper_id = a.paper_id AND s.position = a.position
+    WHERE NOT EXISTS (SELECT 1 FROM stg_changed c WHERE c.paper_id = s.paper_id)
+      AND (a.affiliation, a.is_collaboration) IS DISTINCT FROM (s.affiliation, s.is_collaboration)
+    FOR UPDATE OF a
+), upd AS (
+    UPDATE authorships a
+    SET affiliation = s.affiliation, is_collaboration = s.is_collaboration,
+        researcher_id = CASE WHEN s.is_collaboration THEN NULL ELSE a.researcher_id END
+    FROM old JOIN stg_authors s ON s.paper_id = old.paper_id AND s.position = old.position
+    WHERE a.paper_id = old.paper_id AND a.position = old.position
+)
+SELECT paper_id, researcher_id FROM old
+"""
+UPDATE_MATCHED_COUNTS = """
+UPDATE papers p SET matched_count = m.n, modified_at = now()
+FROM (SELECT b.id, count(a.researcher_id)::integer AS n
+      FROM unnest($1::bigint[]) AS b(id) LEFT JOIN authorships a ON a.paper_id = b.id GROUP BY b.id) m
+WHERE p.id = m.id AND p.matched_count <> m.n
+"""
+# The people of papers, and the papers' arXiv ids (what their cached responses are tagged by).
+SELECT_PEOPLE_OF_PAPERS = """
+SELECT 'r' AS kind, researcher_id AS id, NULL AS key FROM authorships
+WHERE paper_id = any($1::bigint[]) AND researcher_id IS NOT NULL
+UNION
+SELECT 'i', institution_id, NULL FROM authorship_institutions WHERE paper_id = any($1::bigint[])
+UNION ALL
+SELECT 'p', id, arxiv_id FROM papers WHERE id = any($1::bigint[])
+"""
+SELECT_OLD_PEOPLE = """
+SELECT 'r' AS kind, researcher_id AS id FROM stg_old_authors WHERE researcher_id IS NOT NULL
+UNION
+SELECT 'i', institution_id FROM stg_old_affiliations
+"""
+
+
+async def add_people_of_papers(conn: asyncpg.Connection, paper_ids: Iterable[int], touched: Touched) -> None:
+    """Add the researchers and institutions of these papers, and the papers' arXiv ids."""
+    ids = sorted(set(paper_ids))
+    if not ids:
+        return
+    for r in await conn.fetch(SELECT_PEOPLE_OF_PAPERS, ids):
+        if r["kind"] == "p":
+            touched.paper_keys.add(r["key"])
+        else:
+            (touched.researchers if r["kind"] == "r" else touched.institutions).add(r["id"])
+
+
+def _paper_row(p: PaperRecord) -> tuple[Any, ...]:
+    return (
+        p.arxiv_id,
+        p.version,
+        paper_slug(p.arxiv_id, p.title),
+        p.title,
+        p.abstract,
+        p.authors_text,
+        list(p.categories),
+        p.primary_category,
+        p.published,
+        p.updated,
+        p.doi,
+        p.journal_ref,
+        p.comments,
+        p.license,
+        p.withdrawn,
+        len(p.authors),
+    )
+
+
+async def upsert_papers(
+    conn: asyncpg.Connection, papers: Sequence[PaperRecord], *, touched: Touched | None = None
+) -> PaperWriteResult:
+    """Insert or update papers with their versions and authorships.
+
+    When a paper's author names by position are unchanged, its authorships keep their researcher
+    and institution links; when they changed, the list is replaced and each author whose name
+    occurs once before and after keeps their links. Collaborations never get a researcher.
+    A record with a lower version than the stored one does not overwrite it.
+    """
+    result = PaperWriteResult()
+    latest: dict[str, PaperRecord] = {}
+    for p in papers:
+        if not p.categories:
+            raise ValueError(f"paper {p.arxiv_id} has no category")
+        latest[p.arxiv_id] = p  # the last record of a paper wins within a batch
+    if not latest:
+        return result
+    recs = list(latest.values())
+
+    await stage(conn, "stg_papers", STG_PAPERS, STG_PAPER_COLUMNS, [_paper_row(p) for p in recs], analyze=False)
+    rows = await conn.fetch(UPSERT_PAPERS_FROM_STAGING)
+    result.ids = {r["arxiv_id"]: r["id"] for r in rows}
+    new = {r["id"] for r in rows if r["inserted"]}
+    result.inserted = len(new)
+    result.updated = len(rows) - result.inserted
+    result.unchanged = len(recs) - len(rows)
+    written = {r["id"] for r in rows}
+    # A stale record (lower version than the stored one) writes nothing below: its authors are older.
+    stale: set[str] = set()
+    if result.unchanged:
+        unwritten = [p.arxiv_id for p in recs if p.arxiv_id not in result.ids]
+        for r in await conn.fetch(SELECT_UNWRITTEN_PAPERS, unwritten):
+            result.ids[r["arxiv_id"]] = r["id"]
+            if latest[r["arxiv_id"]].version < r["version"]:
+                stale.add(r["arxiv_id"])
+    fresh = [p for p in recs if p.arxiv_id in result.ids and p.arxiv_id not in stale]
+
+    # Rows of papers new to the archive cannot conflict with anything: they are COPYed straight into their
+    # tables. Those of stored papers go through staging, to be compared with what is there.
+    new_versions: list[tuple[Any, ...]] = []
+    stored_versions: list[tuple[Any, ...]] = []
+    new_authors: list[tuple[Any, ...]] = []
+    stored_authors: list[tuple[Any, ...]] = []
+    stored: list[int] = []
+    for p in fresh:
+        paper_id = result.ids[p.arxiv_id]
+        is_new = paper_id in new
+        if not is_new:
+            stored.append(paper_id)
+        # A version listed twice in one record is written once.
+        for v in {v.version: v for v in p.versions}.values():
+            (new_versions if is_new else stored_versions).append(
+                (paper_id, v.version, v.submitted_at, v.size_kb, v.source_type)
+            )
+        authors = new_authors if is_new else stored_authors
+        for a in p.authors:
+            authors.append((paper_id, a.position, a.name, a.affiliation, a.is_collaboration))
+    if new_versions:
+        await conn.copy_records_to_table("paper_versions", records=new_versions, columns=VERSION_COLUMNS)
+    if new_authors:
+        await conn.copy_records_to_table("authorships", records=new_authors, columns=AUTHORSHIP_COLUMNS)
+    if stored_versions:
+        await stage(conn, "stg_versions", STG_VERSIONS, VERSION_COLUMNS, stored_versions, analyze=False)
+        written |= ids_of(await conn.fetch(UPSERT_PAPER_VERSIONS_FROM_STAGING), "paper_id")
+    touched_here = Touched()
+    relinked: set[int] = set()
+    if stored:
+        # Joins against the stored authorships need the staged rows' statistics.
+        await stage(conn, "stg_authors", STG_AUTHORS, AUTHORSHIP_COLUMNS, stored_authors)
+        relinked = await _relink_stored_authorships(conn, sorted(stored), touched_here)
+        if relinked:
+            await conn.execute(UPDATE_MATCHED_COUNTS, sorted(relinked))
+
+    touched_here.papers = written | relinked
+    touched_here.paper_keys = {aid for aid, pid in result.ids.items() if pid in new}
+    touched_here.new_papers = {p.arxiv_id for p in fresh if result.ids[p.arxiv_id] in new}
+    # A paper new to the archive has no researcher or institution linked yet.
+    await add_people_of_papers(conn, touched_here.papers - new, touched_here)
+    result.touched = touched_here
+    if touched is not None:
+        touched.update(touched_here)
+    return result
+
+
+async def _relink_stored_authorships(conn: asyncpg.Connection, paper_ids: list[int], touched: Touched) -> set[int]:
+    """Papers already stored: replace the author lists that changed, carrying matches over by name, and
+    refresh the rest in place. Returns the papers whose links may have changed; adds the people they had."""
+    await stage(conn, "stg_changed", STG_CHANGED, ("paper_id",), [])
+    await stage(conn, "stg_old_authors", STG_OLD_AUTHORS, (), [])
+    await stage(conn, "stg_old_affiliations", STG_OLD_AFFILIATIONS, (), [])
+    await stage(conn, "stg_carry", STG_CARRY, (), [])
+    await conn.execute(INSERT_CHANGED_AUTHOR_LISTS, paper_ids)
+    changed = ids_of(await conn.fetch("SELECT paper_id FROM stg_changed"), "paper_id")
+    if changed:
+        await conn.execute(SAVE_OLD_AUTHORS)
+        await conn.execute(SAVE_OLD_AFFILIATIONS)
+        await conn.execute(DELETE_CHANGED_AUTHORSHIPS)
+        await conn.execute(INSERT_CARRY)
+        await conn.execute(INSERT_CHANGED_AUTHORSHIPS)
+        await conn.execute(INSERT_CARRIED_AFFILIATIONS)
+        for r in await conn.fetch(SELECT_OLD_PEOPLE):
+            (touched.researchers if r["kind"] == "r" else touched.institutions).add(r["id"])
+    kept = await conn.fetch(UPDATE_KEPT_AUTHORSHIPS)
+    touched.researchers |= ids_of(kept, "researcher_id")
+    return changed | ids_of(kept, "paper_id")
+
+
+# Columns of paper_versions and authorships as the harvest writes them, directly or through staging.
+VERSION_COLUMNS = ("paper_id", "version", "submitted_at", "size_kb", "source_type")
+AUTHORSHIP_COLUMNS = ("paper_id", "position", "name", "affiliation", "is_collaboration")
+
+
+async def count_papers(conn: asyncpg.Connection) -> int:
+    """How many papers the database holds (`wovepaper demo --if-empty` loads only into an empty one)."""
+    return int(await conn.fetchval("SELECT count(*) FROM papers"))
