@@ -36,8 +36,11 @@ async def test_a_fan_out_request_batches_its_redis_calls(demo_database_url, cach
                 networks = len(body["data"]["a"]["nodes"]) + len(body["data"]["b"]["nodes"])
                 assert networks == 200
                 sent = store.metrics.calls - calls
-                # Reads of all 200 go out in one MGET; stores in pipelines as computations finish.
-                assert sent < networks / 4, (attempt, sent)
+                # Reads of all 200 go out in one MGET; stores in pipelines as computations finish, and with
+                # at most three connections a request they finish a few at a time: one call per network or
+                # more (a read and a store each, 400, before batching) would exhaust the Redis pool.
+                bound = networks / 2 if attempt == "cold" else 5
+                assert sent < bound, (attempt, sent)
             assert store.metrics.errors == 0 and store.metrics.saturated == 0
             assert store.breaker.state is BreakerState.CLOSED and store.breaker.opens == 0
             assert store.peak_in_flight <= store.max_in_flight
