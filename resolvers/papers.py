@@ -12,7 +12,7 @@ import strawberry
 from strawberry.dataloader import DataLoader
 
 from db.filters import OWNER_FILTERS, PAPER_SORTS, AuthorPosition, PaperFilterSpec, Withdrawn, paper_filter_clauses
-from db.queries.institutions import InstitutionRow, fetch_institutions_by_paper_ids
+from db.queries.institutions import InstitutionRow
 from db.queries.papers import (
     AuthorshipRow,
     PaperExternalIdKind,
@@ -60,8 +60,18 @@ class PaperFilterArgs:
     withdrawn: Withdrawn = "EXCLUDE"
 
 
-async def resolve_paper(ctx: Context, paper_id: str) -> PaperRow | None:
-    """A paper by any id form it has (withdrawn papers too: a look-up names one paper)."""
+async def resolve_paper(ctx: Context, paper_id: str, fields: Sequence[Selection] = ()) -> PaperRow | None:
+    """A paper by any id form it has (withdrawn papers too: a look-up names one paper). What `fields` select of
+    its authors (their researchers, institutions) comes in one more statement."""
+    row = await _find_paper(ctx, paper_id)
+    if row is not None and row.prefetched_authors is None:
+        wanted = AuthorsWanted.of_paper(fields)
+        if wanted.authors:
+            await fetch_authors(ctx, [row], wanted)
+    return row
+
+
+async def _find_paper(ctx: Context, paper_id: str) -> PaperRow | None:
     key = parse_paper_id(paper_id)
     loaders = ctx.loaders
     if key.kind == "slug" and key.slug is not None:
@@ -146,6 +156,15 @@ class AuthorsWanted:
             selects_node(fields, "authors"),
             selects_node(fields, "authors", "researcher"),
             selects_node(fields, "authors", "institutions"),
+        )
+
+    @classmethod
+    def of_paper(cls, fields: Sequence[Selection]) -> AuthorsWanted:
+        """Below one paper rather than a page of them."""
+        return cls(
+            selects(fields, "authors"),
+            selects(fields, "authors", "researcher"),
+            selects(fields, "authors", "institutions"),
         )
 
 
@@ -302,31 +321,24 @@ async def prefetch_authors(ctx: Context, fields: Sequence[Selection], papers: Se
 async def fetch_authors(ctx: Context, papers: Sequence[PaperRow], wanted: AuthorsWanted) -> None:
     ids = list(dict.fromkeys(p.id for p in papers))
     async with ctx.pool.acquire() as conn:
-        authorships = await fetch_authorships(conn, ids, with_researchers=wanted.researchers)
-        links = await fetch_institutions_by_paper_ids(conn, ids) if wanted.institutions else []
-    attach_authors(ctx, papers, authorships, links, with_institutions=wanted.institutions)
+        authorships = await fetch_authorships(
+            conn, ids, with_researchers=wanted.researchers, with_institutions=wanted.institutions
+        )
+    attach_authors(ctx, papers, authorships)
 
 
-def attach_authors(
-    ctx: Context,
-    papers: Sequence[PaperRow],
-    authorships: Sequence[AuthorshipRow],
-    links: Sequence[tuple[int, int, InstitutionRow]],
-    *,
-    with_institutions: bool,
-) -> None:
+def attach_authors(ctx: Context, papers: Sequence[PaperRow], authorships: Sequence[AuthorshipRow]) -> None:
+    """Give each paper its authorships (and their prefetched researchers and institutions), and prime the loaders
+    with one object per researcher and institution however often it appears."""
     researchers: dict[int, ResearcherRow] = {}
     institutions: dict[int, InstitutionRow] = {}
-    by_authorship: defaultdict[tuple[int, int], list[InstitutionRow]] = defaultdict(list)
-    for paper_id, position, inst in links:
-        # One object per institution however often it appears on the page.
-        by_authorship[(paper_id, position)].append(institutions.setdefault(inst.id, inst))
     by_paper: defaultdict[int, list[AuthorshipRow]] = defaultdict(list)
     for a in authorships:
         if a.prefetched_researcher is not None:
             a.prefetched_researcher = researchers.setdefault(a.prefetched_researcher.id, a.prefetched_researcher)
-        if with_institutions:
-            a.prefetched_institutions = by_authorship.get((a.paper_id, a.position), [])
+        if a.prefetched_institutions:
+            for inst in a.prefetched_institutions:
+                institutions[inst.id] = inst
         by_paper[a.paper_id].append(a)
     for p in papers:
         p.prefetched_authors = by_paper.get(p.id, [])

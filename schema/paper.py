@@ -224,7 +224,7 @@ class PaperQuery:
         "null when it is not in the archive."
     )
     async def paper(self, info: Info, id: str) -> Paper | None:
-        return cast("Paper | None", await resolve_paper(info.context, id))
+        return cast("Paper | None", await resolve_paper(info.context, id, info.selected_fields))
 
     @strawberry.field(description="Papers, filtered and sorted. `first` 1 to 100 (default 24); `page` or `after`.")
     async def papers(

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
+import orjson
 from asyncpg.pool import PoolConnectionProxy
 
 from db.filters import Clause, Sort, compose
 from db.paging import encode_global_id
+from db.rows import RowShape, select_list
 from db.slugs import entity_slug
 
 # A plain connection or one acquired from the pool.
 Conn = asyncpg.Connection | PoolConnectionProxy
-
-INSTITUTION_COLUMNS = """i.id, i.ror_id, i.name, i.name_slug, i.aliases, i.country, i.type, i.openalex_id,
-    i.paper_count, i.researcher_count, i.modified_at, wp_fold(i.name) AS fold_name, i.follower_count"""
-INSTITUTION_WIDTH = 13
 
 
 @dataclass(slots=True)
@@ -51,8 +50,43 @@ class InstitutionRow:
         return f"https://ror.org/{self.ror_id}"
 
 
-def institution_from_record(record: asyncpg.Record, start: int = 0) -> InstitutionRow:
-    return InstitutionRow(*record[start : start + INSTITUTION_WIDTH])
+INSTITUTIONS = RowShape(InstitutionRow)
+# Every field of an InstitutionRow, named as the field.
+_COMPUTED = {"fold_name": "wp_fold(i.name)"}
+INSTITUTION_COLUMNS = select_list("i", INSTITUTIONS.fields, computed=_COMPUTED)
+
+
+def _json_pairs() -> list[tuple[str, str]]:
+    return [(name, _COMPUTED.get(name, f"i.{name}")) for name in INSTITUTIONS.fields]
+
+
+# One authorship's institutions (`a`: the authorship) as a JSON array of objects named as InstitutionRow's fields,
+# in the order SELECT_INSTITUTIONS_BY_AUTHORSHIP_KEYS gives them: nested in a statement over authorships, it saves the
+# page a round trip. json, not jsonb: built once and read once, in order.
+INSTITUTIONS_JSON_OF_AUTHORSHIP = f"""(
+    SELECT json_agg(json_build_object({", ".join(f"'{n}', {e}" for n, e in _json_pairs())}) ORDER BY i.name, i.id)
+      FROM authorship_institutions ai JOIN institutions i ON i.id = ai.institution_id
+     WHERE ai.paper_id = a.paper_id AND ai.position = a.position)"""
+
+
+def institutions_from_json(value: str | list[Any] | None, seen: dict[int, InstitutionRow]) -> list[InstitutionRow]:
+    """Rows of INSTITUTIONS_JSON_OF_AUTHORSHIP (decoded by the pool's json codec, or its text); one object per
+    institution across calls sharing `seen`."""
+    if value is None:
+        return []
+    rows = []
+    for d in orjson.loads(value) if isinstance(value, str) else value:
+        row = seen.get(d["id"])
+        if row is None:
+            d["modified_at"] = datetime.fromisoformat(d["modified_at"]).astimezone(UTC)
+            row = seen[d["id"]] = InstitutionRow(**d)
+        rows.append(row)
+    return rows
+
+
+def institution_from_record(record: asyncpg.Record, prefix: str = "") -> InstitutionRow:
+    """From a record with the columns of INSTITUTION_COLUMNS (each name after `prefix`), wherever they are."""
+    return INSTITUTIONS.build(record, prefix)
 
 
 SELECT_INSTITUTIONS_BY_IDS = f"SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE i.id = any($1::bigint[])"
@@ -73,12 +107,6 @@ SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE wp_fold(i.name) % wp_fold
 ORDER BY similarity(wp_fold(i.name), wp_fold($1::text)) DESC, i.paper_count DESC, i.id
 LIMIT $2
 """
-SELECT_INSTITUTIONS_BY_AUTHORSHIPS = f"""
-SELECT ai.paper_id, ai.position, {INSTITUTION_COLUMNS}
-FROM authorship_institutions ai JOIN institutions i ON i.id = ai.institution_id
-WHERE ai.paper_id = any($1::bigint[])
-ORDER BY ai.paper_id, ai.position, i.name, i.id
-"""
 SELECT_INSTITUTIONS_BY_AUTHORSHIP_KEYS = f"""
 SELECT ai.paper_id, ai.position, {INSTITUTION_COLUMNS}
 FROM authorship_institutions ai JOIN institutions i ON i.id = ai.institution_id
@@ -94,7 +122,7 @@ ORDER BY ri.researcher_id, ri.last_year DESC NULLS LAST, i.name, i.id
 
 
 async def fetch_institutions_by_ids(conn: Conn, ids: Sequence[int]) -> list[InstitutionRow]:
-    return [institution_from_record(r) for r in await conn.fetch(SELECT_INSTITUTIONS_BY_IDS, list(ids))]
+    return INSTITUTIONS.build_all(await conn.fetch(SELECT_INSTITUTIONS_BY_IDS, list(ids)))
 
 
 async def fetch_institution_by_ror(conn: Conn, ror_id: str) -> InstitutionRow | None:
@@ -115,22 +143,20 @@ async def fetch_institution_by_name(conn: Conn, name: str) -> InstitutionRow | N
 
 async def fetch_institutions_by_similar_name(conn: Conn, name: str, *, limit: int) -> list[InstitutionRow]:
     """The institutions whose names are most like this one (pg_trgm similarity), most similar first."""
-    return [institution_from_record(r) for r in await conn.fetch(SELECT_INSTITUTIONS_BY_SIMILAR_NAME, name, limit)]
-
-
-async def fetch_institutions_by_paper_ids(
-    conn: Conn, paper_ids: Sequence[int]
-) -> list[tuple[int, int, InstitutionRow]]:
-    """(paper_id, position, institution) for every authorship of these papers that has one."""
-    rows = await conn.fetch(SELECT_INSTITUTIONS_BY_AUTHORSHIPS, list(paper_ids))
-    return [(r[0], r[1], institution_from_record(r, 2)) for r in rows]
+    return INSTITUTIONS.build_all(await conn.fetch(SELECT_INSTITUTIONS_BY_SIMILAR_NAME, name, limit))
 
 
 async def fetch_institutions_by_authorships(
     conn: Conn, keys: Sequence[tuple[int, int]]
 ) -> list[tuple[int, int, InstitutionRow]]:
-    rows = await conn.fetch(SELECT_INSTITUTIONS_BY_AUTHORSHIP_KEYS, [k[0] for k in keys], [k[1] for k in keys])
-    return [(r[0], r[1], institution_from_record(r, 2)) for r in rows]
+    return _linked(await conn.fetch(SELECT_INSTITUTIONS_BY_AUTHORSHIP_KEYS, [k[0] for k in keys], [k[1] for k in keys]))
+
+
+def _linked(records: list[asyncpg.Record]) -> list[tuple[int, int, InstitutionRow]]:
+    if not records:
+        return []
+    read = INSTITUTIONS.reader(records[0])
+    return [(r["paper_id"], r["position"], read(r)) for r in records]
 
 
 @dataclass(slots=True)
@@ -146,7 +172,10 @@ class AffiliationRow:
 async def fetch_affiliations_by_researcher_ids(conn: Conn, researcher_ids: Sequence[int]) -> list[AffiliationRow]:
     """Each researcher's affiliations, most recent first."""
     rows = await conn.fetch(SELECT_INSTITUTIONS_BY_RESEARCHERS, list(researcher_ids))
-    return [AffiliationRow(r[0], r[1], r[2], institution_from_record(r, 3)) for r in rows]
+    if not rows:
+        return []
+    read = INSTITUTIONS.reader(rows[0])
+    return [AffiliationRow(r["researcher_id"], r["first_year"], r["last_year"], read(r)) for r in rows]
 
 
 async def page_institutions(
@@ -158,7 +187,7 @@ async def page_institutions(
         f"SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE {where}"
         f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}"
     )
-    return [institution_from_record(r) for r in await conn.fetch(sql, *args, limit, offset)]
+    return INSTITUTIONS.build_all(await conn.fetch(sql, *args, limit, offset))
 
 
 async def count_institutions(conn: Conn, clauses: Sequence[Clause]) -> int:
