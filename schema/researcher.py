@@ -205,7 +205,7 @@ class ResearcherQuery:
         "survivor (`mergedIds` lists it)."
     )
     async def researcher(self, info: Info, id: str) -> Researcher | None:
-        return cast("Researcher | None", await resolve_researcher(info.context, id))
+        return cast("Researcher | None", await resolve_researcher(info.context, id, info.selected_fields))
 
     @strawberry.field(
         description="Researchers, optionally by name: `query` matches names ignoring case and diacritics, a typo "

@@ -177,11 +177,15 @@ async def fetch_authorships(
     authorship = AUTHORSHIPS.reader(records[0])
     researcher = RESEARCHERS.reader(records[0], "r_") if with_researchers else None
     seen: dict[int, InstitutionRow] = {}
+    # One object per researcher across the result: a co-author on many papers of a page is built once.
+    researchers: dict[int, ResearcherRow] = {}
     rows = []
     for r in records:
         row = authorship(r)
-        if researcher is not None and row.researcher_id is not None:
-            row.prefetched_researcher = researcher(r)
+        rid = row.researcher_id
+        if researcher is not None and rid is not None:
+            found = researchers.get(rid)
+            row.prefetched_researcher = found if found is not None else researchers.setdefault(rid, researcher(r))
         if with_institutions:
             row.prefetched_institutions = institutions_from_json(r["institutions"], seen)
         rows.append(row)

@@ -12,6 +12,12 @@ from asyncpg.pool import PoolConnectionProxy
 
 from db.filters import Clause, Fragment, Sort, compose, owners_page
 from db.paging import encode_global_id
+from db.queries.institutions import (
+    AFFILIATIONS_JSON_OF_RESEARCHER,
+    AffiliationRow,
+    InstitutionRow,
+    affiliations_from_json,
+)
 from db.rows import RowShape, select_list
 from db.slugs import entity_slug
 
@@ -68,6 +74,13 @@ FROM unnest($1::bigint[]) AS k(id)
 LEFT JOIN researcher_redirects d ON d.old_id = k.id
 JOIN researchers r ON r.id = coalesce(d.survivor_id, k.id)
 """
+# The same with each researcher's affiliations nested (a researcher's page shows both): one round trip.
+SELECT_RESEARCHERS_WITH_AFFILIATIONS = f"""
+SELECT k.id AS asked, {RESEARCHER_COLUMNS}, {AFFILIATIONS_JSON_OF_RESEARCHER} AS affiliations
+FROM unnest($1::bigint[]) AS k(id)
+LEFT JOIN researcher_redirects d ON d.old_id = k.id
+JOIN researchers r ON r.id = coalesce(d.survivor_id, k.id)
+"""
 SELECT_MERGED_IDS = """
 SELECT survivor_id, old_id FROM researcher_redirects WHERE survivor_id = any($1::bigint[]) ORDER BY survivor_id, old_id
 """
@@ -93,6 +106,28 @@ async def fetch_researchers_following_redirects(conn: Conn, ids: Sequence[int]) 
         return []
     read = RESEARCHERS.reader(rows[0])
     return [(r["asked"], read(r)) for r in rows]
+
+
+@dataclass(slots=True)
+class ResearcherWithAffiliations:
+    asked: int  # the id asked for: the researcher's own, or one merged into it
+    researcher: ResearcherRow
+    affiliations: list[AffiliationRow]
+
+
+async def fetch_researchers_with_affiliations(conn: Conn, ids: Sequence[int]) -> list[ResearcherWithAffiliations]:
+    """As fetch_researchers_following_redirects, each with its affiliations (most recent first)."""
+    rows = await conn.fetch(SELECT_RESEARCHERS_WITH_AFFILIATIONS, list(ids))
+    if not rows:
+        return []
+    read = RESEARCHERS.reader(rows[0])
+    seen: dict[int, InstitutionRow] = {}
+    found = []
+    for r in rows:
+        researcher = read(r)
+        affiliations = affiliations_from_json(researcher.id, r["affiliations"], seen)
+        found.append(ResearcherWithAffiliations(r["asked"], researcher, affiliations))
+    return found
 
 
 async def fetch_merged_ids(conn: Conn, researcher_ids: Sequence[int]) -> list[tuple[int, int]]:
