@@ -12,7 +12,7 @@ import strawberry
 from strawberry.dataloader import DataLoader
 
 from db.filters import OWNER_FILTERS, PAPER_SORTS, AuthorPosition, PaperFilterSpec, Withdrawn, paper_filter_clauses
-from db.queries.institutions import InstitutionRow
+from db.queries.institutions import InstitutionRow, fetch_institutions_by_paper_ids
 from db.queries.papers import (
     AuthorshipRow,
     PaperExternalIdKind,
@@ -67,8 +67,23 @@ async def resolve_paper(ctx: Context, paper_id: str, fields: Sequence[Selection]
     if row is not None and row.prefetched_authors is None:
         wanted = AuthorsWanted.of_paper(fields)
         if wanted.authors:
-            await fetch_authors(ctx, [row], wanted)
+            # Batched: several papers looked up in one request (aliases) share the statements.
+            loader = ctx.loaders.named("paper_authors", lambda: _authors_loader(ctx))
+            await loader.load((row, wanted))
     return row
+
+
+def _authors_loader(ctx: Context) -> DataLoader[tuple[PaperRow, AuthorsWanted], None]:
+    async def load(keys: list[tuple[PaperRow, AuthorsWanted]]) -> list[None]:
+        by_shape: defaultdict[AuthorsWanted, list[PaperRow]] = defaultdict(list)
+        for row, wanted in keys:
+            by_shape[wanted].append(row)
+        for wanted, rows in by_shape.items():
+            await fetch_authors(ctx, rows, wanted)
+        return [None] * len(keys)
+
+    # Rows are not hashable: a key is cached by the row's identity and the shape asked.
+    return DataLoader(load, cache_key_fn=lambda key: (id(key[0]), key[1]), max_batch_size=100)
 
 
 async def _find_paper(ctx: Context, paper_id: str) -> PaperRow | None:
@@ -321,24 +336,33 @@ async def prefetch_authors(ctx: Context, fields: Sequence[Selection], papers: Se
 async def fetch_authors(ctx: Context, papers: Sequence[PaperRow], wanted: AuthorsWanted) -> None:
     ids = list(dict.fromkeys(p.id for p in papers))
     async with ctx.pool.acquire() as conn:
-        authorships = await fetch_authorships(
-            conn, ids, with_researchers=wanted.researchers, with_institutions=wanted.institutions
-        )
-    attach_authors(ctx, papers, authorships)
+        authorships = await fetch_authorships(conn, ids, with_researchers=wanted.researchers)
+        links = await fetch_institutions_by_paper_ids(conn, ids) if wanted.institutions else []
+    attach_authors(ctx, papers, authorships, links, with_institutions=wanted.institutions)
 
 
-def attach_authors(ctx: Context, papers: Sequence[PaperRow], authorships: Sequence[AuthorshipRow]) -> None:
-    """Give each paper its authorships (and their prefetched researchers and institutions), and prime the loaders
-    with one object per researcher and institution however often it appears."""
+def attach_authors(
+    ctx: Context,
+    papers: Sequence[PaperRow],
+    authorships: Sequence[AuthorshipRow],
+    links: Sequence[tuple[int, int, InstitutionRow]],
+    *,
+    with_institutions: bool,
+) -> None:
+    """Give each paper its authorships, their researchers and institutions (`links` holds one object per
+    institution, the authorships one per researcher), and prime the loaders with them."""
     researchers: dict[int, ResearcherRow] = {}
     institutions: dict[int, InstitutionRow] = {}
+    by_authorship: defaultdict[tuple[int, int], list[InstitutionRow]] = defaultdict(list)
+    for paper_id, position, inst in links:
+        by_authorship[(paper_id, position)].append(inst)
+        institutions[inst.id] = inst
     by_paper: defaultdict[int, list[AuthorshipRow]] = defaultdict(list)
     for a in authorships:
         if a.prefetched_researcher is not None:
-            a.prefetched_researcher = researchers.setdefault(a.prefetched_researcher.id, a.prefetched_researcher)
-        if a.prefetched_institutions:
-            for inst in a.prefetched_institutions:
-                institutions[inst.id] = inst
+            researchers[a.prefetched_researcher.id] = a.prefetched_researcher
+        if with_institutions:
+            a.prefetched_institutions = by_authorship.get((a.paper_id, a.position), [])
         by_paper[a.paper_id].append(a)
     for p in papers:
         p.prefetched_authors = by_paper.get(p.id, [])

@@ -63,12 +63,6 @@ def _json_pairs() -> list[tuple[str, str]]:
 # An institution (`i`) as a JSON object named as InstitutionRow's fields, for statements that nest institutions
 # in another row type's rows: one round trip fewer than reading them on their own.
 INSTITUTION_JSON = "json_build_object(" + ", ".join(f"'{n}', {e}" for n, e in _json_pairs()) + ")"
-# One authorship's institutions (`a`: the authorship), in the order SELECT_INSTITUTIONS_BY_AUTHORSHIP_KEYS gives
-# them. json, not jsonb: built once and read once, in order.
-INSTITUTIONS_JSON_OF_AUTHORSHIP = f"""(
-    SELECT json_agg({INSTITUTION_JSON} ORDER BY i.name, i.id)
-      FROM authorship_institutions ai JOIN institutions i ON i.id = ai.institution_id
-     WHERE ai.paper_id = a.paper_id AND ai.position = a.position)"""
 # One researcher's affiliations (`r`: the researcher), in the order SELECT_INSTITUTIONS_BY_RESEARCHERS gives them.
 AFFILIATIONS_JSON_OF_RESEARCHER = f"""(
     SELECT json_agg(json_build_object('first_year', ri.first_year, 'last_year', ri.last_year,
@@ -94,11 +88,6 @@ def institution_from_json(d: dict[str, Any], seen: dict[int, InstitutionRow]) ->
         d["modified_at"] = datetime.fromisoformat(d["modified_at"]).astimezone(UTC)
         row = seen[d["id"]] = InstitutionRow(**d)
     return row
-
-
-def institutions_from_json(value: Json, seen: dict[int, InstitutionRow]) -> list[InstitutionRow]:
-    """Rows of INSTITUTIONS_JSON_OF_AUTHORSHIP."""
-    return [institution_from_json(d, seen) for d in _json_list(value)]
 
 
 def affiliations_from_json(researcher_id: int, value: Json, seen: dict[int, InstitutionRow]) -> list[AffiliationRow]:
@@ -131,6 +120,12 @@ SELECT_INSTITUTIONS_BY_SIMILAR_NAME = f"""
 SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE wp_fold(i.name) % wp_fold($1::text)
 ORDER BY similarity(wp_fold(i.name), wp_fold($1::text)) DESC, i.paper_count DESC, i.id
 LIMIT $2
+"""
+SELECT_INSTITUTIONS_BY_AUTHORSHIPS = f"""
+SELECT ai.paper_id, ai.position, {INSTITUTION_COLUMNS}
+FROM authorship_institutions ai JOIN institutions i ON i.id = ai.institution_id
+WHERE ai.paper_id = any($1::bigint[])
+ORDER BY ai.paper_id, ai.position, i.name, i.id
 """
 SELECT_INSTITUTIONS_BY_AUTHORSHIP_KEYS = f"""
 SELECT ai.paper_id, ai.position, {INSTITUTION_COLUMNS}
@@ -171,6 +166,13 @@ async def fetch_institutions_by_similar_name(conn: Conn, name: str, *, limit: in
     return INSTITUTIONS.build_all(await conn.fetch(SELECT_INSTITUTIONS_BY_SIMILAR_NAME, name, limit))
 
 
+async def fetch_institutions_by_paper_ids(
+    conn: Conn, paper_ids: Sequence[int]
+) -> list[tuple[int, int, InstitutionRow]]:
+    """(paper_id, position, institution) for every authorship of these papers that has one."""
+    return _linked(await conn.fetch(SELECT_INSTITUTIONS_BY_AUTHORSHIPS, list(paper_ids)))
+
+
 async def fetch_institutions_by_authorships(
     conn: Conn, keys: Sequence[tuple[int, int]]
 ) -> list[tuple[int, int, InstitutionRow]]:
@@ -181,7 +183,13 @@ def _linked(records: list[asyncpg.Record]) -> list[tuple[int, int, InstitutionRo
     if not records:
         return []
     read = INSTITUTIONS.reader(records[0])
-    return [(r["paper_id"], r["position"], read(r)) for r in records]
+    # One object per institution however often it appears.
+    seen: dict[int, InstitutionRow] = {}
+    linked = []
+    for r in records:
+        found = seen.get(r["id"])
+        linked.append((r["paper_id"], r["position"], found if found is not None else seen.setdefault(r["id"], read(r))))
+    return linked
 
 
 @dataclass(slots=True)

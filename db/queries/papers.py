@@ -13,7 +13,7 @@ from asyncpg.pool import PoolConnectionProxy
 from db.filters import Clause, Fragment, Sort, compose, owners_page
 from db.ids import arxiv_doi
 from db.paging import paper_global_id
-from db.queries.institutions import INSTITUTIONS_JSON_OF_AUTHORSHIP, InstitutionRow, institutions_from_json
+from db.queries.institutions import InstitutionRow
 from db.queries.researchers import RESEARCHER_COLUMNS_R_, RESEARCHERS, ResearcherRow
 from db.rows import RowShape, select_list
 
@@ -116,20 +116,18 @@ SELECT v.paper_id, v.version, v.submitted_at, v.size_kb, v.source_type
 FROM paper_versions v WHERE v.paper_id = any($1::bigint[])
 ORDER BY v.paper_id, v.version
 """
-_AUTHORSHIP_COLUMNS = "a.paper_id, a.position, a.name, a.researcher_id, a.affiliation, a.is_collaboration"
-# Authorships of a page with, as asked, their researchers (columns prefixed r_) and institutions (nested JSON):
-# one round trip for everything a page shows of its authors.
-_SELECT_AUTHORS = {
-    (with_researchers, with_institutions): f"""
-SELECT {_AUTHORSHIP_COLUMNS}{f", {RESEARCHER_COLUMNS_R_}" if with_researchers else ""}
-       {f", {INSTITUTIONS_JSON_OF_AUTHORSHIP} AS institutions" if with_institutions else ""}
-FROM authorships a{" LEFT JOIN researchers r ON r.id = a.researcher_id" if with_researchers else ""}
+SELECT_AUTHORSHIPS = """
+SELECT a.paper_id, a.position, a.name, a.researcher_id, a.affiliation, a.is_collaboration
+FROM authorships a WHERE a.paper_id = any($1::bigint[])
+ORDER BY a.paper_id, a.position
+"""
+# The researcher's columns are prefixed r_: both row types have `id` and `name`.
+SELECT_AUTHORSHIPS_WITH_RESEARCHERS = f"""
+SELECT a.paper_id, a.position, a.name, a.researcher_id, a.affiliation, a.is_collaboration, {RESEARCHER_COLUMNS_R_}
+FROM authorships a LEFT JOIN researchers r ON r.id = a.researcher_id
 WHERE a.paper_id = any($1::bigint[])
 ORDER BY a.paper_id, a.position
 """
-    for with_researchers in (False, True)
-    for with_institutions in (False, True)
-}
 
 
 async def fetch_papers_by_ids(conn: Conn, ids: Sequence[int]) -> list[PaperRow]:
@@ -167,27 +165,24 @@ async def fetch_versions(conn: Conn, paper_ids: Sequence[int]) -> list[VersionRo
 
 
 async def fetch_authorships(
-    conn: Conn, paper_ids: Sequence[int], *, with_researchers: bool = False, with_institutions: bool = False
+    conn: Conn, paper_ids: Sequence[int], *, with_researchers: bool = False
 ) -> list[AuthorshipRow]:
-    """Authorships of these papers ordered by paper and position, in one statement; optionally with their
-    researchers and their institutions (`prefetched_*`; one object per institution across the result)."""
-    records = await conn.fetch(_SELECT_AUTHORS[(with_researchers, with_institutions)], list(paper_ids))
+    """Authorships of these papers ordered by paper and position; optionally with their researchers (one object
+    per researcher across the result: a co-author on many papers of a page is built once)."""
+    if not with_researchers:
+        return AUTHORSHIPS.build_all(await conn.fetch(SELECT_AUTHORSHIPS, list(paper_ids)))
+    records = await conn.fetch(SELECT_AUTHORSHIPS_WITH_RESEARCHERS, list(paper_ids))
     if not records:
         return []
-    authorship = AUTHORSHIPS.reader(records[0])
-    researcher = RESEARCHERS.reader(records[0], "r_") if with_researchers else None
-    seen: dict[int, InstitutionRow] = {}
-    # One object per researcher across the result: a co-author on many papers of a page is built once.
+    authorship, researcher = AUTHORSHIPS.reader(records[0]), RESEARCHERS.reader(records[0], "r_")
     researchers: dict[int, ResearcherRow] = {}
     rows = []
     for r in records:
         row = authorship(r)
         rid = row.researcher_id
-        if researcher is not None and rid is not None:
+        if rid is not None:
             found = researchers.get(rid)
             row.prefetched_researcher = found if found is not None else researchers.setdefault(rid, researcher(r))
-        if with_institutions:
-            row.prefetched_institutions = institutions_from_json(r["institutions"], seen)
         rows.append(row)
     return rows
 

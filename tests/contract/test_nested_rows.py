@@ -1,11 +1,15 @@
-"""Rows nested as JSON in another statement (a page's authorships with their institutions, a researcher with its
-affiliations) are the rows the statements of their own give, field for field."""
+"""Rows read by name in page-shaped statements (a page's authorships with their researchers and institutions, a
+researcher with its affiliations nested as JSON) are the rows the look-ups by key give, field for field."""
 
 from __future__ import annotations
 
 import asyncpg
 
-from db.queries.institutions import fetch_affiliations_by_researcher_ids, fetch_institutions_by_authorships
+from db.queries.institutions import (
+    fetch_affiliations_by_researcher_ids,
+    fetch_institutions_by_authorships,
+    fetch_institutions_by_paper_ids,
+)
 from db.queries.papers import fetch_authorships
 from db.queries.researchers import fetch_researchers_following_redirects, fetch_researchers_with_affiliations
 
@@ -15,7 +19,7 @@ async def _conn(dsn: str) -> asyncpg.Connection:
     return await asyncpg.connect(dsn)
 
 
-async def test_authorships_with_nested_institutions_equal_the_separate_reads(demo_database_url: str) -> None:
+async def test_a_pages_authors_read_by_name_equal_the_reads_by_key(demo_database_url: str) -> None:
     conn = await _conn(demo_database_url)
     try:
         paper_ids = [
@@ -24,23 +28,21 @@ async def test_authorships_with_nested_institutions_equal_the_separate_reads(dem
                 "SELECT DISTINCT paper_id FROM authorship_institutions ORDER BY paper_id LIMIT 40"
             )
         ]
-        rows = await fetch_authorships(conn, paper_ids, with_researchers=True, with_institutions=True)
+        rows = await fetch_authorships(conn, paper_ids, with_researchers=True)
+        links = await fetch_institutions_by_paper_ids(conn, paper_ids)
         keys = [(a.paper_id, a.position) for a in rows]
-        separate: dict[tuple[int, int], list[object]] = {k: [] for k in keys}
-        for paper_id, position, inst in await fetch_institutions_by_authorships(conn, keys):
-            separate[(paper_id, position)].append(inst)
-        by_id = dict(
-            await fetch_researchers_following_redirects(conn, [a.researcher_id for a in rows if a.researcher_id])
-        )
+        by_key = await fetch_institutions_by_authorships(conn, keys)
+        ids = [a.researcher_id for a in rows if a.researcher_id]
+        by_id = dict(await fetch_researchers_following_redirects(conn, ids))
     finally:
         await conn.close()
-    assert any(a.prefetched_institutions for a in rows)
+    assert links and links == by_key
     for a in rows:
-        assert a.prefetched_institutions == separate[(a.paper_id, a.position)]
         assert a.prefetched_researcher == (by_id[a.researcher_id] if a.researcher_id else None)
-    # One object per institution however often it appears.
-    objects = {id(i) for a in rows for i in a.prefetched_institutions or []}
-    assert len(objects) == len({i.id for a in rows for i in a.prefetched_institutions or []})
+    # One object per institution and per researcher however often they appear.
+    assert len({id(i) for _, _, i in links}) == len({i.id for _, _, i in links})
+    people = [a.prefetched_researcher for a in rows if a.prefetched_researcher]
+    assert len({id(p) for p in people}) == len({p.id for p in people})
 
 
 async def test_a_researcher_with_nested_affiliations_equals_the_separate_reads(demo_database_url: str) -> None:
