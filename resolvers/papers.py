@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
@@ -67,9 +68,13 @@ async def resolve_paper(ctx: Context, paper_id: str, fields: Sequence[Selection]
     if row is not None and row.prefetched_authors is None:
         wanted = AuthorsWanted.of_paper(fields)
         if wanted.authors:
-            # Batched: several papers looked up in one request (aliases) share the statements.
+            # Batched: several papers looked up in one request (aliases) share the statements. The versions, when
+            # selected, load at the same time rather than after.
             loader = ctx.loaders.named("paper_authors", lambda: _authors_loader(ctx))
-            await loader.load((row, wanted))
+            loads: list[Awaitable[object]] = [loader.load((row, wanted))]
+            if selects(fields, "versions"):
+                loads.append(ctx.loaders.versions_by_paper_id.load(row.id))
+            await asyncio.gather(*loads)
     return row
 
 

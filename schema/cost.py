@@ -336,9 +336,9 @@ def measure(
             total.directives += unused.directives
     # Figures past a GraphQL Int say "far too much" as well as the exact product would, and stay printable
     # (JSON, `RateLimit`'s Int fields) however many lists of 2^31 a document nests.
+    counted = (total.depth, total.aliases, total.directives, total.same_name, total.spreads, total.fields, total.nodes)
+    depth, aliases, directives, same_name, spreads, fields, nodes = (min(v, FIGURE_CAP) for v in counted)
     return Measure(
-        *(min(v, FIGURE_CAP) for v in (total.depth, total.aliases, total.directives, total.same_name)),
-        *(min(v, FIGURE_CAP) for v in (total.spreads, total.fields, total.nodes)),
-        min(total.calls, FIGURE_CAP * 100),
+        depth, aliases, directives, same_name, spreads, fields, nodes, min(total.calls, FIGURE_CAP * 100),
         frozenset(measurer.read),
     )
