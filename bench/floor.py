@@ -27,18 +27,20 @@ from db.paging import encode_global_id, paper_global_id
 from db.queries.aggregates import SELECT_RESEARCHER_STATS
 
 RESEARCHER = """SELECT id, name, name_slug, s2_author_id, openalex_id, orcid, paper_count, h_index, citation_count,
-       works_count FROM researchers WHERE id = $1"""
-INSTITUTIONS = """SELECT i.id, i.name, i.name_slug, i.country FROM researcher_institutions ri
-  JOIN institutions i ON i.id = ri.institution_id WHERE ri.researcher_id = $1
+       works_count, follower_count, modified_at FROM researchers WHERE id = $1"""
+INSTITUTIONS = """SELECT i.id, i.name, i.name_slug, i.country, ri.first_year, ri.last_year
+  FROM researcher_institutions ri JOIN institutions i ON i.id = ri.institution_id WHERE ri.researcher_id = $1
  ORDER BY ri.last_year DESC NULLS LAST, i.name, i.id"""
 PAPERS = """SELECT p.id, p.arxiv_id, p.slug, p.title, p.abstract, p.authors_text, p.categories, p.primary_category,
        p.published, p.cited_by_count, p.summary, p.topics, p.paper_type, p.research_field, p.novelty,
        p.significance_score, p.analysed
   FROM papers p WHERE p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a WHERE a.researcher_id = $1))
+   AND NOT p.withdrawn
  ORDER BY p.published DESC, p.id DESC LIMIT $2 OFFSET $3"""
 COUNT = """SELECT count(*) FROM papers p
- WHERE p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a WHERE a.researcher_id = $1))"""
-AUTHORS = """SELECT a.paper_id, a.position, a.name, r.id, r.name, r.name_slug FROM authorships a
+ WHERE p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a WHERE a.researcher_id = $1)) AND NOT p.withdrawn"""
+AUTHORS = """SELECT a.paper_id, a.position, a.name, r.id, r.name, r.name_slug, a.affiliation, a.is_collaboration
+  FROM authorships a
   LEFT JOIN researchers r ON r.id = a.researcher_id WHERE a.paper_id = any($1::bigint[])
  ORDER BY a.paper_id, a.position"""
 AUTHOR_INSTITUTIONS = """SELECT ai.paper_id, ai.position, i.id, i.name, i.name_slug FROM authorship_institutions ai
@@ -51,7 +53,10 @@ MOST_CITED = "SELECT id, arxiv_id, slug, title, cited_by_count FROM papers WHERE
 PAPER_COLUMNS = """p.id, p.arxiv_id, p.version, p.slug, p.title, p.abstract, p.authors_text, p.categories,
        p.primary_category, p.published, p.updated, p.doi, p.journal_ref, p.comments, p.cited_by_count, p.summary,
        p.topics, p.paper_type, p.research_field, p.novelty, p.significance_score, p.analysed"""
-PAPER = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.arxiv_id = $1"
+PAPER = f"""SELECT {PAPER_COLUMNS}, p.license, p.withdrawn, p.modified_at, p.s2_paper_id, p.openalex_id
+  FROM papers p WHERE p.arxiv_id = $1"""
+VERSIONS = """SELECT version, submitted_at, size_kb, source_type FROM paper_versions WHERE paper_id = $1
+ ORDER BY version"""
 CATEGORY_PAGE = f"""SELECT {PAPER_COLUMNS} FROM papers p WHERE p.categories @> ARRAY[$1::text]
  ORDER BY p.published DESC, p.id DESC LIMIT $2 OFFSET $3"""
 CATEGORY_COUNT = "SELECT count(*) FROM papers p WHERE p.categories @> ARRAY[$1::text]"
@@ -122,6 +127,9 @@ async def authors_of(
                 "name": a[4],
             }
         author: dict[str, Any] = {"position": a[1], "name": a[2], "researcher": person}
+        if institution_fields:
+            author["affiliation"] = a[6]
+            author["isCollaboration"] = a[7]
         if institutions:
             author["institutions"] = affiliations.get((a[0], a[1]), [])
         authors.setdefault(a[0], []).append(author)
@@ -133,8 +141,12 @@ async def researcher_page(conn: asyncpg.Connection, researcher_id: int, page: in
     if r is None:
         return None
     rid = r["id"]
-    institutions = [
-        {**_institution(i["id"], i["name"], i["name_slug"]), "country": i["country"]}
+    affiliations = [
+        {
+            "firstYear": i["first_year"],
+            "lastYear": i["last_year"],
+            "institution": {**_institution(i["id"], i["name"], i["name_slug"]), "country": i["country"]},
+        }
         for i in await conn.fetch(INSTITUTIONS, rid)
     ]
     rows = await conn.fetch(PAPERS, rid, first + 1, (page - 1) * first)
@@ -174,10 +186,12 @@ async def researcher_page(conn: asyncpg.Connection, researcher_id: int, page: in
             "matchedPapers": stats["matched_papers"],
             "totalPapers": stats["paper_count"],
         },
-        "fields": [{"category": c, "count": n} for c, n in fields],
+        "fields": [{"category": c, "count": n, "primaryCount": pn} for c, n, pn in fields],
         "mostCitedPaper": most_cited,
         "citationSummary": {"total": int(stats["citation_total"]), "papersWithCounts": stats["papers_with_counts"]},
-        "institutions": institutions,
+        "affiliations": affiliations,
+        "followerCount": r["follower_count"],
+        "modifiedAt": r["modified_at"].isoformat(),
         "papers": {
             "totalCount": total,
             "totalPages": -(-total // first),
@@ -192,6 +206,15 @@ async def paper_page(conn: asyncpg.Connection, arxiv_id: str) -> dict[str, Any] 
     if p is None:
         return None
     authors = await authors_of(conn, [p["id"]], institutions=True, institution_fields=True)
+    versions = [
+        {
+            "version": v["version"],
+            "submittedAt": v["submitted_at"].isoformat(),
+            "sizeKb": v["size_kb"],
+            "sourceType": v["source_type"],
+        }
+        for v in await conn.fetch(VERSIONS, p["id"])
+    ]
     return {
         **paper_item(p, authors.get(p["id"], [])),
         "version": p["version"],
@@ -199,6 +222,16 @@ async def paper_page(conn: asyncpg.Connection, arxiv_id: str) -> dict[str, Any] 
         "doi": p["doi"],
         "journalRef": p["journal_ref"],
         "comments": p["comments"],
+        "license": p["license"],
+        "withdrawn": p["withdrawn"],
+        "modifiedAt": p["modified_at"].isoformat(),
+        "versions": versions,
+        "externalIds": {
+            "semanticScholar": p["s2_paper_id"],
+            "openAlex": p["openalex_id"],
+            "doi": f"10.48550/arXiv.{p['arxiv_id']}",
+            "journalDoi": p["doi"],
+        },
     }
 
 

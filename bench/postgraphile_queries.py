@@ -22,11 +22,11 @@ from db.queries.aggregates import SELECT_RESEARCHER_STATS
 RESEARCHER_PAGE = """
 query ResearcherPage($id: BigInt!, $first: Int!, $offset: Int!) {
   researcherByRowId(rowId: $id) {
-    rowId name nameSlug paperCount hIndex citationCount worksCount s2AuthorId openalexId orcid
+    rowId name nameSlug paperCount hIndex citationCount worksCount s2AuthorId openalexId orcid followerCount modifiedAt
     pageStats
     mostCitedPaper { rowId arxivId slug title citedByCount }
     researcherInstitutionsByResearcherId {
-      nodes { lastYear institutionByInstitutionId { rowId name nameSlug country } }
+      nodes { firstYear lastYear institutionByInstitutionId { rowId name nameSlug country } }
     }
     papersNewest(first: $first, offset: $offset) {
       totalCount
@@ -183,7 +183,7 @@ def to_contract_shape(body: dict[str, Any]) -> dict[str, Any]:
                     "matchedPapers": stats["matched_papers"],
                     "totalPapers": stats["paper_count"],
                 },
-                "fields": [{"category": c, "count": n} for c, n in stats["fields"]],
+                "fields": [{"category": c, "count": n, "primaryCount": pn} for c, n, pn in stats["fields"]],
                 "mostCitedPaper": None
                 if m is None
                 else {
@@ -198,13 +198,19 @@ def to_contract_shape(body: dict[str, Any]) -> dict[str, Any]:
                     "total": int(stats["citation_total"]),
                     "papersWithCounts": stats["papers_with_counts"],
                 },
-                "institutions": [
+                "affiliations": [
                     {
-                        **_institution(n["institutionByInstitutionId"]),
-                        "country": n["institutionByInstitutionId"]["country"],
+                        "firstYear": n["firstYear"],
+                        "lastYear": n["lastYear"],
+                        "institution": {
+                            **_institution(n["institutionByInstitutionId"]),
+                            "country": n["institutionByInstitutionId"]["country"],
+                        },
                     }
                     for n in links
                 ],
+                "followerCount": r["followerCount"],
+                "modifiedAt": _timestamp(r["modifiedAt"]),
                 "papers": {
                     "totalCount": total,
                     "totalPages": -(-total // page_size),

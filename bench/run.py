@@ -49,9 +49,10 @@ class Server:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     path: str = "/graphql"
+    cwd: Path = ROOT
 
 
-def servers(database_url: str, redis_url: str | None) -> dict[str, Server]:
+def servers(database_url: str, redis_url: str | None, baseline: Path | None = None) -> dict[str, Server]:
     py = str(ROOT / ".venv" / "bin" / "python")
     uvicorn = ["-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log", "--log-level", "warning"]
     # The embedding model (semantic search) loads in a background thread at start-up by default; that
@@ -61,7 +62,11 @@ def servers(database_url: str, redis_url: str | None) -> dict[str, Server]:
     api_env = {"DATABASE_URL": database_url, "WOVEPAPER_SEMANTIC_PRELOAD": "false", "WOVEPAPER_RATE_LIMITS": "off"}
     if redis_url:
         api_env["REDIS_URL"] = redis_url
+    # `baseline`: the API from another checkout (an earlier commit, `git archive <commit> | tar -x -C <dir>`), run by
+    # the same interpreter and packages, for an old-versus-new comparison in the same rounds.
+    extra = {"baseline": Server("baseline", [py, *uvicorn, "app:app"], api_env, cwd=baseline)} if baseline else {}
     return {
+        **extra,
         "floor": Server("floor", [py, *uvicorn, "bench.floor:app"], {"DATABASE_URL": database_url}),
         "wovepaper": Server("wovepaper", [py, *uvicorn, "app:app"], api_env),
         "postgraphile": Server(
@@ -77,7 +82,7 @@ def running(server: Server) -> Iterator[tuple[int, str]]:
     if "uvicorn" in argv:
         argv += ["--port", str(port)]
     env = {**os.environ, **server.env, "PORT": str(port)}
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, cwd=server.cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -211,10 +216,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--ids", type=int, default=2000)
     parser.add_argument("--skip-check", action="store_true")
+    parser.add_argument("--baseline", type=Path, help="a checkout of an earlier commit, served as `baseline`")
     args = parser.parse_args()
     if not args.database_url:
         sys.exit("--database-url or DATABASE_URL is required")
-    all_servers = servers(args.database_url, args.redis_url)
+    all_servers = servers(args.database_url, args.redis_url, args.baseline)
     names = args.servers.split(",")
     if "postgraphile" in names:
         from bench.postgraphile_queries import apply_functions
@@ -225,7 +231,7 @@ def main() -> None:
     if not args.skip_check and "floor" in names:
         subprocess.run(
             [sys.executable, "-m", "bench.check_same_json", "--database-url", args.database_url,
-             "--servers", ",".join(names), "--operations", args.operations],
+             "--servers", ",".join(n for n in names if n != "baseline"), "--operations", args.operations],
             cwd=ROOT, check=True,
         )  # fmt: skip
     for operation in args.operations.split(","):

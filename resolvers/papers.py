@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
+
+from strawberry.dataloader import DataLoader
 
 from db.connection import Conn
 from db.filters import (
@@ -37,7 +40,7 @@ from resolvers.errors import BadUserInput
 from resolvers.ids import PaperKeyKind, parse_paper_id
 from resolvers.institutions import lookup_institution_id
 from resolvers.pages import ListQuery, OwnerLists, read_page, with_after
-from resolvers.pagination import Connection, PageRequest, Selection, page_request, selects_node, wants_total
+from resolvers.pagination import Connection, PageRequest, Selection, page_request, selects, selects_node, wants_total
 from resolvers.researchers import lookup_researcher_id
 
 MAX_CATEGORY_LENGTH = 40
@@ -63,8 +66,37 @@ class PaperFilterArgs:
     withdrawn: Withdrawn = "EXCLUDE"
 
 
-async def resolve_paper(ctx: Context, paper_id: str) -> PaperRow | None:
-    """A paper by any id form it has (withdrawn papers too: a look-up names one paper)."""
+async def resolve_paper(ctx: Context, paper_id: str, fields: Sequence[Selection] = ()) -> PaperRow | None:
+    """A paper by any id form it has (withdrawn papers too: a look-up names one paper). What `fields` select of
+    its authors (their researchers, institutions) comes in one more statement."""
+    row = await _find_paper(ctx, paper_id)
+    if row is not None and row.prefetched_authors is None:
+        wanted = AuthorsWanted.of_paper(fields)
+        if wanted.authors:
+            # Batched: several papers looked up in one request (aliases) share the statements. The versions, when
+            # selected, load at the same time rather than after.
+            loader = ctx.loaders.named("paper_authors", lambda: _authors_loader(ctx))
+            loads: list[Awaitable[object]] = [loader.load((row, wanted))]
+            if selects(fields, "versions"):
+                loads.append(ctx.loaders.versions_by_paper_id.load(row.id))
+            await asyncio.gather(*loads)
+    return row
+
+
+def _authors_loader(ctx: Context) -> DataLoader[tuple[PaperRow, AuthorsWanted], None]:
+    async def load(keys: list[tuple[PaperRow, AuthorsWanted]]) -> list[None]:
+        by_shape: defaultdict[AuthorsWanted, list[PaperRow]] = defaultdict(list)
+        for row, wanted in keys:
+            by_shape[wanted].append(row)
+        for wanted, rows in by_shape.items():
+            await fetch_authors(ctx, rows, wanted)
+        return [None] * len(keys)
+
+    # Rows are not hashable: a key is cached by the row's identity and the shape asked.
+    return DataLoader(load, cache_key_fn=lambda key: (id(key[0]), key[1]), max_batch_size=100)
+
+
+async def _find_paper(ctx: Context, paper_id: str) -> PaperRow | None:
     key = parse_paper_id(paper_id)
     loaders = ctx.loaders
     if key.kind == "slug" and key.slug is not None:
@@ -152,6 +184,15 @@ class AuthorsWanted:
             selects_node(fields, "authors"),
             selects_node(fields, "authors", "researcher"),
             selects_node(fields, "authors", "institutions"),
+        )
+
+    @classmethod
+    def of_paper(cls, fields: Sequence[Selection]) -> AuthorsWanted:
+        """Below one paper rather than a page of them."""
+        return cls(
+            selects(fields, "authors"),
+            selects(fields, "authors", "researcher"),
+            selects(fields, "authors", "institutions"),
         )
 
 
@@ -289,16 +330,18 @@ def attach_authors(
     *,
     with_institutions: bool,
 ) -> None:
+    """Give each paper its authorships, their researchers and institutions (`links` holds one object per
+    institution, the authorships one per researcher), and prime the loaders with them."""
     researchers: dict[int, ResearcherRow] = {}
     institutions: dict[int, InstitutionRow] = {}
     by_authorship: defaultdict[tuple[int, int], list[InstitutionRow]] = defaultdict(list)
     for paper_id, position, inst in links:
-        # One object per institution however often it appears on the page.
-        by_authorship[(paper_id, position)].append(institutions.setdefault(inst.id, inst))
+        by_authorship[(paper_id, position)].append(inst)
+        institutions[inst.id] = inst
     by_paper: defaultdict[int, list[AuthorshipRow]] = defaultdict(list)
     for a in authorships:
         if a.prefetched_researcher is not None:
-            a.prefetched_researcher = researchers.setdefault(a.prefetched_researcher.id, a.prefetched_researcher)
+            researchers[a.prefetched_researcher.id] = a.prefetched_researcher
         if with_institutions:
             a.prefetched_institutions = by_authorship.get((a.paper_id, a.position), [])
         by_paper[a.paper_id].append(a)

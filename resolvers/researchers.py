@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 
 from db.connection import Conn
@@ -13,6 +13,7 @@ from db.queries.researchers import (
     count_researchers,
     count_researchers_of_owners,
     fetch_researcher_by_external_id,
+    fetch_researchers_with_affiliations,
     page_researchers,
     page_researchers_of_owners,
 )
@@ -21,7 +22,7 @@ from resolvers.errors import BadUserInput
 from resolvers.ids import EntityKey, parse_researcher_id
 from resolvers.names import resolve_researchers_by_name
 from resolvers.pages import ListQuery, OwnerLists, read_page, with_after
-from resolvers.pagination import Connection, PageRequest, page_request, wants_total
+from resolvers.pagination import Connection, PageRequest, Selection, page_request, selects, wants_total
 
 
 async def _find(ctx: Context, key: EntityKey) -> ResearcherRow | None:
@@ -35,8 +36,23 @@ async def _find(ctx: Context, key: EntityKey) -> ResearcherRow | None:
     return row
 
 
-async def resolve_researcher(ctx: Context, researcher_id: str) -> ResearcherRow | None:
-    return await _find(ctx, parse_researcher_id(researcher_id))
+async def resolve_researcher(
+    ctx: Context, researcher_id: str, fields: Sequence[Selection] = ()
+) -> ResearcherRow | None:
+    """A researcher by any id form; when `fields` select its affiliations, they come in the same statement."""
+    key = parse_researcher_id(researcher_id)
+    if key.db_id is None or not selects(fields, "affiliations"):
+        return await _find(ctx, key)
+    async with ctx.pool.acquire() as conn:
+        found = await fetch_researchers_with_affiliations(conn, [key.db_id])
+    if not found:
+        return None
+    row = found[0].researcher
+    ctx.loaders.prime_researchers([row])
+    ctx.loaders.researcher_by_id.prime(key.db_id, row)
+    ctx.loaders.affiliations_by_researcher_id.prime(row.id, found[0].affiliations)
+    ctx.loaders.prime_institutions(a.institution for a in found[0].affiliations)
+    return row
 
 
 async def lookup_researcher_id(ctx: Context, researcher_id: str) -> int | None:

@@ -250,7 +250,7 @@ class PaperQuery:
         graphql_type=Paper | None,
     )
     async def paper(self, info: Info, id: str) -> PaperRow | None:
-        return await resolve_paper(info.context, id)
+        return await resolve_paper(info.context, id, info.selected_fields)
 
     @strawberry.field(
         description="Papers, filtered and sorted. `first` 1 to 100 (default 24); `page` or `after`.",

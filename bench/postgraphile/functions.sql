@@ -4,6 +4,7 @@ CREATE OR REPLACE FUNCTION researchers_papers_newest(r researchers) RETURNS SETO
     LANGUAGE sql STABLE AS $$
     SELECT p.* FROM papers p
      WHERE p.id = ANY (ARRAY(SELECT a.paper_id FROM authorships a WHERE a.researcher_id = r.id))
+       AND NOT p.withdrawn
      ORDER BY p.published DESC, p.id DESC
 $$;
 

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from db.connection import ConnOrPool
-from db.queries.figures import CAREER_WORKS_CTES, SCOPED_FIGURES_CTES
+from db.queries.figures import CAREER_WORKS_FROM_ARCH_CTES, SCOPED_FIGURES_CTES
 
 # Papers per arXiv category over `papers` (rows with categories and primary_category): `count` those listed in the
 # category at all (cross-lists too: what `papers(filter: {category})` lists), `primary_count` those whose primary
@@ -26,18 +26,28 @@ FIELDS_OF = """coalesce(jsonb_agg(jsonb_build_array(f.category, f.n, f.primary_n
 
 SELECT_RESEARCHER_STATS = f"""
 WITH ids AS (SELECT $1::bigint AS id),
-{CAREER_WORKS_CTES},
+-- The researcher's authorships with their papers, read once (the covering index of migration 0016 gives the
+-- positions): the career works and the per-paper figures below both come from here.
+authored AS MATERIALIZED (
+    SELECT a.paper_id, a.position, p.arxiv_id, lower(p.doi) AS doi, p.cited_by_count, p.withdrawn,
+           p.primary_category, p.categories, p.published, p.author_count, p.matched_count
+      FROM authorships a JOIN papers p ON p.id = a.paper_id
+     WHERE a.researcher_id = $1
+),
+arch AS (
+    SELECT DISTINCT $1::bigint AS rid, paper_id, arxiv_id, doi, cited_by_count AS c, withdrawn FROM authored
+),
+{CAREER_WORKS_FROM_ARCH_CTES},
 {SCOPED_FIGURES_CTES},
 -- The researcher's distinct archive papers with their own position (a name listed twice counts once).
 -- Withdrawn papers are left out, as the researcher's papers list leaves them out by default.
 mine AS (
-    SELECT DISTINCT ON (p.id)
-           p.id, p.cited_by_count, p.primary_category, p.categories, p.published, p.author_count, p.matched_count,
-           a.position
-      FROM ids
-      JOIN authorships a ON a.researcher_id = ids.id
-      JOIN papers p ON p.id = a.paper_id AND NOT p.withdrawn
-     ORDER BY p.id, a.position
+    SELECT DISTINCT ON (paper_id)
+           paper_id AS id, cited_by_count, primary_category, categories, published, author_count, matched_count,
+           position
+      FROM authored
+     WHERE NOT withdrawn
+     ORDER BY paper_id, position
 ),
 -- Position is known only on papers where every author is matched (a collaboration never is).
 positions AS (

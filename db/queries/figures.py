@@ -21,15 +21,17 @@ import asyncpg
 from db.records import Touched
 
 # Every researcher in scope; a statement defines `ids(id)` first, then appends these CTEs:
-#   arch(rid, paper_id, arxiv_id, doi, c)       the researcher's archive papers, once each
+#   arch(rid, paper_id, arxiv_id, doi, c, withdrawn)  the researcher's archive papers, once each
 #   ext(rid, source, external_id, k, c)          their external works with the key that identifies the work
 #   career_works(rid, k, in_archive, c)         the whole career, each work once, with its citations
-CAREER_WORKS_CTES = """
+ARCH_CTE = """
 arch AS (
     SELECT DISTINCT a.researcher_id AS rid, p.id AS paper_id, p.arxiv_id, lower(p.doi) AS doi, p.cited_by_count AS c,
            p.withdrawn
     FROM ids JOIN authorships a ON a.researcher_id = ids.id JOIN papers p ON p.id = a.paper_id
-),
+)"""
+# The same career works over an `arch` a statement defines itself (from rows it also reads for other figures).
+CAREER_WORKS_FROM_ARCH_CTES = """
 ext_raw AS (
     SELECT w.researcher_id AS rid, w.source, w.external_id, w.arxiv_id, lower(w.doi) AS doi, w.citation_count AS c
     FROM ids JOIN researcher_works w ON w.researcher_id = ids.id
@@ -56,6 +58,7 @@ career_works AS (
     GROUP BY rid, k
 )
 """
+CAREER_WORKS_CTES = f"{ARCH_CTE},{CAREER_WORKS_FROM_ARCH_CTES}"
 
 # Figures of a ranked list `ranked(scope, rid, c, rn)`, rn = 1 for the most cited work of a scope.
 FIGURES_OF_RANKED = """

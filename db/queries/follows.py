@@ -11,8 +11,9 @@ import asyncpg
 
 from db.connection import Conn
 from db.filters import FOLLOWED_INSTITUTIONS_SORT, FOLLOWED_RESEARCHERS_SORT, Clause, Sort, compose
-from db.queries.institutions import INSTITUTION_COLUMNS, INSTITUTION_WIDTH, InstitutionRow
-from db.queries.researchers import RESEARCHER_COLUMNS, RESEARCHER_WIDTH, ResearcherRow
+from db.queries.institutions import INSTITUTION_COLUMNS, InstitutionRow
+from db.queries.researchers import RESEARCHER_COLUMNS, ResearcherRow
+from db.rows import RowShape
 
 FollowKind = Literal["researcher", "institution"]
 # What `follow` did: a new follow, one that already existed, refused by the cap, or no such entity.
@@ -29,6 +30,8 @@ class FollowedInstitutionRow(InstitutionRow):
     followed_at: datetime
 
 
+_FOLLOWED_RESEARCHERS = RowShape(FollowedResearcherRow)
+_FOLLOWED_INSTITUTIONS = RowShape(FollowedInstitutionRow)
 FOLLOW = "SELECT wp_follow($1::text, $2::text, $3::bigint, $4::int)"
 UNFOLLOW = {
     "researcher": "DELETE FROM follows WHERE viewer_id = $1::text AND researcher_id = $2::bigint",
@@ -44,9 +47,12 @@ COUNT_FOLLOWS = {
     "institution": "SELECT count(*) FROM institution_follows f WHERE f.viewer_id = $1::text",
 }
 _PAGE_SOURCE = {
-    "researcher": (f"{RESEARCHER_COLUMNS}, f.created_at", "follows f JOIN researchers r ON r.id = f.researcher_id"),
+    "researcher": (
+        f"{RESEARCHER_COLUMNS}, f.created_at AS followed_at",
+        "follows f JOIN researchers r ON r.id = f.researcher_id",
+    ),
     "institution": (
-        f"{INSTITUTION_COLUMNS}, f.created_at",
+        f"{INSTITUTION_COLUMNS}, f.created_at AS followed_at",
         "institution_follows f JOIN institutions i ON i.id = f.institution_id",
     ),
 }
@@ -83,7 +89,7 @@ async def page_followed_researchers(
 ) -> list[FollowedResearcherRow]:
     """The researchers the viewer follows, most recently followed first."""
     rows = await _page(conn, "researcher", viewer_id, after, limit=limit, offset=offset)
-    return [FollowedResearcherRow(*r[: RESEARCHER_WIDTH + 1]) for r in rows]
+    return _FOLLOWED_RESEARCHERS.build_all(rows)
 
 
 async def page_followed_institutions(
@@ -91,7 +97,7 @@ async def page_followed_institutions(
 ) -> list[FollowedInstitutionRow]:
     """The institutions the viewer follows, most recently followed first."""
     rows = await _page(conn, "institution", viewer_id, after, limit=limit, offset=offset)
-    return [FollowedInstitutionRow(*r[: INSTITUTION_WIDTH + 1]) for r in rows]
+    return _FOLLOWED_INSTITUTIONS.build_all(rows)
 
 
 async def _page(

@@ -12,17 +12,11 @@ import asyncpg
 from db.connection import Conn
 from db.filters import Clause, Fragment, Sort, compose, owners_page
 from db.queries.institutions import InstitutionRow
-from db.queries.researchers import RESEARCHER_COLUMNS, ResearcherRow, researcher_from_record
+from db.queries.researchers import RESEARCHER_COLUMNS_R_, RESEARCHERS, ResearcherRow
+from db.rows import RowShape, select_list
 
 # A journal DOI (lower case), a Semantic Scholar paper id or corpus id, an OpenAlex work id.
 PaperExternalIdKind = Literal["doi", "s2", "corpus", "openalex"]
-
-PAPER_COLUMNS = """p.id, p.arxiv_id, p.version, p.slug, p.title, p.abstract, p.authors_text, p.categories,
-    p.primary_category, p.published, p.updated, p.doi, p.journal_ref, p.comments, p.cited_by_count,
-    p.author_count, p.summary, p.topics, p.paper_type, p.research_field, p.novelty, p.significance_score,
-    p.analysed, p.modified_at, p.analysed_at, p.analysis_model, p.withdrawn, p.license, p.s2_paper_id,
-    p.s2_corpus_id, p.openalex_id"""
-_WIDTH = 31
 
 
 @dataclass(slots=True)
@@ -36,6 +30,9 @@ class AuthorshipRow:
     # Filled by page-shaped reads; None means "not fetched", so readers fall back to a loader.
     prefetched_researcher: ResearcherRow | None = None
     prefetched_institutions: list[InstitutionRow] | None = None
+
+
+AUTHORSHIPS = RowShape(AuthorshipRow)
 
 
 @dataclass(slots=True)
@@ -74,8 +71,14 @@ class PaperRow:
     prefetched_authors: list[AuthorshipRow] | None = None
 
 
+PAPERS = RowShape(PaperRow)
+# Every field of a PaperRow, named as the field.
+PAPER_COLUMNS = select_list("p", PAPERS.fields)
+
+
 def paper_from_record(record: asyncpg.Record) -> PaperRow:
-    return PaperRow(*record[:_WIDTH])
+    """From a record with the columns of PAPER_COLUMNS, wherever they are."""
+    return PAPERS.build(record)
 
 
 SELECT_PAPERS_BY_IDS = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.id = any($1::bigint[])"
@@ -98,8 +101,9 @@ SELECT a.paper_id, a.position, a.name, a.researcher_id, a.affiliation, a.is_coll
 FROM authorships a WHERE a.paper_id = any($1::bigint[])
 ORDER BY a.paper_id, a.position
 """
+# The researcher's columns are prefixed r_: both row types have `id` and `name`.
 SELECT_AUTHORSHIPS_WITH_RESEARCHERS = f"""
-SELECT a.paper_id, a.position, a.name, a.researcher_id, a.affiliation, a.is_collaboration, {RESEARCHER_COLUMNS}
+SELECT a.paper_id, a.position, a.name, a.researcher_id, a.affiliation, a.is_collaboration, {RESEARCHER_COLUMNS_R_}
 FROM authorships a LEFT JOIN researchers r ON r.id = a.researcher_id
 WHERE a.paper_id = any($1::bigint[])
 ORDER BY a.paper_id, a.position
@@ -107,15 +111,15 @@ ORDER BY a.paper_id, a.position
 
 
 async def fetch_papers_by_ids(conn: Conn, ids: Sequence[int]) -> list[PaperRow]:
-    return [paper_from_record(r) for r in await conn.fetch(SELECT_PAPERS_BY_IDS, list(ids))]
+    return PAPERS.build_all(await conn.fetch(SELECT_PAPERS_BY_IDS, list(ids)))
 
 
 async def fetch_papers_by_arxiv_ids(conn: Conn, arxiv_ids: Sequence[str]) -> list[PaperRow]:
-    return [paper_from_record(r) for r in await conn.fetch(SELECT_PAPERS_BY_ARXIV_IDS, list(arxiv_ids))]
+    return PAPERS.build_all(await conn.fetch(SELECT_PAPERS_BY_ARXIV_IDS, list(arxiv_ids)))
 
 
 async def fetch_papers_by_slugs(conn: Conn, slugs: Sequence[str]) -> list[PaperRow]:
-    return [paper_from_record(r) for r in await conn.fetch(SELECT_PAPERS_BY_SLUGS, list(slugs))]
+    return PAPERS.build_all(await conn.fetch(SELECT_PAPERS_BY_SLUGS, list(slugs)))
 
 
 async def fetch_paper_by_external_id(conn: Conn, kind: PaperExternalIdKind, value: str) -> PaperRow | None:
@@ -132,25 +136,35 @@ class VersionRow:
     source_type: str | None
 
 
+_VERSIONS = RowShape(VersionRow)
+
+
 async def fetch_versions(conn: Conn, paper_ids: Sequence[int]) -> list[VersionRow]:
     """Every version of these papers, by paper then version number."""
-    return [VersionRow(*r) for r in await conn.fetch(SELECT_VERSIONS, list(paper_ids))]
+    return _VERSIONS.build_all(await conn.fetch(SELECT_VERSIONS, list(paper_ids)))
 
 
 async def fetch_authorships(
     conn: Conn, paper_ids: Sequence[int], *, with_researchers: bool = False
 ) -> list[AuthorshipRow]:
-    """Authorships of these papers ordered by paper and position; optionally with their researchers."""
+    """Authorships of these papers ordered by paper and position; optionally with their researchers (one object
+    per researcher across the result: a co-author on many papers of a page is built once)."""
     if not with_researchers:
-        return [_authorship(r, None) for r in await conn.fetch(SELECT_AUTHORSHIPS, list(paper_ids))]
-    return [
-        _authorship(r, researcher_from_record(r, 6) if r[3] is not None else None)
-        for r in await conn.fetch(SELECT_AUTHORSHIPS_WITH_RESEARCHERS, list(paper_ids))
-    ]
-
-
-def _authorship(r: asyncpg.Record, researcher: ResearcherRow | None) -> AuthorshipRow:
-    return AuthorshipRow(r[0], r[1], r[2], r[3], r[4], r[5], researcher)
+        return AUTHORSHIPS.build_all(await conn.fetch(SELECT_AUTHORSHIPS, list(paper_ids)))
+    records = await conn.fetch(SELECT_AUTHORSHIPS_WITH_RESEARCHERS, list(paper_ids))
+    if not records:
+        return []
+    authorship, researcher = AUTHORSHIPS.reader(records[0]), RESEARCHERS.reader(records[0], "r_")
+    researchers: dict[int, ResearcherRow] = {}
+    rows = []
+    for r in records:
+        row = authorship(r)
+        rid = row.researcher_id
+        if rid is not None:
+            found = researchers.get(rid)
+            row.prefetched_researcher = found if found is not None else researchers.setdefault(rid, researcher(r))
+        rows.append(row)
+    return rows
 
 
 async def page_papers(
@@ -159,7 +173,7 @@ async def page_papers(
     where, args = compose(clauses)
     n = len(args)
     sql = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE {where} ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}"
-    return [paper_from_record(r) for r in await conn.fetch(sql, *args, limit, offset)]
+    return PAPERS.build_all(await conn.fetch(sql, *args, limit, offset))
 
 
 async def page_papers_scanning(
@@ -210,7 +224,7 @@ SELECT * FROM (
     (SELECT {PAPER_COLUMNS} FROM papers p WHERE (SELECT count(*) FROM walked) < $1::int AND {where_collect} AND {where}
      ORDER BY {order} LIMIT $1::int)
 ) p ORDER BY {order} LIMIT ${n} OFFSET ${n + 1}"""
-    return [paper_from_record(r) for r in await conn.fetch(sql, want, *args, limit, offset)]
+    return PAPERS.build_all(await conn.fetch(sql, want, *args, limit, offset))
 
 
 async def page_papers_of_owners(
@@ -228,8 +242,11 @@ async def page_papers_of_owners(
         owner, owner_ids, clauses, sort, columns=PAPER_COLUMNS, source="papers p", limit=limit, offset=offset
     )
     pages: dict[int, list[PaperRow]] = {owner_id: [] for owner_id in owner_ids}
-    for r in await conn.fetch(sql, *args):
-        pages[r[0]].append(PaperRow(*r[1 : _WIDTH + 1]))
+    records = await conn.fetch(sql, *args)
+    if records:
+        read = PAPERS.reader(records[0])
+        for r in records:
+            pages[r["owner_id"]].append(read(r))
     return pages
 
 

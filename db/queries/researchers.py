@@ -11,15 +11,17 @@ import asyncpg
 
 from db.connection import Conn
 from db.filters import Clause, Fragment, Sort, compose, owners_page
+from db.queries.institutions import (
+    AFFILIATIONS_JSON_OF_RESEARCHER,
+    AffiliationRow,
+    InstitutionRow,
+    affiliations_from_json,
+)
+from db.rows import RowShape, select_list
 from db.slugs import entity_slug
 
 ExternalIdKind = Literal["s2", "openalex", "orcid"]
 
-
-RESEARCHER_COLUMNS = """r.id, r.name, r.name_slug, r.s2_author_id, r.openalex_id, r.orcid, r.paper_count,
-    r.h_index, r.i10_index, r.citation_count, r.works_count, r.modified_at, wp_fold(r.name) AS fold_name,
-    r.follower_count"""
-RESEARCHER_WIDTH = 14
 
 
 @dataclass(slots=True)
@@ -45,15 +47,29 @@ class ResearcherRow:
         return entity_slug(self.id, self.name_slug)
 
 
-def researcher_from_record(record: asyncpg.Record, start: int = 0) -> ResearcherRow:
-    """From columns laid out as RESEARCHER_COLUMNS, beginning at `start`."""
-    return ResearcherRow(*record[start : start + RESEARCHER_WIDTH])
+RESEARCHERS = RowShape(ResearcherRow)
+_COMPUTED = {"fold_name": "wp_fold(r.name)"}
+# Every field of a ResearcherRow, named as the field; `R_`: each name prefixed, beside another row type's columns.
+RESEARCHER_COLUMNS = select_list("r", RESEARCHERS.fields, computed=_COMPUTED)
+RESEARCHER_COLUMNS_R_ = select_list("r", RESEARCHERS.fields, computed=_COMPUTED, prefix="r_")
+
+
+def researcher_from_record(record: asyncpg.Record, prefix: str = "") -> ResearcherRow:
+    """From a record with the columns of RESEARCHER_COLUMNS (each name after `prefix`), wherever they are."""
+    return RESEARCHERS.build(record, prefix)
 
 
 SELECT_RESEARCHERS_BY_IDS = f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.id = any($1::bigint[])"
 # An id merged into another researcher leads to the survivor (migration 0011's redirects).
 SELECT_RESEARCHERS_BY_IDS_OR_REDIRECTS = f"""
 SELECT k.id AS asked, {RESEARCHER_COLUMNS}
+FROM unnest($1::bigint[]) AS k(id)
+LEFT JOIN researcher_redirects d ON d.old_id = k.id
+JOIN researchers r ON r.id = coalesce(d.survivor_id, k.id)
+"""
+# The same with each researcher's affiliations nested (a researcher's page shows both): one round trip.
+SELECT_RESEARCHERS_WITH_AFFILIATIONS = f"""
+SELECT k.id AS asked, {RESEARCHER_COLUMNS}, {AFFILIATIONS_JSON_OF_RESEARCHER} AS affiliations
 FROM unnest($1::bigint[]) AS k(id)
 LEFT JOIN researcher_redirects d ON d.old_id = k.id
 JOIN researchers r ON r.id = coalesce(d.survivor_id, k.id)
@@ -73,13 +89,38 @@ _SELECT_BY_EXTERNAL = {
 
 
 async def fetch_researchers_by_ids(conn: Conn, ids: Sequence[int]) -> list[ResearcherRow]:
-    return [researcher_from_record(r) for r in await conn.fetch(SELECT_RESEARCHERS_BY_IDS, list(ids))]
+    return RESEARCHERS.build_all(await conn.fetch(SELECT_RESEARCHERS_BY_IDS, list(ids)))
 
 
 async def fetch_researchers_following_redirects(conn: Conn, ids: Sequence[int]) -> list[tuple[int, ResearcherRow]]:
     """(asked id, researcher): an id merged into another researcher answers with the survivor."""
     rows = await conn.fetch(SELECT_RESEARCHERS_BY_IDS_OR_REDIRECTS, list(ids))
-    return [(r["asked"], researcher_from_record(r, 1)) for r in rows]
+    if not rows:
+        return []
+    read = RESEARCHERS.reader(rows[0])
+    return [(r["asked"], read(r)) for r in rows]
+
+
+@dataclass(slots=True)
+class ResearcherWithAffiliations:
+    asked: int  # the id asked for: the researcher's own, or one merged into it
+    researcher: ResearcherRow
+    affiliations: list[AffiliationRow]
+
+
+async def fetch_researchers_with_affiliations(conn: Conn, ids: Sequence[int]) -> list[ResearcherWithAffiliations]:
+    """As fetch_researchers_following_redirects, each with its affiliations (most recent first)."""
+    rows = await conn.fetch(SELECT_RESEARCHERS_WITH_AFFILIATIONS, list(ids))
+    if not rows:
+        return []
+    read = RESEARCHERS.reader(rows[0])
+    seen: dict[int, InstitutionRow] = {}
+    found = []
+    for r in rows:
+        researcher = read(r)
+        affiliations = affiliations_from_json(researcher.id, r["affiliations"], seen)
+        found.append(ResearcherWithAffiliations(r["asked"], researcher, affiliations))
+    return found
 
 
 async def fetch_merged_ids(conn: Conn, researcher_ids: Sequence[int]) -> list[tuple[int, int]]:
@@ -101,7 +142,7 @@ async def page_researchers(
         f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE {where}"
         f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}"
     )
-    return [researcher_from_record(r) for r in await conn.fetch(sql, *args, limit, offset)]
+    return RESEARCHERS.build_all(await conn.fetch(sql, *args, limit, offset))
 
 
 async def page_researchers_of_owners(
@@ -128,8 +169,11 @@ async def page_researchers_of_owners(
         outer_order_by=sort.order_by.replace("wp_fold(r.name)", "r.fold_name"),
     )
     pages: dict[int, list[ResearcherRow]] = {owner_id: [] for owner_id in owner_ids}
-    for rec in await conn.fetch(sql, *args):
-        pages[rec[0]].append(researcher_from_record(rec, 1))
+    records = await conn.fetch(sql, *args)
+    if records:
+        read = RESEARCHERS.reader(records[0])
+        for rec in records:
+            pages[rec["owner_id"]].append(read(rec))
     return pages
 
 
