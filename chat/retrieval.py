@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import asyncpg
 
-import embeddings
+import semantic
 from db.filters import PAPER_FILTERS, PAPER_SORTS, Clause, PaperFilterSpec, paper_filter_clauses
 from db.queries.papers import Conn, PaperRow, fetch_papers_by_ids, page_papers
 from db.queries.search import SEARCH_SORTS, EmptyQuery, Mode, SemanticSearchUnavailable, search_papers
@@ -118,8 +118,8 @@ async def _search(
 
 async def _question_vector(question: str) -> list[float] | None:
     try:
-        return await asyncio.to_thread(embeddings.embed_query, question)
-    except embeddings.EmbeddingsUnavailable as exc:
+        return await asyncio.to_thread(semantic.embed_query, question)
+    except semantic.EmbeddingsUnavailable as exc:
         log.warning("semantic retrieval unavailable, keyword only: %s", exc)
         return None
 

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import strawberry
 
-import embeddings
+import semantic
 from db.filters import Clause, Sort, paper_filter_clauses
 from db.paging import encode_cursor
 from db.queries.institutions import InstitutionRow
@@ -64,11 +64,11 @@ async def query_vector(ctx: Context, text: str) -> list[float]:
     """The query's embedding, computed off the event loop; SemanticUnavailable when the model is absent."""
     if not ctx.settings.semantic_search:
         raise _semantic_unavailable("turned off by configuration")
-    if not embeddings.is_available():
+    if not semantic.is_available():
         raise _semantic_unavailable("the embedding model is not installed")
     try:
-        return await asyncio.to_thread(embeddings.embed_query, text)
-    except embeddings.EmbeddingsUnavailable as exc:
+        return await asyncio.to_thread(semantic.embed_query, text)
+    except semantic.EmbeddingsUnavailable as exc:
         raise _semantic_unavailable("the embedding model failed to load") from exc
 
 
