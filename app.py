@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-import semantic
 import lifecycle
+import semantic
 from chat.service import ChatService
 from db.cache.breaker import CircuitBreaker
 from db.cache.store import CacheStore, create_redis

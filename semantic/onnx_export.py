@@ -21,7 +21,7 @@ from semantic.reference import load_sentence_transformer
 from semantic.text import DIMENSIONS, MODEL_NAME
 
 # Bump when the export itself changes, so that caches made by an older one are not read.
-EXPORT_FORMAT = 1
+EXPORT_FORMAT = 3
 OPSET = 17
 HEADS = 12
 
@@ -82,6 +82,8 @@ def _export(path: Path) -> None:
     import torch
 
     transformer: Any = load_sentence_transformer()[0].auto_model
+    # The plain attention's graph is the one ONNX Runtime's optimiser recognises and fuses.
+    transformer.set_attn_implementation("eager")
 
     class Pooled(torch.nn.Module):
         def __init__(self) -> None:
@@ -125,10 +127,14 @@ def _quantise(source: Path, target: Path) -> None:
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    # The fused operators carry no type information for the quantiser's shape inference: they are float32.
+    # Per-channel scales on the dense layers only: one scale per matrix, or quantised attention too, moved
+    # vectors by up to 0.1 in cosine; this by about 0.01 (mean 0.995). The fused operators carry no type
+    # information for the quantiser's shape inference: they are float32.
     quantize_dynamic(
         str(source),
         str(target),
-        weight_type=QuantType.QInt8,
+        weight_type=QuantType.QUInt8,
+        per_channel=True,
+        op_types_to_quantize=["MatMul"],
         extra_options={"DefaultTensorType": TensorProto.FLOAT},
     )

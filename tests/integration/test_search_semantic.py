@@ -12,19 +12,19 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-import semantic
 import localservices
+import semantic
 from db.admin import create_database
 from db.filters import PaperFilterSpec, paper_filter_clauses
 from db.migrate import migrate
 from db.queries.embeddings import count_embeddings, has_embeddings
-from ingest.embed import embed_missing
 from db.queries.search import (
     SEARCH_SORTS,
     SemanticSearchUnavailable,
     fetch_similar_papers,
     search_papers,
 )
+from ingest.embed import embed_missing
 from tests.integration._search_data import Corpus, api_for, load_corpus
 
 pytestmark = [
