@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,11 @@ def ensure_onnx_files(root: Path | None = None) -> OnnxFiles:
         files.fp32.parent.mkdir(parents=True, exist_ok=True)
         # Built in a scratch folder beside the cache and renamed into place: a concurrent reader (another
         # worker) sees either no file or a whole one.
-        with tempfile.TemporaryDirectory(dir=files.fp32.parent, prefix=".export-") as scratch:
+        scratch_dir = tempfile.TemporaryDirectory(dir=files.fp32.parent, prefix=".export-")
+        with scratch_dir as scratch, warnings.catch_warnings():
+            # The tracer's and the quantiser's advice (shapes traced as constants, deprecations) is for
+            # whoever writes the export, not for whoever runs it.
+            warnings.simplefilter("ignore")
             work = Path(scratch)
             _export(work / "raw.onnx")
             _optimise(work / "raw.onnx", work / "fp32.onnx")
