@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 import asyncpg
 
-import semantic
 from db.filters import PAPER_FILTERS, PAPER_SORTS, Clause, PaperFilterSpec, paper_filter_clauses
 from db.queries.papers import Conn, PaperRow, fetch_papers_by_ids, page_papers
 from db.queries.search import SEARCH_SORTS, EmptyQuery, Mode, SemanticSearchUnavailable, search_papers
+from semantic import EmbeddingsUnavailable, embed_query
 
 log = logging.getLogger("chat")
 
@@ -118,8 +118,8 @@ async def _search(
 
 async def _question_vector(question: str) -> list[float] | None:
     try:
-        return await asyncio.to_thread(semantic.embed_query, question)
-    except semantic.EmbeddingsUnavailable as exc:
+        return await asyncio.to_thread(embed_query, question)
+    except EmbeddingsUnavailable as exc:
         log.warning("semantic retrieval unavailable, keyword only: %s", exc)
         return None
 
