@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-import embeddings
 import lifecycle
+import semantic
 from chat.service import ChatService
 from db.cache.breaker import CircuitBreaker
 from db.cache.store import CacheStore, create_redis
@@ -170,13 +170,13 @@ def create_app(
             settings.llm,
             daily_messages=settings.chat_daily_messages,
             # Checked once: without pgvector every question would embed itself for nothing.
-            semantic=settings.semantic_search and embeddings.is_available() and await has_embeddings(pool),
+            semantic=settings.semantic_search and semantic.is_available() and await has_embeddings(pool),
         )
         restore_sigterm = lifecycle.install_drain(settings.shutdown_drain_s)
         preload = None
         if settings.semantic_search and settings.semantic_preload:
             # Loading the embedding model takes seconds: not on the first semantic request's time.
-            preload = embeddings.preload_in_background()
+            preload = semantic.preload_in_background()
         # What is built by now (the schema, the modules) lives as long as the process: kept out of the collector's
         # full passes, which otherwise scan all of it and stall a request for tens of milliseconds.
         gc.freeze()

@@ -117,7 +117,8 @@ def embed(
     """
     import time
 
-    import embeddings
+    import semantic
+    from ingest.embed import embed_missing
 
     dsn = database_url_or_exit(settings_or_exit())
 
@@ -127,14 +128,14 @@ def embed(
     async def run() -> int:
         conn = await asyncpg.connect(dsn)
         try:
-            return await embeddings.embed_missing(conn, limit, batch_size=batch_size, on_batch=progress)
+            return await embed_missing(conn, limit, batch_size=batch_size, on_batch=progress)
         finally:
             await conn.close()
 
     started = time.perf_counter()
     try:
         done = asyncio.run(run())
-    except embeddings.EmbeddingsUnavailable as exc:
+    except semantic.EmbeddingsUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(3) from None
     seconds = time.perf_counter() - started

@@ -1,5 +1,7 @@
 """Search benchmark: keyword (with facets), semantic, hybrid, autocomplete, and embedding throughput.
 
+(The embedding model's backends side by side, with recall against the reference: bench/embeddings.py.)
+
     .venv/bin/python -m bench.search --database-url postgresql://postgres@127.0.0.1:5432/wovepaper_bench \
         [--vector-database-url <a database with pgvector and paper_embeddings>] [--runs 60]
 
@@ -168,7 +170,8 @@ async def pick_terms(dsn: str) -> tuple[list[str], list[str], list[str], int]:
 
 
 async def embedding_throughput(dsn: str, n: int) -> dict[str, Any]:
-    import embeddings
+    import semantic
+    from semantic.service import backend
 
     conn = await asyncpg.connect(dsn)
     try:
@@ -176,13 +179,13 @@ async def embedding_throughput(dsn: str, n: int) -> dict[str, Any]:
     finally:
         await conn.close()
     started = time.perf_counter()
-    embeddings.get_embedder()
+    semantic.get_embedder()
     load_s = time.perf_counter() - started
     pairs = [(r["title"], r["abstract"]) for r in rows]
-    embeddings.embed_papers(pairs[:32])  # warm-up
+    semantic.embed_papers(pairs[:32])  # warm-up
     started = time.perf_counter()
     for i in range(0, len(pairs), 64):
-        embeddings.embed_papers(pairs[i : i + 64])
+        semantic.embed_papers(pairs[i : i + 64])
     seconds = time.perf_counter() - started
     queries = [
         f"recent results on {w} and {v}"
@@ -195,14 +198,14 @@ async def embedding_throughput(dsn: str, n: int) -> dict[str, Any]:
     query_times = []
     for i, q in enumerate(queries):
         started = time.perf_counter()
-        embeddings.embed_query(f"{q} {i}")
+        semantic.embed_query(f"{q} {i}")
         query_times.append((time.perf_counter() - started) * 1000)
     return {
         "papers": len(pairs),
         "papers_per_s": round(len(pairs) / seconds, 1),
         "model_load_s": round(load_s, 1),
         "query_embedding": summary("query embedding", query_times),
-        "torch_threads": __import__("torch").get_num_threads(),
+        "backend": backend(),
     }
 
 
@@ -261,7 +264,7 @@ def main() -> None:
         e = results["embedding"]
         print(
             f"embedding throughput: {e['papers_per_s']} papers/s over {e['papers']} papers "
-            f"(torch threads {e['torch_threads']}; model load {e['model_load_s']} s)"
+            f"({e['backend']}; model load {e['model_load_s']} s)"
         )
     print(f"-> {out}")
 

@@ -23,11 +23,11 @@ from pathlib import Path
 import asyncpg
 
 import demo
-import embeddings
 import localservers
 from db.admin import create_database
 from db.migrate import migrate
 from db.queries.writes.researchers import upsert_researchers
+from ingest.embed import embed_missing
 
 ROOT = Path(__file__).resolve().parent.parent
 DB = "wovepaper_search_bench"
@@ -98,7 +98,7 @@ async def prepare(admin_dsn: str, papers: int, real: int, embedded_target: int) 
         embedded = await conn.fetchval("SELECT count(*) FROM paper_embeddings WHERE model <> 'synthetic'")
         if embedded < real:
             started = time.perf_counter()
-            done = await embeddings.embed_missing(conn, real - embedded, batch_size=64)
+            done = await embed_missing(conn, real - embedded, batch_size=64)
             seconds = time.perf_counter() - started
             print(f"real embeddings: {done} papers in {seconds:.1f}s = {done / seconds:.1f} papers/s", flush=True)
         await conn.execute("DROP TABLE IF EXISTS centres")

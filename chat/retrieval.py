@@ -17,12 +17,12 @@ from typing import Any, Literal
 
 import asyncpg
 
-import embeddings
 from db.connection import Conn
 from db.filters import PAPER_FILTERS, PAPER_SORTS, Clause, PaperFilterSpec, paper_filter_clauses
 from db.queries.papers import PaperRow, fetch_papers_by_ids, page_papers
 from db.queries.search.papers import EmptyQuery, SemanticSearchUnavailable, search_papers
 from db.queries.search.statement import SEARCH_SORTS, Mode
+from semantic import EmbeddingsUnavailable, embed_query
 
 log = logging.getLogger("chat")
 
@@ -120,8 +120,8 @@ async def _search(
 
 async def _question_vector(question: str) -> list[float] | None:
     try:
-        return await asyncio.to_thread(embeddings.embed_query, question)
-    except embeddings.EmbeddingsUnavailable as exc:
+        return await asyncio.to_thread(embed_query, question)
+    except EmbeddingsUnavailable as exc:
         log.warning("semantic retrieval unavailable, keyword only: %s", exc)
         return None
 

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import embeddings
+import semantic
 from db.filters import Sort, paper_filter_clauses
 from db.paging import encode_cursor
 from db.queries.papers import PaperRow
@@ -49,11 +49,11 @@ async def query_vector(ctx: Context, text: str) -> list[float]:
     """The query's embedding, computed off the event loop; SemanticUnavailable when the model is absent."""
     if not ctx.settings.semantic_search:
         raise _semantic_unavailable("turned off by configuration")
-    if not embeddings.is_available():
+    if not semantic.is_available():
         raise _semantic_unavailable("the embedding model is not installed")
     try:
-        return await asyncio.to_thread(embeddings.embed_query, text)
-    except embeddings.EmbeddingsUnavailable as exc:
+        return await asyncio.to_thread(semantic.embed_query, text)
+    except semantic.EmbeddingsUnavailable as exc:
         raise _semantic_unavailable("the embedding model failed to load") from exc
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-import embeddings
 import localservers
+import semantic
 from db.admin import create_database
 from db.filters import PaperFilterSpec, paper_filter_clauses
 from db.migrate import migrate
@@ -21,11 +21,12 @@ from db.queries.embeddings import count_embeddings, has_embeddings
 from db.queries.search.papers import SemanticSearchUnavailable, search_papers
 from db.queries.search.similar import fetch_similar_papers
 from db.queries.search.statement import SEARCH_SORTS
+from ingest.embed import embed_missing
 from tests.integration._search_data import Corpus, api_for, load_corpus
 
 pytestmark = [
     pytest.mark.semantic,
-    pytest.mark.skipif(not embeddings.is_available(), reason="the `semantic` extra is not installed"),
+    pytest.mark.skipif(not semantic.is_available(), reason="the `semantic` extra is not installed"),
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +68,7 @@ async def embedded(corpus: Corpus) -> Corpus:
     conn = await asyncpg.connect(corpus.dsn)
     try:
         assert await has_embeddings(conn)
-        assert await embeddings.embed_missing(conn, batch_size=4) == len(corpus.paper_ids)
+        assert await embed_missing(conn, batch_size=4) == len(corpus.paper_ids)
     finally:
         await conn.close()
     return corpus
@@ -86,7 +87,7 @@ def keys(corpus: Corpus, ids: list[int]) -> list[str]:
 
 
 async def run(conn, mode, text, *, limit=100, clauses=(), sort="RELEVANCE", **kwargs):
-    vector = embeddings.embed_query(text)
+    vector = semantic.embed_query(text)
     return await search_papers(
         conn,
         mode=mode,
@@ -100,8 +101,8 @@ async def run(conn, mode, text, *, limit=100, clauses=(), sort="RELEVANCE", **kw
 
 
 def test_vectors_are_unit_length_and_384_wide() -> None:
-    [v] = embeddings.embed_papers([("Graph neural networks", "Message passing on graphs.")])
-    assert len(v) == embeddings.DIMENSIONS
+    [v] = semantic.embed_papers([("Graph neural networks", "Message passing on graphs.")])
+    assert len(v) == semantic.DIMENSIONS
     assert sum(x * x for x in v) == pytest.approx(1.0, abs=1e-4)
 
 
@@ -109,14 +110,14 @@ async def test_embed_missing_is_incremental_and_notices_changed_text(embedded: C
     conn = await asyncpg.connect(embedded.dsn)
     try:
         assert await count_embeddings(conn) == (len(embedded.paper_ids), len(embedded.paper_ids))
-        assert await embeddings.embed_missing(conn) == 0
+        assert await embed_missing(conn) == 0
         pid = embedded.paper_ids["qec"]
         before = await conn.fetchval("SELECT embedding::text FROM paper_embeddings WHERE paper_id = $1", pid)
         await conn.execute("UPDATE papers SET abstract = abstract || ' Also magic states.' WHERE id = $1", pid)
-        assert await embeddings.embed_missing(conn, limit=5) == 1
+        assert await embed_missing(conn, limit=5) == 1
         after = await conn.fetchval("SELECT embedding::text FROM paper_embeddings WHERE paper_id = $1", pid)
         assert after != before
-        assert await embeddings.embed_missing(conn) == 0
+        assert await embed_missing(conn) == 0
     finally:
         await conn.close()
 
@@ -200,9 +201,9 @@ async def test_without_pgvector_semantic_is_unavailable_and_keyword_works(make_d
         # The state of a server without pgvector: migration 0003 then creates no embedding table.
         await conn.execute("DROP TABLE IF EXISTS paper_embeddings")
         assert not await has_embeddings(conn)
-        with pytest.raises(embeddings.EmbeddingsUnavailable):
-            await embeddings.embed_missing(conn)
-        vector = embeddings.embed_query("anything")
+        with pytest.raises(semantic.EmbeddingsUnavailable):
+            await embed_missing(conn)
+        vector = semantic.embed_query("anything")
         for mode in ("SEMANTIC", "HYBRID"):
             with pytest.raises(SemanticSearchUnavailable):
                 await search_papers(

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-import embeddings
+import semantic
 from db.queries.embeddings import vector_literal
 from db.queries.search.estimate import Scanned, estimate_matches
 from db.queries.search.papers import Facets, FacetValue, _facets_from_json
@@ -88,10 +88,10 @@ def test_match_estimate_only_past_the_cap() -> None:
 
 
 def test_embedding_text_and_its_hash() -> None:
-    assert embeddings.paper_text("T", "A") == "T\nA"
-    assert len(embeddings.paper_text("T", "x" * 10_000)) == embeddings.MAX_TEXT_CHARS
+    assert semantic.paper_text("T", "A") == "T\nA"
+    assert len(semantic.paper_text("T", "x" * 10_000)) == semantic.MAX_TEXT_CHARS
     # The same md5 SQL computes as md5(title || E'\n' || abstract): the whole text, not the clipped one.
-    assert embeddings.source_md5("T", "x" * 10_000) == hashlib.md5(("T\n" + "x" * 10_000).encode()).hexdigest()
+    assert semantic.source_md5("T", "x" * 10_000) == hashlib.md5(("T\n" + "x" * 10_000).encode()).hexdigest()
 
 
 def test_vector_literal_round_trips_floats() -> None:
@@ -101,10 +101,10 @@ def test_vector_literal_round_trips_floats() -> None:
 
 
 def test_missing_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(embeddings, "missing_modules", lambda: ["torch"])
-    assert not embeddings.is_available()
-    with pytest.raises(embeddings.EmbeddingsUnavailable, match=r"semantic.*torch"):
-        embeddings.MiniLMEmbedder()
+    monkeypatch.setattr(semantic.service, "missing_modules", lambda: ["onnxruntime"])
+    assert not semantic.is_available()
+    with pytest.raises(semantic.EmbeddingsUnavailable, match=r"semantic.*onnxruntime"):
+        semantic.load_embedder()
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,244 @@
+"""Embedding benchmark: the reference (PyTorch) against the ONNX graphs, side by side in one run.
+
+    .venv/bin/python -m bench.embeddings --database-url postgresql://postgres@127.0.0.1:5432/<a database with papers> \
+        [--papers 1000] [--rounds 5]
+
+For each variant: query embedding latency (one short query, uncached, p50/p95 over every round), ingest throughput
+(papers/s, batches of 64 title + abstract texts as `wovepaper embed` sends them) and recall@10 against the
+reference: for each query, the 10 papers nearest under the reference vectors against the 10 nearest under the
+variant's, both with the query embedded by the variant and the papers still stored as reference vectors (the
+state right after a switch) and with everything embedded by the variant (after a full re-embed). Timings
+alternate between the variants round by round, so that the machine's load falls on all of them alike.
+Results: bench/results/embeddings-<stamp>.json and a Markdown table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import numpy as np
+
+import semantic
+from semantic.onnx_export import ensure_onnx_files
+from semantic.onnx_runtime import OnnxEmbedder
+from semantic.reference import TorchEmbedder
+
+ROOT = Path(__file__).resolve().parent.parent
+BATCH = 64
+CORES = os.cpu_count() or 1
+K = 10
+TOPICS = [
+    "neural networks learn representations of graphs",
+    "dark matter distribution in galaxy clusters",
+    "quantum error correction codes",
+    "superconductivity in twisted bilayer graphene",
+    "black hole mergers and gravitational waves",
+    "sampling methods for bayesian inference",
+    "reinforcement learning for robot control",
+    "topological insulators and edge states",
+    "language models and attention",
+    "cosmic microwave background anisotropies",
+    "convex optimisation with stochastic gradients",
+    "protein folding prediction",
+    "spin glasses and disorder",
+    "exoplanet atmospheres spectroscopy",
+    "random matrix theory eigenvalues",
+    "privacy in federated learning",
+]
+
+
+@dataclass
+class Variant:
+    name: str
+    embedder: semantic.Embedder
+    query_ms: list[float] = field(default_factory=list)
+    query_cpu_ms: list[float] = field(default_factory=list)
+    ingest_s: list[float] = field(default_factory=list)
+    ingest_cpu_s: list[float] = field(default_factory=list)
+    papers: np.ndarray | None = None
+    queries: np.ndarray | None = None
+
+
+async def load_texts(dsn: str, n: int) -> list[str]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        total = await conn.fetchval("SELECT count(*) FROM papers")
+        step = max(1, total // n)
+        rows = await conn.fetch("SELECT title, abstract FROM papers WHERE id % $1 = 0 ORDER BY id LIMIT $2", step, n)
+    finally:
+        await conn.close()
+    return [semantic.paper_text(r["title"], r["abstract"]) for r in rows]
+
+
+def query_texts(papers: Sequence[str], n: int) -> list[str]:
+    """Topic queries, then paper titles (short, query-like texts whose neighbours are well defined)."""
+    titles = [text.split("\n", 1)[0] for text in papers[:: max(1, len(papers) // n)]]
+    return (TOPICS + titles)[:n]
+
+
+def time_queries(variant: Variant, queries: Sequence[str], round_no: int) -> None:
+    for q in queries:
+        text = f"{q} {round_no}"  # a new string each round: no cache anywhere can answer it
+        started, cpu = time.perf_counter(), time.process_time()
+        variant.embedder.embed_query(text)
+        variant.query_ms.append((time.perf_counter() - started) * 1000)
+        variant.query_cpu_ms.append((time.process_time() - cpu) * 1000)
+
+
+def time_ingest(variant: Variant, texts: Sequence[str]) -> np.ndarray:
+    started, cpu = time.perf_counter(), time.process_time()
+    vectors: list[list[float]] = []
+    for i in range(0, len(texts), BATCH):
+        vectors += variant.embedder.embed(texts[i : i + BATCH])
+    variant.ingest_s.append(time.perf_counter() - started)
+    variant.ingest_cpu_s.append(time.process_time() - cpu)
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def top_k(queries: np.ndarray, papers: np.ndarray) -> list[set[int]]:
+    scores = queries @ papers.T
+    return [set(np.argsort(-row)[:K].tolist()) for row in scores]
+
+
+def recall(truth: list[set[int]], found: list[set[int]]) -> float:
+    return float(np.mean([len(t & f) / K for t, f in zip(truth, found, strict=True)]))
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))]
+
+
+def report(variants: list[Variant], papers: int) -> list[dict[str, Any]]:
+    ref = variants[0]
+    assert ref.papers is not None and ref.queries is not None
+    truth = top_k(ref.queries, ref.papers)
+    rows = []
+    for v in variants:
+        assert v.papers is not None and v.queries is not None
+        cos = np.sum(v.papers * ref.papers, axis=1)
+        rows.append(
+            {
+                "variant": v.name,
+                "query_p50_ms": round(statistics.median(v.query_ms), 2),
+                "query_p95_ms": round(pct(v.query_ms, 95), 2),
+                "query_cpu_p50_ms": round(statistics.median(v.query_cpu_ms), 2),
+                "queries_timed": len(v.query_ms),
+                "ingest_papers_per_s": round(papers / statistics.median(v.ingest_s), 1),
+                "ingest_runs_s": [round(s, 1) for s in v.ingest_s],
+                # What the cores would give if the process had them to itself: papers per CPU-second, times the
+                # cores (the batch runs on every core; on a shared machine the wall clock says more about the others).
+                "ingest_papers_per_cpu_s_x_cores": round(papers / statistics.median(v.ingest_cpu_s) * CORES, 1),
+                "recall10_query_vs_reference_papers": round(recall(truth, top_k(v.queries, ref.papers)), 4),
+                "recall10_all_reembedded": round(recall(truth, top_k(v.queries, v.papers)), 4),
+                "paper_cosine_min": round(float(cos.min()), 4),
+                "paper_cosine_mean": round(float(cos.mean()), 4),
+            }
+        )
+    by_name = {v.name: v for v in variants}
+    fp32, int8 = by_name.get("onnx fp32"), by_name.get("onnx int8")
+    if fp32 is not None and int8 is not None and fp32.queries is not None and int8.papers is not None:
+        # What is served: float32 query vectors against papers the ingest embedded through int8.
+        rows.append(
+            {
+                "variant": "onnx as served (fp32 queries, int8 papers)",
+                "recall10_query_vs_reference_papers": rows[[r["variant"] for r in rows].index("onnx fp32")][
+                    "recall10_query_vs_reference_papers"
+                ],
+                "recall10_all_reembedded": round(recall(truth, top_k(fp32.queries, int8.papers)), 4),
+            }
+        )
+    return rows
+
+
+def build_variants(names: Sequence[str]) -> list[Variant]:
+    files = ensure_onnx_files()
+    makers: dict[str, Callable[[], semantic.Embedder]] = {
+        "torch (reference)": TorchEmbedder,
+        "onnx served (fp32 query, int8 batch)": lambda: OnnxEmbedder(files),
+        "onnx fp32": lambda: OnnxEmbedder(files, query_int8=False, batch_int8=False),
+        "onnx int8": lambda: OnnxEmbedder(files, query_int8=True, batch_int8=True),
+    }
+    return [Variant(name, makers[name]()) for name in ["torch (reference)", *names]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database-url", required=True, help="a database whose papers are embedded")
+    parser.add_argument("--papers", type=int, default=1000, help="papers embedded per variant (and searched)")
+    parser.add_argument("--queries", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of query timings")
+    parser.add_argument("--ingest-rounds", type=int, default=1)
+    args = parser.parse_args()
+
+    texts = asyncio.run(load_texts(args.database_url, args.papers))
+    queries = query_texts(texts, args.queries)
+    started = time.perf_counter()
+    variants = build_variants(["onnx fp32", "onnx int8"])
+    load_s = time.perf_counter() - started
+    for v in variants:  # warm-up: first runs allocate
+        v.embedder.embed(texts[:BATCH])
+        v.embedder.embed_query("warm up")
+    for r in range(args.rounds):
+        for v in variants if r % 2 == 0 else variants[::-1]:
+            time_queries(v, queries, r)
+    for r in range(args.ingest_rounds):
+        for v in variants if r % 2 == 0 else variants[::-1]:
+            v.papers = time_ingest(v, texts)
+    for v in variants:
+        v.queries = np.asarray([v.embedder.embed_query(q) for q in queries], dtype=np.float32)
+    rows = report(variants, len(texts))
+    results = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "papers": len(texts),
+        "queries": len(queries),
+        "mean_paper_tokens": _mean_tokens(texts),
+        "load_s": round(load_s, 1),
+        "load_average": os.getloadavg(),
+        "torch_threads": __import__("torch").get_num_threads(),
+        "onnxruntime": __import__("onnxruntime").__version__,
+        "rows": rows,
+    }
+    out = ROOT / "bench" / "results" / f"embeddings-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(
+        f"{len(texts)} papers (mean {results['mean_paper_tokens']} tokens), {len(queries)} queries; "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    print(
+        "| variant | query p50 ms | query p95 ms | query CPU p50 ms | ingest papers/s | papers per CPU-s x cores "
+        "| recall@10 (query only) | recall@10 (all) | paper cosine min / mean |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(
+            f"| {r['variant']} | {r.get('query_p50_ms', '')} | {r.get('query_p95_ms', '')} "
+            f"| {r.get('query_cpu_p50_ms', '')} | {r.get('ingest_papers_per_s', '')} "
+            f"| {r.get('ingest_papers_per_cpu_s_x_cores', '')} "
+            f"| {r['recall10_query_vs_reference_papers']} | {r['recall10_all_reembedded']} "
+            f"| {r.get('paper_cosine_min', '')} / {r.get('paper_cosine_mean', '')} |"
+        )
+    print(f"-> {out}")
+
+
+def _mean_tokens(texts: Sequence[str]) -> float:
+    from semantic.embedder import bundled_model_dir
+    from semantic.onnx_runtime import load_tokenizer
+
+    tokenizer = load_tokenizer(bundled_model_dir())
+    return round(statistics.mean(len(e.ids) for e in tokenizer.encode_batch(list(texts))), 1)
+
+
+if __name__ == "__main__":
+    main()

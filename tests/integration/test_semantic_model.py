@@ -1,0 +1,111 @@
+"""The served embedding model (ONNX Runtime) against the reference (sentence-transformers on PyTorch), for real."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import semantic
+from semantic.embedder import missing
+from semantic.onnx_export import OnnxFiles, ensure_onnx_files, onnx_files
+from semantic.onnx_runtime import ONNX_MODULES, OnnxEmbedder
+from semantic.reference import TORCH_MODULES, TorchEmbedder
+
+pytestmark = [
+    pytest.mark.semantic,
+    pytest.mark.skipif(bool(missing((*TORCH_MODULES, *ONNX_MODULES, "onnx"))), reason="needs the `semantic` extra"),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+LONG_ABSTRACT = " ".join(
+    ["We study the low-energy spectrum of strongly interacting fermions on a lattice with disorder."] * 30
+)
+TEXTS = [
+    "quantum error correction",
+    "Graph neural networks\nMessage passing on graphs learns representations of molecules and social networks.",
+    "Étude des états de bord dans les isolants topologiques (Müller, Zürich)",
+    f"A long paper\n{LONG_ABSTRACT}",  # past 128 word pieces: the tokenizer file's own limit must not apply
+    "x",
+]
+
+
+@pytest.fixture(scope="module")
+def files() -> OnnxFiles:
+    return ensure_onnx_files()
+
+
+@pytest.fixture(scope="module")
+def reference() -> np.ndarray:
+    return np.asarray(TorchEmbedder().embed(TEXTS), dtype=np.float32)
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> list[float]:
+    return [round(float(x), 4) for x in np.sum(a * b, axis=1)]
+
+
+@pytest.mark.parametrize(("int8", "least", "mean"), [(False, 0.999, 0.9999), (True, 0.98, 0.99)], ids=["fp32", "int8"])
+def test_onnx_vectors_equal_the_reference(
+    files: OnnxFiles, reference: np.ndarray, int8: bool, least: float, mean: float
+) -> None:
+    onnx = OnnxEmbedder(files, query_int8=int8, batch_int8=int8)
+    batch = np.asarray(onnx.embed(TEXTS), dtype=np.float32)
+    one_by_one = np.asarray([onnx.embed_query(t) for t in TEXTS], dtype=np.float32)
+    for vectors in (batch, one_by_one):
+        assert vectors.shape == (len(TEXTS), semantic.DIMENSIONS)
+        assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+        # int8 (the ingest's batches) moves a one-letter text most, by about 0.013; the neighbours it finds are
+        # measured by bench/embeddings.py (recall@10).
+        similarity = cosines(vectors, reference)
+        assert min(similarity) >= least and np.mean(similarity) >= mean, similarity
+    if not int8:  # (int8 scales activations per batch: its batches differ as much as from the reference)
+        # Padding a text among longer ones (a batch) changes nothing.
+        assert min(cosines(batch, one_by_one)) >= 0.9999
+
+
+def test_served_embedder_is_onnx_and_equals_the_reference(files: OnnxFiles, reference: np.ndarray) -> None:
+    served = semantic.load_embedder()
+    assert isinstance(served, OnnxEmbedder)
+    assert served.model == semantic.MODEL_NAME
+    query = np.asarray([served.embed_query(TEXTS[0])], dtype=np.float32)
+    assert cosines(query, reference[:1])[0] >= 0.999  # queries run through the float32 graph
+
+
+def test_graphs_are_exported_once_and_cached(files: OnnxFiles) -> None:
+    stamps = (files.fp32.stat().st_mtime_ns, files.int8.stat().st_mtime_ns)
+    assert ensure_onnx_files() == files == onnx_files()
+    assert (files.fp32.stat().st_mtime_ns, files.int8.stat().st_mtime_ns) == stamps
+    assert files.int8.stat().st_size < files.fp32.stat().st_size
+
+
+def test_serving_from_the_cache_needs_no_torch(files: OnnxFiles) -> None:
+    script = (
+        "import sys, semantic; v = semantic.embed_query('dark matter halos'); "
+        "assert len(v) == 384, len(v); "
+        "assert not [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]; "
+        "print('ok')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, env=os.environ.copy()
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_backend_is_chosen_by_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WOVEPAPER_EMBEDDING_BACKEND", "torch")
+    assert isinstance(semantic.load_embedder(), TorchEmbedder)
+    monkeypatch.setenv("WOVEPAPER_EMBEDDING_BACKEND", "tensorflow")
+    assert not semantic.is_available()
+    with pytest.raises(semantic.EmbeddingsUnavailable, match="WOVEPAPER_EMBEDDING_BACKEND"):
+        semantic.load_embedder()
+
+
+def test_model_dir_setting_moves_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WOVEPAPER_MODEL_DIR", str(tmp_path))
+    assert onnx_files().fp32.is_relative_to(tmp_path)
+    assert not onnx_files().exist()
