@@ -1,4 +1,4 @@
-"""The Starlette application: `uvicorn app:app`."""
+"""The Starlette application: `uvicorn app:create_app --factory`."""
 
 from __future__ import annotations
 
@@ -134,7 +134,8 @@ def create_app(
         if not settings.database_url:
             raise RuntimeError("DATABASE_URL is not set")
         if not logging.getLogger().handlers:
-            # A worker process started by uvicorn (`--workers N`) or `uvicorn app:app`: nobody set up logging.
+            # A worker process started by uvicorn (`--workers N`, `uvicorn app:create_app --factory`): nobody set up
+            # logging.
             logs.configure(settings.log_format)
         pool = await create_pool(
             settings.database_url,
@@ -298,9 +299,3 @@ def create_app(
         instrument(app, service_name=settings.otel_service_name)
     return app
 
-
-def __getattr__(name: str) -> Starlette:
-    # `uvicorn app:app` builds the app on first access, after the environment is read.
-    if name == "app":
-        return create_app()
-    raise AttributeError(name)

@@ -63,7 +63,7 @@ def servers(database_url: str, redis_url: str | None) -> dict[str, Server]:
         api_env["REDIS_URL"] = redis_url
     return {
         "floor": Server("floor", [py, *uvicorn, "bench.floor:app"], {"DATABASE_URL": database_url}),
-        "wovepaper": Server("wovepaper", [py, *uvicorn, "app:app"], api_env),
+        "wovepaper": Server("wovepaper", [py, *uvicorn, "app:create_app", "--factory"], api_env),
         "postgraphile": Server(
             "postgraphile", [str(NODE22), str(BENCH / "postgraphile" / "server.mjs")], {"DATABASE_URL": database_url}
         ),
