@@ -25,6 +25,7 @@ import embeddings
 import lifecycle
 from chat.service import ChatService
 from db.cache.breaker import CircuitBreaker
+from db.cache.near import NearResponses
 from db.cache.store import CacheStore, create_redis
 from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
@@ -74,6 +75,7 @@ class State(TypedDict):
     pool: ServingPool
     redis: aioredis.Redis | None
     cache: CacheStore
+    near: NearResponses | None
     chat: ChatService
     rate_limiter: RateLimiter
 
@@ -165,6 +167,8 @@ def create_app(
                 reset_after_s=settings.redis_breaker_reset_s,
             ),
         )
+        near = _near_responses(settings)
+        watcher = asyncio.create_task(near.watch()) if near is not None else None
         # Chat is the one place the API calls an upstream while answering: its own client and retry rules.
         chat = ChatService.open(
             pool,
@@ -187,11 +191,16 @@ def create_app(
                 "pool": pool,
                 "redis": redis,
                 "cache": cache,
+                "near": near,
                 "rate_limiter": RateLimiter(cache if redis is not None else None),
                 "chat": chat,
             }
         finally:
             restore_sigterm()
+            if watcher is not None and near is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
+                near.close()
             await chat.aclose()
             await cache.aclose()
             try:
@@ -299,3 +308,15 @@ def create_app(
         instrument(app, service_name=settings.otel_service_name)
     return app
 
+
+def _near_responses(settings: Settings) -> NearResponses | None:
+    """The in-process tier of the response cache: only in front of Redis, whose invalidations keep it true."""
+    if not settings.redis_url or not settings.near_cache_mb:
+        return None
+    return NearResponses(
+        settings.redis_url,
+        settings.cache_namespace,
+        max_bytes=settings.near_cache_mb * 2**20,
+        max_age_s=settings.near_cache_max_age_s,
+        timeout_s=settings.redis_timeout_s,
+    )

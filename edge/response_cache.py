@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -37,6 +37,7 @@ from graphql.language import Visitor
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from db.cache import keys
+from db.cache.near import NearResponses, strong_etag
 from db.cache.store import CacheStore, EntityRef, Unavailable
 from db.paging import TokenError, decode_global_id
 from edge.entity_keys import database_id, entity_key, paper_key
@@ -72,6 +73,8 @@ VIEWER_FIELDS = frozenset(
     }
 )
 PRIVATE = b"private, no-store"
+# Request variables whose entry key is remembered (forgotten all at once when full).
+KEY_MEMO_SIZE = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +223,7 @@ class ResponseCache:
         self.schema_version = schema_version
         self.ttl_s = ttl_s
         self.cdn = cdn
+        self._keys: dict[tuple[str, str | None, str, bytes], _Key | None] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope.get("state") or {}
@@ -242,31 +246,33 @@ class ResponseCache:
             return
         budget = state.get("budget")
         inm = header(scope, b"if-none-match")
-        epoch_key, epoch = "", None
+        near = state.get("near")
+        near = near if isinstance(near, NearResponses) else None
+        epoch_key, epoch, since = "", None, 0
         if key is not None:
             assert isinstance(store, CacheStore)
+            held = near.get(key.response_key) if near is not None else None
+            if held is not None:
+                if await self._charged(send, budget, held.cost):
+                    store.metrics.response_hits += 1
+                    store.metrics.response_near_hits += 1
+                    await self._send(send, held.body, held.tags, public=public, hit=True, inm=inm, etag=held.etag)
+                return
+            since = near.mark() if near is not None else 0
             epoch_key = keys.response_epoch(store.namespace)
             got = await store.fetch_guarded(key.response_key, epoch_key)
             if isinstance(got, Unavailable):
                 key = None
             else:
                 cached, epoch = got
-                if cached is not None:
-                    entry = _Entry.load(cached)
-                    if entry is not None:
-                        if isinstance(budget, Budget):
-                            decision = await budget.charge(entry.cost)
-                            if not decision.allowed:
-                                count_rejection("RATE_LIMITED")
-                                message, figures = decision.refusal()
-                                retry = {"retry-after": str(decision.retry_after)}
-                                await send_error(
-                                    send, EdgeError(429, "RATE_LIMITED", message, headers=retry, **figures)
-                                )
-                                return
+                entry = _Entry.load(cached) if cached is not None else None
+                if entry is not None:
+                    if await self._charged(send, budget, entry.cost):
                         store.metrics.response_hits += 1
+                        if near is not None:
+                            near.keep(key.response_key, entry.body, cost=entry.cost, tags=entry.tags, since=since)
                         await self._send(send, entry.body, entry.tags, public=public, hit=True, inm=inm)
-                        return
+                    return
                 store.metrics.response_misses += 1
         captured = _Capture()
         await self.app(scope, receive, captured)
@@ -286,16 +292,43 @@ class ResponseCache:
         if tags is None:
             await captured.replay(_with_headers(send, uncached))
             return
-        await self._send(send, body, [keys.surrogate_key(ns, t) for t in tags], public=public, hit=False, inm=inm)
+        surrogate = [keys.surrogate_key(ns, t) for t in tags]
+        await self._send(send, body, surrogate, public=public, hit=False, inm=inm)
         if key is not None and isinstance(store, CacheStore):
             charged = budget.decision.cost if isinstance(budget, Budget) and budget.decision else 1
-            payload = _Entry(charged, [keys.surrogate_key(ns, t) for t in tags], body).dump()
+            payload = _Entry(charged, surrogate, body).dump()
             if await store.store_guarded(
                 key.response_key, payload, guard_key=epoch_key, guard_value=epoch, tag_keys=tags, ttl_s=self.ttl_s
             ):
                 store.metrics.response_stores += 1
+                if near is not None:
+                    near.keep(key.response_key, body, cost=charged, tags=surrogate, since=since)
+
+    async def _charged(self, send: Send, budget: object, cost: int) -> bool:
+        """Charges a cached answer's cost; False (after answering 429) when the budget refuses it."""
+        if not isinstance(budget, Budget):
+            return True
+        decision = await budget.charge(cost)
+        if decision.allowed:
+            return True
+        count_rejection("RATE_LIMITED")
+        message, figures = decision.refusal()
+        retry = {"retry-after": str(decision.retry_after)}
+        await send_error(send, EdgeError(429, "RATE_LIMITED", message, headers=retry, **figures))
+        return False
 
     def _key(self, operation: CacheableOperation, request: GraphQLRequest, ns: str) -> _Key | None:
+        """The entry's key, remembered by the request's variables as sent: coercing them again on every hit
+        would cost more than the rest of the hit."""
+        memo = (operation.document_hash, request.operation_name, ns, canonical_variables(request.variables))
+        if memo in self._keys:
+            return self._keys[memo]
+        if len(self._keys) >= KEY_MEMO_SIZE:
+            self._keys.clear()
+        key = self._keys[memo] = self._coerced_key(operation, request, ns)
+        return key
+
+    def _coerced_key(self, operation: CacheableOperation, request: GraphQLRequest, ns: str) -> _Key | None:
         if request.operation_name not in (None, operation.name):
             return None
         variables = request.variables or {}
@@ -338,12 +371,20 @@ class ResponseCache:
         return tags
 
     async def _send(
-        self, send: Send, body: bytes, tags: list[str], *, public: bool, hit: bool, inm: bytes | None
+        self,
+        send: Send,
+        body: bytes,
+        tags: Sequence[str],
+        *,
+        public: bool,
+        hit: bool,
+        inm: bytes | None,
+        etag: bytes | None = None,
     ) -> None:
         headers = [(b"content-type", b"application/json"), (b"x-cache", b"hit" if hit else b"miss")]
         status = 200
         if public:
-            etag = b'"' + hashlib.sha256(body).hexdigest()[:32].encode() + b'"'
+            etag = etag or strong_etag(body)
             tag_list = " ".join(tags).encode()
             headers += [
                 (b"cache-control", self.cdn.cache_control()),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,11 +25,13 @@ def test_create_app_builds_one_app_per_call() -> None:
     assert isinstance(first, Starlette) and first is not second
 
 
-def test_serve_runs_the_factory(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_runs_the_factory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     monkeypatch.setattr("uvicorn.run", lambda *a, **k: calls.append((a, k)))
     monkeypatch.setattr("telemetry.logs.configure", lambda *a, **k: None)  # leaves the test run's logging alone
     monkeypatch.setenv("DATABASE_URL", "postgresql://localhost/unused")
+    # Given, so serve neither creates nor leaves behind a directory of its own for its workers' metrics.
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
     result = CliRunner().invoke(cli_app, ["serve", "--workers", "2"])
     assert result.exit_code == 0, result.output
     ((args, kwargs),) = calls
