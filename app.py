@@ -32,13 +32,14 @@ from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_los
 from db.queries.embeddings import has_embeddings
 from edge.api_keys import ApiKeyAuthenticator
 from edge.body_limit import BodySizeLimit
+from edge.cacheable import cacheable_operations
 from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
 from edge.jwt import JwtAuthenticator, build_bearer_authenticator
 from edge.persisted import PersistedDocuments, build_manifest
 from edge.private import PrivateResponses
 from edge.ratelimit import RateLimiter, RateLimitHeaders, RateLimitPolicy
 from edge.request import RequestParser
-from edge.response_cache import CdnPolicy, ResponseCache, cacheable_operations
+from edge.response_cache import CdnPolicy, ResponseCache
 from resolvers.chat_stream import chat_stream
 from resolvers.feeds import feed_routes
 from schema import Schema, build_schema

@@ -9,6 +9,10 @@ with the cost it was charged and its tags: every paper, researcher and instituti
 for list operations, and for a lookup that found nothing the id it asked for, so the write that creates
 that entity drops it. A response computed while any invalidation ran is not stored.
 
+Memory: each worker answers the entries it read or stored lately from its own memory before asking Redis
+(db/cache/near.py), kept true across workers by the tags every invalidation publishes; the key of a request
+is remembered by its variables as sent, so a repeated request is not coerced again.
+
 CDN: anonymous GET responses of persisted documents carry `Cache-Control: public`, a strong `ETag` (304
 on `If-None-Match`) and the same tags in `Surrogate-Key` / `Cache-Tag`, so a CDN can hold them and purge
 exactly what an ingest changed. Requests with a key or a token get `Cache-Control: private, no-store`.
@@ -16,30 +20,22 @@ exactly what an ingest changed. Requests with a key or a token get `Cache-Contro
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import orjson
 from graphql import (
-    FieldNode,
     GraphQLSchema,
-    OperationDefinitionNode,
-    OperationType,
-    VariableDefinitionNode,
-    VariableNode,
-    parse,
-    visit,
 )
 from graphql.execution.values import get_variable_values
-from graphql.language import Visitor
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from db.cache import keys
 from db.cache.near import NearResponses, strong_etag
 from db.cache.store import CacheStore, EntityRef, Unavailable
 from db.paging import TokenError, decode_global_id
+from edge.cacheable import CacheableOperation, Lookup
 from edge.entity_keys import database_id, entity_key, paper_key
 from edge.errors import EdgeError, send_error
 from edge.identity import Identity
@@ -53,92 +49,9 @@ log = logging.getLogger(__name__)
 CREDENTIAL_HEADERS = frozenset({b"authorization", b"cookie", b"x-api-key"})
 GLOBAL_ID_KINDS = {"Paper": "paper", "Researcher": "researcher", "Institution": "institution"}
 MAX_TAGS = 2000
-# Root fields whose result depends only on the entities it contains; any other root field (lists,
-# paths, search) may change with any write, so its responses are dropped on every invalidation.
-ENTITY_ROOT_FIELDS = frozenset({"paper", "researcher", "institution", "node", "nodes", "__typename"})
-LOOKUP_FIELDS = frozenset({"paper", "researcher", "institution"})
-# Fields whose value depends on who asks: an operation selecting one is never cached.
-VIEWER_FIELDS = frozenset(
-    {
-        "viewer",
-        "me",
-        "isFollowed",
-        "isFollowing",
-        "following",
-        "follows",
-        "viewerIsFollowing",
-        "followingInstitutions",
-        "feedUrl",
-        "rotateFeedToken",
-    }
-)
 PRIVATE = b"private, no-store"
 # Request variables whose entry key is remembered (forgotten all at once when full).
 KEY_MEMO_SIZE = 20_000
-
-
-@dataclass(frozen=True, slots=True)
-class Lookup:
-    """A root `paper` / `researcher` / `institution` field and the variable holding the id it looks up."""
-
-    response_key: str
-    kind: str
-    variable: str
-
-
-@dataclass(frozen=True, slots=True)
-class CacheableOperation:
-    name: str
-    document: str
-    document_hash: str
-    is_list: bool  # its result may change with any write (lists, paths), not only its entities'
-    variable_definitions: tuple[VariableDefinitionNode, ...]
-    lookups: tuple[Lookup, ...]
-
-
-def document_hash(document: str) -> str:
-    return hashlib.sha256(document.encode()).hexdigest()
-
-
-class _FieldNames(Visitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: set[str] = set()
-
-    def enter_field(self, node: FieldNode, *_: object) -> None:
-        self.names.add(node.name.value)
-
-
-def cacheable_operation(document: str) -> CacheableOperation | None:
-    """The cache entry's description for one document, or None when its responses may not be shared."""
-    doc = parse(document)
-    operations = [d for d in doc.definitions if isinstance(d, OperationDefinitionNode)]
-    if len(operations) != 1:
-        return None
-    op = operations[0]
-    if op.operation is not OperationType.QUERY or op.name is None:
-        return None
-    names = _FieldNames()
-    visit(doc, names)
-    if names.names & VIEWER_FIELDS:
-        return None
-    roots = [s for s in op.selection_set.selections if isinstance(s, FieldNode)]
-    is_list = len(roots) != len(op.selection_set.selections) or any(
-        s.name.value not in ENTITY_ROOT_FIELDS for s in roots
-    )
-    lookups = []
-    for field in roots:
-        for arg in field.arguments or ():
-            if field.name.value in LOOKUP_FIELDS and arg.name.value == "id" and isinstance(arg.value, VariableNode):
-                key = field.alias.value if field.alias else field.name.value
-                lookups.append(Lookup(key, field.name.value, arg.value.name.value))
-    return CacheableOperation(
-        op.name.value, document, document_hash(document), is_list, tuple(op.variable_definitions or ()), tuple(lookups)
-    )
-
-
-def cacheable_operations(documents: Iterable[str]) -> list[CacheableOperation]:
-    return [op for op in map(cacheable_operation, documents) if op is not None]
 
 
 def canonical_variables(variables: object) -> bytes:
