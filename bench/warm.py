@@ -112,7 +112,13 @@ def main() -> None:
     parser.add_argument("--ids", type=int, default=200)
     parser.add_argument("--baseline-root", type=Path, help="another checkout to serve as the baseline API")
     parser.add_argument("--rate-limit", action="store_true", help="add a variant with the rate limit charged")
+    parser.add_argument("--decompose", action="store_true", help="only the in-process CPU per hit")
     args = parser.parse_args()
+    if args.decompose:
+        variables = asyncio.run(sample_variables(args.database_url, "ResearcherPage", args.ids, 0.42))
+        bodies = [body_for("wovepaper", "ResearcherPage", v) for v in variables]
+        asyncio.run(decompose(args.database_url, args.redis_url, bodies))
+        return
 
     variables = asyncio.run(sample_variables(args.database_url, "ResearcherPage", args.ids, 0.42))
     bodies = [body_for("wovepaper", "ResearcherPage", v) for v in variables]
@@ -168,6 +174,96 @@ def main() -> None:
                 got[name]["server_cpu_ms_per_req"] / got["constant"]["server_cpu_ms_per_req"]
             )
     report(results, ratios)
+
+
+async def decompose(database_url: str, redis_url: str, bodies: list[str], n: int = 3000) -> None:
+    """CPU per hit in this process, no HTTP: the app's own share of a hit, against Starlette answering a constant
+    the same way, with the request log line and without it. Stable where req/s swings with the machine's load."""
+    import logging
+
+    from app import create_app
+    from settings import Settings
+    from telemetry import logs
+
+    logs.configure("json")
+    logging.getLogger().handlers[0].stream = open(os.devnull, "w")  # noqa: SIM115, ASYNC230 (lives with the run)
+    settings = Settings(
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        rate_limits="off",
+        semantic_preload=False,
+        cache_namespace="benchwarm-decompose",
+        redis_timeout_s=1.0,
+    )
+    app = create_app(settings)
+    sent: list[bytes] = []
+
+    async def call(target: object, state: dict[str, object], body: bytes) -> None:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/graphql",
+            "raw_path": b"/graphql",
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "client": ("127.0.0.1", 5000),
+            "server": ("127.0.0.1", 8000),
+            "state": dict(state),
+        }
+        message = {"type": "http.request", "body": body, "more_body": False}
+
+        async def receive() -> dict[str, object]:
+            return message
+
+        async def send(m: dict[str, object]) -> None:
+            if m["type"] == "http.response.body":
+                sent.append(m["body"])  # type: ignore[arg-type]
+
+        await target(scope, receive, send)  # type: ignore[operator]
+
+    raw = [b.encode() for b in bodies]
+    async with app.router.lifespan_context(app) as state:
+        near = state["near"]  # type: ignore[index]
+        for _ in range(100):
+            if near.listening():
+                break
+            await asyncio.sleep(0.05)
+        for body in raw * 2:
+            await call(app, state, body)  # type: ignore[arg-type]
+        constant = create_constant(sent[-1])
+
+        async def timed(target: object, st: dict[str, object]) -> float:
+            started = time.process_time()
+            for i in range(n):
+                await call(target, st, raw[i % len(raw)])
+            return (time.process_time() - started) / n * 1e6
+
+        rows = {
+            "hit, whole app": await timed(app, state),  # type: ignore[arg-type]
+            "constant (Starlette)": await timed(constant, {}),
+        }
+        logging.disable(logging.INFO)
+        rows["hit, no request log line"] = await timed(app, state)  # type: ignore[arg-type]
+        logging.disable(logging.NOTSET)
+        print(f"near hits: {state['cache'].metrics.response_near_hits}")  # type: ignore[index]
+    for name, micros in rows.items():
+        print(f"{name}: {micros:.1f} µs CPU per request (in process, no HTTP)")
+
+
+def create_constant(body: bytes) -> object:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def graphql(request: Request) -> Response:
+        return Response(body, media_type="application/json")
+
+    return Starlette(routes=[Route("/graphql", graphql, methods=["POST"])])
 
 
 def report(results: dict[str, list[dict[str, float]]], ratios: dict[str, list[float]]) -> None:

@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import logging
 import select
+import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -78,8 +79,10 @@ class NearResponses:
         self._by_tag: dict[str, set[str]] = {}
         self._bytes = 0
         self._pubsub: PubSub | None = None
+        self._client: redis.Redis | None = None
         # Readiness of the subscription's socket: nothing to read costs one poll(2), not a trip through redis-py.
         self._poller: select.poll | None = None
+        self._sock: object = None
         self._last_pong = 0.0
         # Moves with every invalidation heard and every loss of the subscription.
         self.seq = 0
@@ -128,6 +131,10 @@ class NearResponses:
         except (RedisError, OSError) as exc:
             self._lose(f"{type(exc).__name__}: {exc}")
             return False
+        if getattr(pubsub.connection, "_sock", None) is not self._sock:
+            # redis-py reconnected (and subscribed again) on its own: what was published meanwhile is lost.
+            self._lose("reconnected")
+            return False
         return True
 
     def __len__(self) -> int:
@@ -138,17 +145,19 @@ class NearResponses:
     async def connect(self) -> bool:
         """Subscribe (in a thread: the client is a blocking one); True once confirmed."""
         try:
-            pubsub = await asyncio.to_thread(self._subscribe)
+            client, pubsub = await asyncio.to_thread(self._subscribe)
         except (RedisError, OSError) as exc:
             log.warning("near cache: cannot subscribe to invalidations: %s: %s", type(exc).__name__, exc)
             return False
-        self._forget()
-        self._pubsub = pubsub
-        self._poller = _poller(pubsub)
+        self.close()
+        # The client is kept with its pubsub: a client dropped would close the pool the pubsub reads through.
+        self._client, self._pubsub = client, pubsub
+        self._sock = getattr(pubsub.connection, "_sock", None)
+        self._poller = _poller(self._sock)
         self._last_pong = self._clock()
         return True
 
-    def _subscribe(self) -> PubSub:
+    def _subscribe(self) -> tuple[redis.Redis, PubSub]:
         client = redis.Redis.from_url(
             self.url,
             socket_timeout=self.timeout_s,
@@ -162,8 +171,9 @@ class NearResponses:
         while time.monotonic() < deadline:
             message = pubsub.get_message(timeout=self.timeout_s)
             if message is not None and message["type"] == "subscribe":
-                return pubsub
+                return client, pubsub
         pubsub.close()
+        client.close()
         raise TimeoutError("no subscription confirmation")
 
     async def watch(self, interval_s: float = 1.0) -> None:
@@ -200,11 +210,14 @@ class NearResponses:
         self.close()
 
     def close(self) -> None:
-        pubsub, self._pubsub, self._poller = self._pubsub, None, None
+        pubsub, client = self._pubsub, self._client
+        self._pubsub, self._client, self._poller, self._sock = None, None, None, None
         self._forget()
-        if pubsub is not None:
-            with contextlib.suppress(RedisError, OSError):
+        with contextlib.suppress(RedisError, OSError):
+            if pubsub is not None:
                 pubsub.close()
+            if client is not None:
+                client.close()
 
     def _forget(self) -> None:
         self.seq += 1
@@ -225,13 +238,12 @@ class NearResponses:
                     del self._by_tag[tag]
 
 
-def _poller(pubsub: PubSub) -> select.poll | None:
+def _poller(sock: object) -> select.poll | None:
     """A poll object on the subscription's socket; None (read through redis-py every time) if it has none.
 
     Every message redis-py has buffered is read before the poll is trusted again (`listening()` drains until
     get_message answers None), so an empty socket means nothing is waiting."""
-    sock = getattr(pubsub.connection, "_sock", None)
-    if sock is None:
+    if not isinstance(sock, socket.socket):
         return None
     poller = select.poll()
     poller.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
