@@ -275,9 +275,10 @@ def create_app(
     ingest_progress = IngestProgressCollector()
     app = Starlette(
         routes=[
+            # Matched in order: the busiest route first.
+            Route("/graphql", graphql_endpoint, methods=["GET", "POST"]),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
-            Route("/graphql", graphql_endpoint, methods=["GET", "POST"]),
             Route("/metrics", metrics),
             *feed_routes(),
             Route("/chat", chat_stream, methods=["POST"]),
