@@ -8,13 +8,6 @@ import strawberry
 
 from resolvers.pagination import Connection
 
-PAGING_DOC = (
-    "Page either with `page` (numbered pages of `first` items; `totalCount`/`totalPages` say how many) "
-    "or with `after` (an opaque cursor from `pageInfo.endCursor`, stable while rows are added). "
-    "`first` is 1 to 100, default 24."
-)
-
-
 @strawberry.type(description="Where this page sits in its list.")
 class PageInfo:
     has_next_page: bool
