@@ -336,9 +336,15 @@ def measure(
             total.directives += unused.directives
     # Figures past a GraphQL Int say "far too much" as well as the exact product would, and stay printable
     # (JSON, `RateLimit`'s Int fields) however many lists of 2^31 a document nests.
+    cap = FIGURE_CAP
     return Measure(
-        *(min(v, FIGURE_CAP) for v in (total.depth, total.aliases, total.directives, total.same_name)),
-        *(min(v, FIGURE_CAP) for v in (total.spreads, total.fields, total.nodes)),
-        min(total.calls, FIGURE_CAP * 100),
-        frozenset(measurer.read),
+        depth=min(total.depth, cap),
+        aliases=min(total.aliases, cap),
+        directives=min(total.directives, cap),
+        same_name=min(total.same_name, cap),
+        spreads=min(total.spreads, cap),
+        fields=min(total.fields, cap),
+        node_count=min(total.nodes, cap),
+        calls=min(total.calls, cap * 100),
+        variables=frozenset(measurer.read),
     )
