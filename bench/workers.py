@@ -3,10 +3,10 @@ computed in PostgreSQL), side by side, alternating.
 
     .venv/bin/python -m bench.workers --database-url postgresql://... [--rounds 2 --duration 15 --ids 500]
 
-`wrk -t2 -c16 --timeout 10s` after a 3 s warm-up, bodies of researchers with a full first page. Besides req/s and latency it
-reports where the machine's CPU went during each run: the API's processes (the supervisor and its workers),
-the PostgreSQL backends serving it, and everything else (the other users of this shared box, wrk), from /proc,
-so the row says what bounds the curve.
+`wrk -t2 -c16 --timeout 10s` after a 3 s warm-up, bodies of researchers with a full first page. Besides
+req/s and latency it reports where the machine's CPU went during each run: the API's processes (the supervisor
+and its workers), the PostgreSQL backends serving it, and everything else (the other users of this shared box,
+wrk), from /proc, so the row says what bounds the curve.
 """
 
 from __future__ import annotations

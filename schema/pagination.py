@@ -8,6 +8,7 @@ import strawberry
 
 from resolvers.pagination import Connection
 
+
 @strawberry.type(description="Where this page sits in its list.")
 class PageInfo:
     has_next_page: bool

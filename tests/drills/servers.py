@@ -102,7 +102,8 @@ class DrillPostgres:
 
 @dataclass
 class ServedApi:
-    """`wovepaper serve` (the app factory under uvicorn) in a subprocess, with the environment given; its output goes to `log`."""
+    """`wovepaper serve` (the app factory under uvicorn) in a subprocess, with the environment given; its output
+    goes to `log`."""
 
     process: subprocess.Popen[bytes]
     port: int
