@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import pytest
 import redis.asyncio as aioredis
 from starlette.types import Receive, Scope, Send
 
@@ -26,9 +27,15 @@ from settings import Settings
 from tests.integration import test_response_cache as shared
 from tests.integration.test_response_cache import RESEARCHER_PAGE, Statements, post
 
-# That module's data and operations.
-resp_db = shared.resp_db
+# That module's operations.
 operations_dir = shared.operations_dir
+
+
+@pytest.fixture(scope="module")
+async def resp_db(make_database: Any) -> tuple[str, dict[str, int]]:
+    """That module's data, in a database of this module's own."""
+    return await shared.build_resp_db(make_database, "nearcache")
+
 
 _ns = itertools.count()
 

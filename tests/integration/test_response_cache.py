@@ -85,7 +85,12 @@ _ns = itertools.count()
 
 @pytest.fixture(scope="module")
 async def resp_db(make_database) -> tuple[str, dict[str, int]]:
-    dsn = await make_database("respcache")
+    return await build_resp_db(make_database, "respcache")
+
+
+async def build_resp_db(make_database: Any, suffix: str) -> tuple[str, dict[str, int]]:
+    """A database of the hand-made researchers and papers, figures refreshed; (dsn, ids by key)."""
+    dsn = await make_database(suffix)
     conn = await asyncpg.connect(dsn)
     try:
         await migrate(conn)
