@@ -1,4 +1,4 @@
-"""The Starlette application: `uvicorn app:app`."""
+"""The Starlette application: `uvicorn app:create_app --factory`."""
 
 from __future__ import annotations
 
@@ -25,19 +25,21 @@ import lifecycle
 import semantic
 from chat.service import ChatService
 from db.cache.breaker import CircuitBreaker
+from db.cache.near import NearResponses
 from db.cache.store import CacheStore, create_redis
 from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
 from db.queries.embeddings import has_embeddings
 from edge.api_keys import ApiKeyAuthenticator
 from edge.body_limit import BodySizeLimit
+from edge.cacheable import cacheable_operations
 from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
 from edge.jwt import JwtAuthenticator, build_bearer_authenticator
 from edge.persisted import PersistedDocuments, build_manifest
 from edge.private import PrivateResponses
 from edge.ratelimit import RateLimiter, RateLimitHeaders, RateLimitPolicy
 from edge.request import RequestParser
-from edge.response_cache import CdnPolicy, ResponseCache, cacheable_operations
+from edge.response_cache import CdnPolicy, ResponseCache
 from resolvers.chat_stream import chat_stream
 from resolvers.feeds import feed_routes
 from schema import Schema, build_schema
@@ -74,6 +76,7 @@ class State(TypedDict):
     pool: ServingPool
     redis: aioredis.Redis | None
     cache: CacheStore
+    near: NearResponses | None
     chat: ChatService
     rate_limiter: RateLimiter
 
@@ -134,7 +137,8 @@ def create_app(
         if not settings.database_url:
             raise RuntimeError("DATABASE_URL is not set")
         if not logging.getLogger().handlers:
-            # A worker process started by uvicorn (`--workers N`) or `uvicorn app:app`: nobody set up logging.
+            # A worker process started by uvicorn (`--workers N`, `uvicorn app:create_app --factory`): nobody set up
+            # logging.
             logs.configure(settings.log_format)
         pool = await create_pool(
             settings.database_url,
@@ -164,6 +168,8 @@ def create_app(
                 reset_after_s=settings.redis_breaker_reset_s,
             ),
         )
+        near = _near_responses(settings)
+        watcher = asyncio.create_task(near.watch()) if near is not None else None
         # Chat is the one place the API calls an upstream while answering: its own client and retry rules.
         chat = ChatService.open(
             pool,
@@ -186,11 +192,16 @@ def create_app(
                 "pool": pool,
                 "redis": redis,
                 "cache": cache,
+                "near": near,
                 "rate_limiter": RateLimiter(cache if redis is not None else None),
                 "chat": chat,
             }
         finally:
             restore_sigterm()
+            if watcher is not None and near is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
+                near.close()
             await chat.aclose()
             await cache.aclose()
             try:
@@ -264,9 +275,10 @@ def create_app(
     ingest_progress = IngestProgressCollector()
     app = Starlette(
         routes=[
+            # Matched in order: the busiest route first.
+            Route("/graphql", graphql_endpoint, methods=["GET", "POST"]),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
-            Route("/graphql", graphql_endpoint, methods=["GET", "POST"]),
             Route("/metrics", metrics),
             *feed_routes(),
             Route("/chat", chat_stream, methods=["POST"]),
@@ -299,8 +311,14 @@ def create_app(
     return app
 
 
-def __getattr__(name: str) -> Starlette:
-    # `uvicorn app:app` builds the app on first access, after the environment is read.
-    if name == "app":
-        return create_app()
-    raise AttributeError(name)
+def _near_responses(settings: Settings) -> NearResponses | None:
+    """The in-process tier of the response cache: only in front of Redis, whose invalidations keep it true."""
+    if not settings.redis_url or not settings.near_cache_mb:
+        return None
+    return NearResponses(
+        settings.redis_url,
+        settings.cache_namespace,
+        max_bytes=settings.near_cache_mb * 2**20,
+        max_age_s=settings.near_cache_max_age_s,
+        timeout_s=settings.redis_timeout_s,
+    )

@@ -71,7 +71,8 @@ def serve(
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_metrics_dir
     try:
         uvicorn.run(
-            "app:app",
+            "app:create_app",
+            factory=True,
             host=host,
             port=port,
             workers=workers,
@@ -203,7 +204,7 @@ def up(
                 subprocess.run([sys.executable, "-m", "cli", "demo", "--if-empty", *size], check=True)
                 loading_demo = False
             typer.echo(f"serving GraphiQL at http://{host}:{port}/graphql (Ctrl-C stops)")
-            uvicorn.run("app:app", host=host, port=port, log_level="info", timeout_keep_alive=5)
+            uvicorn.run("app:create_app", factory=True, host=host, port=port, log_level="info", timeout_keep_alive=5)
     except localservers.LocalServiceError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     # Cache.
     cache_namespace: str = Field("wp", pattern=r"^[a-z0-9_-]{1,32}$")
     cache_ttl_s: int = Field(3600, ge=1)
+    # Whole responses each worker holds in memory in front of Redis (0: none), and how long it may hold one.
+    near_cache_mb: int = Field(64, ge=0)
+    near_cache_max_age_s: float = Field(10.0, gt=0)
     redis_timeout_s: float = Field(0.25, gt=0)
     # redis-py connections per process; callers wait at most redis_timeout_s for one.
     redis_max_connections: int = Field(16, ge=2)

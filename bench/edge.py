@@ -39,8 +39,7 @@ import schema.extensions as guard
 if os.environ.get("BENCH_NO_COST"):
     # The guard without the cost measure: what the request costs without query cost analysis.
     guard.measure = lambda *a, **k: guard.Measure(0, 0, 0, 0, 0, 0, 0, 0)
-from app import create_app
-app = create_app()
+from app import create_app as create
 """
 
 
@@ -62,7 +61,8 @@ def server(env: dict[str, str]) -> Iterator[tuple[str, int]]:
             sys.executable,
             "-m",
             "uvicorn",
-            "bench._edge_app:app",
+            "bench._edge_app:create",
+            "--factory",
             "--port",
             str(port),
             "--no-access-log",

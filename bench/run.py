@@ -68,7 +68,7 @@ def servers(database_url: str, redis_url: str | None, baseline: Path | None = No
     return {
         **extra,
         "floor": Server("floor", [py, *uvicorn, "bench.floor:app"], {"DATABASE_URL": database_url}),
-        "wovepaper": Server("wovepaper", [py, *uvicorn, "app:app"], api_env),
+        "wovepaper": Server("wovepaper", [py, *uvicorn, "app:create_app", "--factory"], api_env),
         "postgraphile": Server(
             "postgraphile", [str(NODE22), str(BENCH / "postgraphile" / "server.mjs")], {"DATABASE_URL": database_url}
         ),
@@ -82,14 +82,18 @@ def running(server: Server) -> Iterator[tuple[int, str]]:
     if "uvicorn" in argv:
         argv += ["--port", str(port)]
     env = {**os.environ, **server.env, "PORT": str(port)}
-    proc = subprocess.Popen(argv, cwd=server.cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # The server's log goes to a file: a pipe nobody reads fills after 64 KB of request lines and then blocks
+    # the server on its next write, which looks like the server stalling under load.
+    log = BENCH / "results" / f"{server.name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, cwd=server.cwd, env=env, stdout=subprocess.DEVNULL, stderr=out)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise RuntimeError(f"{server.name} exited: {err[-2000:]}")
+                raise RuntimeError(f"{server.name} exited: {log.read_text(errors='replace')[-2000:]}")
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                     break

@@ -196,9 +196,12 @@ class RateLimitHeaders:
             return
         budget = Budget(limiter, self.policy, identity)
         state["budget"] = budget
+        if not budget.enabled:
+            await self.app(scope, receive, send)  # no headers to add
+            return
 
         async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start" and budget.enabled:
+            if message["type"] == "http.response.start":
                 decision = budget.decision or await budget.charge(0)
                 message = {**message, "headers": [*message.get("headers", []), *decision.headers()]}
             await send(message)

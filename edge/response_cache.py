@@ -9,6 +9,10 @@ with the cost it was charged and its tags: every paper, researcher and instituti
 for list operations, and for a lookup that found nothing the id it asked for, so the write that creates
 that entity drops it. A response computed while any invalidation ran is not stored.
 
+Memory: each worker answers the entries it read or stored lately from its own memory before asking Redis
+(db/cache/near.py), kept true across workers by the tags every invalidation publishes; the key of a request
+is remembered by its variables as sent, so a repeated request is not coerced again.
+
 CDN: anonymous GET responses of persisted documents carry `Cache-Control: public`, a strong `ETag` (304
 on `If-None-Match`) and the same tags in `Surrogate-Key` / `Cache-Tag`, so a CDN can hold them and purge
 exactly what an ingest changed. Requests with a key or a token get `Cache-Control: private, no-store`.
@@ -16,29 +20,22 @@ exactly what an ingest changed. Requests with a key or a token get `Cache-Contro
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import orjson
 from graphql import (
-    FieldNode,
     GraphQLSchema,
-    OperationDefinitionNode,
-    OperationType,
-    VariableDefinitionNode,
-    VariableNode,
-    parse,
-    visit,
 )
 from graphql.execution.values import get_variable_values
-from graphql.language import Visitor
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from db.cache import keys
+from db.cache.near import NearResponses, strong_etag
 from db.cache.store import CacheStore, EntityRef, Unavailable
 from db.paging import TokenError, decode_global_id
+from edge.cacheable import CacheableOperation, Lookup
 from edge.entity_keys import database_id, entity_key, paper_key
 from edge.errors import EdgeError, send_error
 from edge.identity import Identity
@@ -52,90 +49,9 @@ log = logging.getLogger(__name__)
 CREDENTIAL_HEADERS = frozenset({b"authorization", b"cookie", b"x-api-key"})
 GLOBAL_ID_KINDS = {"Paper": "paper", "Researcher": "researcher", "Institution": "institution"}
 MAX_TAGS = 2000
-# Root fields whose result depends only on the entities it contains; any other root field (lists,
-# paths, search) may change with any write, so its responses are dropped on every invalidation.
-ENTITY_ROOT_FIELDS = frozenset({"paper", "researcher", "institution", "node", "nodes", "__typename"})
-LOOKUP_FIELDS = frozenset({"paper", "researcher", "institution"})
-# Fields whose value depends on who asks: an operation selecting one is never cached.
-VIEWER_FIELDS = frozenset(
-    {
-        "viewer",
-        "me",
-        "isFollowed",
-        "isFollowing",
-        "following",
-        "follows",
-        "viewerIsFollowing",
-        "followingInstitutions",
-        "feedUrl",
-        "rotateFeedToken",
-    }
-)
 PRIVATE = b"private, no-store"
-
-
-@dataclass(frozen=True, slots=True)
-class Lookup:
-    """A root `paper` / `researcher` / `institution` field and the variable holding the id it looks up."""
-
-    response_key: str
-    kind: str
-    variable: str
-
-
-@dataclass(frozen=True, slots=True)
-class CacheableOperation:
-    name: str
-    document: str
-    document_hash: str
-    is_list: bool  # its result may change with any write (lists, paths), not only its entities'
-    variable_definitions: tuple[VariableDefinitionNode, ...]
-    lookups: tuple[Lookup, ...]
-
-
-def document_hash(document: str) -> str:
-    return hashlib.sha256(document.encode()).hexdigest()
-
-
-class _FieldNames(Visitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: set[str] = set()
-
-    def enter_field(self, node: FieldNode, *_: object) -> None:
-        self.names.add(node.name.value)
-
-
-def cacheable_operation(document: str) -> CacheableOperation | None:
-    """The cache entry's description for one document, or None when its responses may not be shared."""
-    doc = parse(document)
-    operations = [d for d in doc.definitions if isinstance(d, OperationDefinitionNode)]
-    if len(operations) != 1:
-        return None
-    op = operations[0]
-    if op.operation is not OperationType.QUERY or op.name is None:
-        return None
-    names = _FieldNames()
-    visit(doc, names)
-    if names.names & VIEWER_FIELDS:
-        return None
-    roots = [s for s in op.selection_set.selections if isinstance(s, FieldNode)]
-    is_list = len(roots) != len(op.selection_set.selections) or any(
-        s.name.value not in ENTITY_ROOT_FIELDS for s in roots
-    )
-    lookups = []
-    for field in roots:
-        for arg in field.arguments or ():
-            if field.name.value in LOOKUP_FIELDS and arg.name.value == "id" and isinstance(arg.value, VariableNode):
-                key = field.alias.value if field.alias else field.name.value
-                lookups.append(Lookup(key, field.name.value, arg.value.name.value))
-    return CacheableOperation(
-        op.name.value, document, document_hash(document), is_list, tuple(op.variable_definitions or ()), tuple(lookups)
-    )
-
-
-def cacheable_operations(documents: Iterable[str]) -> list[CacheableOperation]:
-    return [op for op in map(cacheable_operation, documents) if op is not None]
+# Request variables whose entry key is remembered (forgotten all at once when full).
+KEY_MEMO_SIZE = 20_000
 
 
 def canonical_variables(variables: object) -> bytes:
@@ -220,6 +136,7 @@ class ResponseCache:
         self.schema_version = schema_version
         self.ttl_s = ttl_s
         self.cdn = cdn
+        self._keys: dict[tuple[str, str | None, str, bytes], _Key | None] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope.get("state") or {}
@@ -242,31 +159,33 @@ class ResponseCache:
             return
         budget = state.get("budget")
         inm = header(scope, b"if-none-match")
-        epoch_key, epoch = "", None
+        near = state.get("near")
+        near = near if isinstance(near, NearResponses) else None
+        epoch_key, epoch, since = "", None, 0
         if key is not None:
             assert isinstance(store, CacheStore)
+            held = near.get(key.response_key) if near is not None else None
+            if held is not None:
+                if await self._charged(send, budget, held.cost):
+                    store.metrics.response_hits += 1
+                    store.metrics.response_near_hits += 1
+                    await self._send(send, held.body, held.tags, public=public, hit=True, inm=inm, etag=held.etag)
+                return
+            since = near.mark() if near is not None else 0
             epoch_key = keys.response_epoch(store.namespace)
             got = await store.fetch_guarded(key.response_key, epoch_key)
             if isinstance(got, Unavailable):
                 key = None
             else:
                 cached, epoch = got
-                if cached is not None:
-                    entry = _Entry.load(cached)
-                    if entry is not None:
-                        if isinstance(budget, Budget):
-                            decision = await budget.charge(entry.cost)
-                            if not decision.allowed:
-                                count_rejection("RATE_LIMITED")
-                                message, figures = decision.refusal()
-                                retry = {"retry-after": str(decision.retry_after)}
-                                await send_error(
-                                    send, EdgeError(429, "RATE_LIMITED", message, headers=retry, **figures)
-                                )
-                                return
+                entry = _Entry.load(cached) if cached is not None else None
+                if entry is not None:
+                    if await self._charged(send, budget, entry.cost):
                         store.metrics.response_hits += 1
+                        if near is not None:
+                            near.keep(key.response_key, entry.body, cost=entry.cost, tags=entry.tags, since=since)
                         await self._send(send, entry.body, entry.tags, public=public, hit=True, inm=inm)
-                        return
+                    return
                 store.metrics.response_misses += 1
         captured = _Capture()
         await self.app(scope, receive, captured)
@@ -286,16 +205,43 @@ class ResponseCache:
         if tags is None:
             await captured.replay(_with_headers(send, uncached))
             return
-        await self._send(send, body, [keys.surrogate_key(ns, t) for t in tags], public=public, hit=False, inm=inm)
+        surrogate = [keys.surrogate_key(ns, t) for t in tags]
+        await self._send(send, body, surrogate, public=public, hit=False, inm=inm)
         if key is not None and isinstance(store, CacheStore):
             charged = budget.decision.cost if isinstance(budget, Budget) and budget.decision else 1
-            payload = _Entry(charged, [keys.surrogate_key(ns, t) for t in tags], body).dump()
+            payload = _Entry(charged, surrogate, body).dump()
             if await store.store_guarded(
                 key.response_key, payload, guard_key=epoch_key, guard_value=epoch, tag_keys=tags, ttl_s=self.ttl_s
             ):
                 store.metrics.response_stores += 1
+                if near is not None:
+                    near.keep(key.response_key, body, cost=charged, tags=surrogate, since=since)
+
+    async def _charged(self, send: Send, budget: object, cost: int) -> bool:
+        """Charges a cached answer's cost; False (after answering 429) when the budget refuses it."""
+        if not isinstance(budget, Budget):
+            return True
+        decision = await budget.charge(cost)
+        if decision.allowed:
+            return True
+        count_rejection("RATE_LIMITED")
+        message, figures = decision.refusal()
+        retry = {"retry-after": str(decision.retry_after)}
+        await send_error(send, EdgeError(429, "RATE_LIMITED", message, headers=retry, **figures))
+        return False
 
     def _key(self, operation: CacheableOperation, request: GraphQLRequest, ns: str) -> _Key | None:
+        """The entry's key, remembered by the request's variables as sent: coercing them again on every hit
+        would cost more than the rest of the hit."""
+        memo = (operation.document_hash, request.operation_name, ns, canonical_variables(request.variables))
+        if memo in self._keys:
+            return self._keys[memo]
+        if len(self._keys) >= KEY_MEMO_SIZE:
+            self._keys.clear()
+        key = self._keys[memo] = self._coerced_key(operation, request, ns)
+        return key
+
+    def _coerced_key(self, operation: CacheableOperation, request: GraphQLRequest, ns: str) -> _Key | None:
         if request.operation_name not in (None, operation.name):
             return None
         variables = request.variables or {}
@@ -338,12 +284,20 @@ class ResponseCache:
         return tags
 
     async def _send(
-        self, send: Send, body: bytes, tags: list[str], *, public: bool, hit: bool, inm: bytes | None
+        self,
+        send: Send,
+        body: bytes,
+        tags: Sequence[str],
+        *,
+        public: bool,
+        hit: bool,
+        inm: bytes | None,
+        etag: bytes | None = None,
     ) -> None:
         headers = [(b"content-type", b"application/json"), (b"x-cache", b"hit" if hit else b"miss")]
         status = 200
         if public:
-            etag = b'"' + hashlib.sha256(body).hexdigest()[:32].encode() + b'"'
+            etag = etag or strong_etag(body)
             tag_list = " ".join(tags).encode()
             headers += [
                 (b"cache-control", self.cdn.cache_control()),

@@ -38,6 +38,12 @@ def configure(fmt: str, level: str = "info") -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # What a record would gather and no line prints (the logging HOWTO's "Optimization"): the caller's frame,
+    # thread and process names.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

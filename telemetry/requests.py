@@ -7,15 +7,16 @@ The GraphQL layer writes what it learned into the request's state (`operation`, 
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import re
 import time
-import uuid
 from typing import Any, Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from telemetry.metrics import REQUEST_SECONDS, SQL_SECONDS, SQL_STATEMENTS, operation_label
+from telemetry.metrics import SQL_SECONDS, SQL_STATEMENTS, operation_label, request_seconds
 
 log = logging.getLogger("wovepaper.request")
 
@@ -24,8 +25,13 @@ _SANE_ID: Final = re.compile(rb"^[A-Za-z0-9._:-]{1,64}$")
 ROUTES: Final = frozenset({"/graphql", "/healthz", "/readyz", "/metrics", "/rss/latest.xml"})
 
 
+# A random prefix per process and a counter: unique across workers and restarts, and no syscall per request.
+_ID_PREFIX: Final = os.urandom(4).hex()
+_id_counter = itertools.count(1)
+
+
 def new_request_id() -> str:
-    return uuid.uuid4().hex[:16]
+    return f"{_ID_PREFIX}{next(_id_counter) & 0xFFFFFFFF:08x}"
 
 
 class RequestTelemetry:
@@ -70,7 +76,7 @@ class RequestTelemetry:
             label = f"route:{path}" if path in ROUTES else "route:other"
         statements = int(state.get("statements", 0))
         sql_seconds = float(state.get("sql_seconds", 0.0))
-        REQUEST_SECONDS.labels(label, str(status)).observe(seconds)
+        request_seconds(label, status).observe(seconds)
         if statements:
             SQL_STATEMENTS.labels(label).inc(statements)
             SQL_SECONDS.labels(label).inc(sql_seconds)

@@ -30,7 +30,8 @@ CHUNK: Final = 200
 
 # KEYS[1] response epoch, then ARGV[3] tag sets dropped alone (the lists tag, tags of lookups that found
 # nothing), then (tag set, generation) per entity, then plain keys (ARGV[2] of them at the end). Every
-# member of a dropped tag set is deleted with it.
+# member of a dropped tag set is deleted with it, and the dropped tags are published on ARGV[4] in the same
+# atomic step, for the workers' in-process copies (db/cache/near.py).
 _INVALIDATE = """
 local ttl = ARGV[1]
 local plain = tonumber(ARGV[2])
@@ -44,15 +45,19 @@ local function drop(tag)
   end
   redis.call('DEL', tag)
 end
+local dropped = {}
 for i = 2, alone + 1 do
   drop(KEYS[i])
+  dropped[#dropped + 1] = KEYS[i]
 end
 local pairs_end = #KEYS - plain
 for i = alone + 2, pairs_end, 2 do
   drop(KEYS[i])
+  dropped[#dropped + 1] = KEYS[i]
   redis.call('INCR', KEYS[i + 1])
   redis.call('EXPIRE', KEYS[i + 1], ttl)
 end
+redis.call('PUBLISH', ARGV[4], table.concat(dropped, ' '))
 for i = pairs_end + 1, #KEYS do
   redis.call('DEL', KEYS[i])
 end
@@ -138,10 +143,14 @@ async def _drop(cache: CacheStore | None, touched: Touched) -> None:
         # The tags dropped alone go with the first chunk only.
         first = alone if start == 0 else []
         all_keys = [keys.response_epoch(ns), *first, *pair_keys, *plain_keys]
-        args = [ttl, len(plain_keys), len(first)]
+        args: list[int | str] = [ttl, len(plain_keys), len(first), keys.invalidations(ns)]
 
-        async def run(r: Redis, k: list[str] = all_keys, a: list[int] = args) -> object:
-            return await script(keys=k, args=a, client=r)
+        async def run(r: Redis, k: list[str] = all_keys, a: list[int | str] = args) -> object:
+            done = await script(keys=k, args=a, client=r)
+            # Redis has written the published tags to every subscriber before it answers a later command:
+            # once this returns, the next request on any worker sees the drop (db/cache/near.py).
+            await r.ping()
+            return done
 
         done = await cache.call(run)
         if isinstance(done, Unavailable):

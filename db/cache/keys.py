@@ -57,6 +57,11 @@ def response_epoch(ns: str) -> str:
     return f"{ns}:response:epoch"
 
 
+def invalidations(ns: str) -> str:
+    """The channel every invalidation publishes the tags it dropped on (in-process caches subscribe to it)."""
+    return f"{ns}:invalidations"
+
+
 def response(ns: str, *, schema_version: str, operation: str, document_hash: str, variables: bytes) -> str:
     """A whole response: operation name, document hash and canonical variables, under the schema version."""
     digest = hashlib.sha256(b"\0".join([operation.encode(), document_hash.encode(), variables])).hexdigest()

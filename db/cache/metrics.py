@@ -15,6 +15,7 @@ EVENTS: Final = {
     "singleflight_joins": ("aggregate", "singleflight_join"),  # waited for the same computation in flight
     "stale_stores_skipped": ("aggregate", "stale_store_skipped"),  # an invalidation ran meanwhile
     "response_hits": ("response", "hit"),
+    "response_near_hits": ("response", "near_hit"),  # of the hits, those answered from memory (no Redis call)
     "response_misses": ("response", "miss"),
     "response_stores": ("response", "store"),
     "calls": ("redis", "call"),  # round trips to Redis (an MGET batch, a pipeline, a script)
@@ -50,6 +51,7 @@ class CacheMetrics:
     singleflight_joins = _Count()
     stale_stores_skipped = _Count()
     response_hits = _Count()
+    response_near_hits = _Count()
     response_misses = _Count()
     response_stores = _Count()
     calls = _Count()

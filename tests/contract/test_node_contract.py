@@ -51,7 +51,8 @@ def server_url(demo_database_url: str, tmp_path_factory: pytest.TempPathFactory)
     env["WOVEPAPER_SEMANTIC_PRELOAD"] = "false"  # no operation here searches semantically
     env["WOVEPAPER_JWT_SECRET"] = SECRET  # the harness signs the signed-in reader's token with it
     log = tmp_path_factory.mktemp("node-contract") / "uvicorn.log"
-    with server_process([sys.executable, "-m", "uvicorn", "app:app", "--workers", "1"], env, log) as server:
+    argv = [sys.executable, "-m", "uvicorn", "app:create_app", "--factory", "--workers", "1"]
+    with server_process(argv, env, log) as server:
         yield f"{server.url}/graphql"
 
 

@@ -24,8 +24,8 @@ STATE = "query S($id: String!) { researcher(id: $id) { viewerIsFollowing followe
 
 
 def worker(env: dict[str, str], log: Path) -> contextlib.AbstractContextManager[ServerProcess]:
-    """One `uvicorn app:app` process; its base URL once /healthz answers."""
-    return server_process([sys.executable, "-m", "uvicorn", "app:app"], env, log, timeout_s=90)
+    """One `uvicorn app:create_app --factory` process; its base URL once /healthz answers."""
+    return server_process([sys.executable, "-m", "uvicorn", "app:create_app", "--factory"], env, log, timeout_s=90)
 
 
 def post(base: str, query: str, variables: dict[str, Any], token: str | None = None) -> httpx.Response:

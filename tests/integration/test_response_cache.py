@@ -85,7 +85,12 @@ _ns = itertools.count()
 
 @pytest.fixture(scope="module")
 async def resp_db(make_database) -> tuple[str, dict[str, int]]:
-    dsn = await make_database("respcache")
+    return await build_resp_db(make_database, "respcache")
+
+
+async def build_resp_db(make_database: Any, suffix: str) -> tuple[str, dict[str, int]]:
+    """A database of the hand-made researchers and papers, figures refreshed; (dsn, ids by key)."""
+    dsn = await make_database(suffix)
     conn = await asyncpg.connect(dsn)
     try:
         await migrate(conn)
@@ -368,8 +373,9 @@ async def test_api_answers_correctly_and_quickly_with_redis_stopped_or_frozen(
     server = localservers.start_redis(tmp_path / "redis", port=localservers.free_port())
     try:
         breaker = {"redis_breaker_min_calls": 3, "redis_breaker_window_s": 30.0}
+        # The breaker's path: the in-process tier (which would answer this page from memory) is off.
         async with serving(
-            resp_db[0], server.url, f"{cache_namespace}-rf", redis_timeout_s=0.25, **breaker
+            resp_db[0], server.url, f"{cache_namespace}-rf", redis_timeout_s=0.25, near_cache_mb=0, **breaker
         ) as (client, store, _):
             variables = {"id": str(resp_db[1]["A"])}
             expected = (await post(client, RESEARCHER_PAGE, variables)).json()["data"]["researcher"]

@@ -53,7 +53,8 @@ def test_unknown_entity_kind_is_refused() -> None:
 def test_contract_operations_cacheability() -> None:
     from db.cache.store import EntityRef
     from db.paging import encode_global_id
-    from edge.response_cache import cacheable_operation, canonical_variables, document_hash, entity_refs
+    from edge.cacheable import cacheable_operation, document_hash
+    from edge.response_cache import canonical_variables, entity_refs
 
     page = "query ResearcherPage($id: String!) { researcher(id: $id) { id name } }"
     op = cacheable_operation(page)
@@ -85,8 +86,8 @@ def test_contract_operations_cacheability() -> None:
 def test_documents_selecting_what_depends_on_the_reader_are_never_cached() -> None:
     from pathlib import Path
 
+    from edge.cacheable import cacheable_operation, cacheable_operations
     from edge.persisted import build_manifest
-    from edge.response_cache import cacheable_operation, cacheable_operations
 
     for field in ("viewerIsFollowing", "followingInstitutions", "feedUrl"):
         assert cacheable_operation(f"query P($id: String!) {{ researcher(id: $id) {{ id {field} }} }}") is None

@@ -1,0 +1,285 @@
+"""The warm path against its own limit: a whole-response cache hit against uvicorn + Starlette answering the same
+bytes as a constant, server CPU per request side by side.
+
+    .venv/bin/python -m bench.warm --database-url postgresql://... --redis-url redis://... \\
+        [--rounds 3 --duration 10 --ids 200] [--baseline-root DIR] [--rate-limit]
+
+Every variant runs as one uvicorn worker (uvloop, httptools, no access log) driven by
+`wrk -t2 -c16 -d<duration>s` with the ResearcherPage bodies of `--ids` researchers with a full first page,
+all warmed (each body sent twice) before wrk starts. Variants:
+- constant: `bench.constant:create`, one route returning a fixed response body: a page of median size
+  from those ids, as the API answers it;
+- hit: the API, response cache warm (the in-process tier in front of Redis);
+- hit, Redis tier only: the same with `WOVEPAPER_NEAR_CACHE_MB=0` (every hit reads Redis);
+- hit, rate limit on (`--rate-limit`): the budget charged in Redis on every request;
+- hit, baseline (`--baseline-root`): the API of another checkout (e.g. `git archive <commit>`), same settings.
+Variants alternate order every round; CPU per request is the server process's user + system time from
+/proc/<pid>/stat over the wrk run divided by the requests wrk completed. The load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+
+from bench.run import ROOT, Server, body_for, free_port, sample_variables, wrk
+
+BENCH = ROOT / "bench"
+OUT = BENCH / "results" / "warm"
+
+
+def api_server(name: str, database_url: str, redis_url: str, **env: str) -> Server:
+    uvicorn = ["-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log", "--log-level", "warning"]
+    base = {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "WOVEPAPER_SEMANTIC_PRELOAD": "false",
+        "WOVEPAPER_RATE_LIMITS": "off",
+        "WOVEPAPER_CACHE_NAMESPACE": "benchwarm-" + name.replace(" ", "").replace(",", "-")[:20],
+        "WOVEPAPER_ANON_POINTS_PER_HOUR": str(10**12),
+        # The shared 2-core machine can stall Redis calls past the default 0.25 s: a breaker opening then would
+        # measure GraphQL instead of the cache.
+        "WOVEPAPER_REDIS_TIMEOUT_S": "1.0",
+    }
+    return Server(name, [sys.executable, *uvicorn, "app:create_app", "--factory"], {**base, **env})
+
+
+@contextmanager
+def running(server: Server) -> Iterator[tuple[int, str]]:
+    """The server in a subprocess, its output (the API's request log included) in a file; (pid, base URL)."""
+    port = free_port()
+    log = OUT / f"{server.name.replace(' ', '_').replace(',', '')}.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [*server.argv, "--port", str(port)], cwd=ROOT, env={**os.environ, **server.env}, stdout=out, stderr=out
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{server.name} exited: see {log}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{server.name} did not listen on {port}") from None
+                time.sleep(0.2)
+        yield proc.pid, f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def warm_up(url: str, bodies: list[str]) -> bytes:
+    """Every body twice (the second answer comes from the cache); the answers, by size, for the constant."""
+    sizes: list[tuple[int, bytes]] = []
+    with httpx.Client(timeout=60) as client:
+        for _ in range(2):
+            for body in bodies:
+                r = client.post(url + "/graphql", content=body, headers={"content-type": "application/json"})
+                r.raise_for_status()
+                assert b'"errors"' not in r.content, r.text[:300]
+                sizes.append((len(r.content), r.content))
+        assert r.headers.get("x-cache") == "hit", r.headers
+    sizes.sort(key=lambda s: s[0])
+    return sizes[len(sizes) // 2][1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--redis-url", required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--ids", type=int, default=200)
+    parser.add_argument("--baseline-root", type=Path, help="another checkout to serve as the baseline API")
+    parser.add_argument("--rate-limit", action="store_true", help="add a variant with the rate limit charged")
+    parser.add_argument("--decompose", action="store_true", help="only the in-process CPU per hit")
+    args = parser.parse_args()
+    if args.decompose:
+        variables = asyncio.run(sample_variables(args.database_url, "ResearcherPage", args.ids, 0.42))
+        bodies = [body_for("wovepaper", "ResearcherPage", v) for v in variables]
+        asyncio.run(decompose(args.database_url, args.redis_url, bodies))
+        return
+
+    variables = asyncio.run(sample_variables(args.database_url, "ResearcherPage", args.ids, 0.42))
+    bodies = [body_for("wovepaper", "ResearcherPage", v) for v in variables]
+    OUT.mkdir(parents=True, exist_ok=True)
+    bodies_path = OUT / "bodies.jsonl"
+    bodies_path.write_text("\n".join(bodies) + "\n")
+    constant_path = OUT / "constant.json"
+
+    variants = {
+        "hit": api_server("hit", args.database_url, args.redis_url),
+        "hit, Redis tier only": api_server("hit redis", args.database_url, args.redis_url, WOVEPAPER_NEAR_CACHE_MB="0"),
+    }
+    if args.rate_limit:
+        variants["hit, rate limit on"] = api_server(
+            "hit rl", args.database_url, args.redis_url, WOVEPAPER_RATE_LIMITS="on"
+        )
+    if args.baseline_root:
+        base = api_server("baseline", args.database_url, args.redis_url)
+        # The baseline's modules come first on the path; its app is `app:app` (built on attribute access).
+        argv = [*base.argv[:-2], "--app-dir", str(args.baseline_root.resolve()), "app:app"]
+        variants["hit, baseline"] = replace(base, argv=argv)
+    constant = Server(
+        "constant",
+        [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log"]
+        + ["--log-level", "warning", "bench.constant:create", "--factory"],
+        {"BENCH_CONSTANT_BODY": str(constant_path)},
+    )
+    with running(variants["hit"]) as (_, url):
+        constant_path.write_bytes(warm_up(url, bodies))
+    print(f"constant body: {constant_path.stat().st_size} bytes; {len(bodies)} ids", flush=True)
+
+    results: dict[str, list[dict[str, float]]] = {}
+    ratios: dict[str, list[float]] = {}
+    order = [("constant", constant), *variants.items()]
+    for round_no in range(args.rounds):
+        got: dict[str, dict[str, float]] = {}
+        for name, server in order if round_no % 2 == 0 else list(reversed(order)):
+            with running(server) as (pid, url):
+                if name != "constant":
+                    warm_up(url, bodies)
+                got[name] = r = wrk(url, "/graphql", bodies_path, args.duration, pid)
+            load = os.getloadavg()[0]
+            r["load"] = load
+            print(
+                f"round {round_no + 1} {name}: {r['rps']:.0f} req/s, "
+                f"{r['server_cpu_ms_per_req'] * 1000:.0f} us CPU/req, "
+                f"p50 {r['p50_ms']:.2f} ms, non-2xx {r['non_2xx']:.0f}, load {load:.1f}",
+                flush=True,
+            )
+            results.setdefault(name, []).append(r)
+        for name in variants:
+            ratios.setdefault(name, []).append(
+                got[name]["server_cpu_ms_per_req"] / got["constant"]["server_cpu_ms_per_req"]
+            )
+    report(results, ratios)
+
+
+async def decompose(database_url: str, redis_url: str, bodies: list[str], n: int = 3000) -> None:
+    """CPU per hit in this process, no HTTP: the app's own share of a hit, against Starlette answering a constant
+    the same way, with the request log line and without it. Stable where req/s swings with the machine's load."""
+    import logging
+
+    from app import create_app
+    from settings import Settings
+    from telemetry import logs
+
+    logs.configure("json")
+    logging.getLogger().handlers[0].stream = open(os.devnull, "w")  # noqa: SIM115, ASYNC230 (lives with the run)
+    settings = Settings(
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        rate_limits="off",
+        semantic_preload=False,
+        cache_namespace="benchwarm-decompose",
+        redis_timeout_s=1.0,
+    )
+    app = create_app(settings)
+    sent: list[bytes] = []
+
+    async def call(target: object, state: dict[str, object], body: bytes) -> None:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/graphql",
+            "raw_path": b"/graphql",
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "client": ("127.0.0.1", 5000),
+            "server": ("127.0.0.1", 8000),
+            "state": dict(state),
+        }
+        message = {"type": "http.request", "body": body, "more_body": False}
+
+        async def receive() -> dict[str, object]:
+            return message
+
+        async def send(m: dict[str, object]) -> None:
+            if m["type"] == "http.response.body":
+                sent.append(m["body"])  # type: ignore[arg-type]
+
+        await target(scope, receive, send)  # type: ignore[operator]
+
+    raw = [b.encode() for b in bodies]
+    async with app.router.lifespan_context(app) as state:
+        near = state["near"]  # type: ignore[index]
+        for _ in range(100):
+            if near.listening():
+                break
+            await asyncio.sleep(0.05)
+        for body in raw * 2:
+            await call(app, state, body)  # type: ignore[arg-type]
+        constant = create_constant(sent[-1])
+
+        async def timed(target: object, st: dict[str, object]) -> float:
+            started = time.process_time()
+            for i in range(n):
+                await call(target, st, raw[i % len(raw)])
+            return (time.process_time() - started) / n * 1e6
+
+        rows = {
+            "hit, whole app": await timed(app, state),  # type: ignore[arg-type]
+            "constant (Starlette)": await timed(constant, {}),
+        }
+        logging.disable(logging.INFO)
+        rows["hit, no request log line"] = await timed(app, state)  # type: ignore[arg-type]
+        logging.disable(logging.NOTSET)
+        print(f"near hits: {state['cache'].metrics.response_near_hits}")  # type: ignore[index]
+    for name, micros in rows.items():
+        print(f"{name}: {micros:.1f} µs CPU per request (in process, no HTTP)")
+
+
+def create_constant(body: bytes) -> object:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def graphql(request: Request) -> Response:
+        return Response(body, media_type="application/json")
+
+    return Starlette(routes=[Route("/graphql", graphql, methods=["POST"])])
+
+
+def report(results: dict[str, list[dict[str, float]]], ratios: dict[str, list[float]]) -> None:
+    print()
+    print("| variant | req/s per round | server CPU µs/req per round | median µs/req | x constant (median of rounds) |")
+    print("|---|---|---|---:|---:|")
+    for name, rows in results.items():
+        cpu = [r["server_cpu_ms_per_req"] * 1000 for r in rows]
+        ratio = f"{statistics.median(ratios[name]):.2f}" if name in ratios else "1.00"
+        rps = ", ".join(f"{r['rps']:.0f}" for r in rows)
+        print(f"| {name} | {rps} | {', '.join(f'{c:.0f}' for c in cpu)} | {statistics.median(cpu):.0f} | {ratio} |")
+    for name, values in ratios.items():
+        print(f"{name} / constant per round: {', '.join(f'{v:.2f}' for v in values)}")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {time.strftime('%H:%M UTC')}")
+    (OUT / "last.json").write_text(json.dumps({"results": results, "ratios": ratios}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

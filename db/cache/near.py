@@ -1,0 +1,250 @@
+"""Whole responses held in this process, in front of Redis, kept true by the invalidations every worker hears.
+
+A hit here crosses no network. It stays true across workers because every invalidation publishes the tags it
+dropped on `keys.invalidations(ns)` in the same atomic step as the drop, and the writer waits one more round
+trip before it returns (db/cache/invalidation.py): by then the message is in every subscriber's socket. Each
+process subscribes, and before answering from here reads whatever has arrived (a non-blocking read when nothing
+has). So a write whose invalidation returned is seen by the next request on any worker, as with Redis alone.
+
+Without the subscription (not yet connected, broken, or its health PING unanswered) messages may have been
+missed: everything held is forgotten, and nothing is served or kept until it is back. An entry lives at most
+`max_age_s`, and memory is bounded by `max_bytes` (least recently used first). Nothing read or stored while an
+invalidation arrived is kept (`mark()` before the Redis call, `keep(..., since=mark)` after it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import select
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import redis
+from redis.backoff import NoBackoff
+from redis.client import PubSub
+from redis.exceptions import RedisError
+from redis.retry import Retry
+
+from db.cache import keys
+
+log = logging.getLogger(__name__)
+
+# Bytes an entry is charged beyond its body (key, tags, bookkeeping), so many tiny entries stay bounded too.
+ENTRY_OVERHEAD: Final = 512
+# A subscription whose PING went unanswered this many watch intervals is taken as lost.
+MISSED_PINGS: Final = 3
+
+
+def strong_etag(body: bytes) -> bytes:
+    return b'"' + hashlib.sha256(body).hexdigest()[:32].encode() + b'"'
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    body: bytes
+    cost: int  # the query cost a hit is charged
+    tags: tuple[str, ...]  # as in `Surrogate-Key`
+    etag: bytes
+    expires: float
+
+
+class NearResponses:
+    """One per process; `watch()` (a task of the lifespan) connects, health-checks and reconnects."""
+
+    def __init__(
+        self,
+        url: str,
+        namespace: str,
+        *,
+        max_bytes: int,
+        max_age_s: float,
+        timeout_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.url = url
+        self.channel = keys.invalidations(namespace)
+        self.max_bytes = max_bytes
+        self.max_age_s = max_age_s
+        self.timeout_s = timeout_s
+        self._clock = clock
+        self.namespace = namespace
+        self._entries: OrderedDict[str, Held] = OrderedDict()
+        self._by_tag: dict[str, set[str]] = {}
+        self._bytes = 0
+        self._pubsub: PubSub | None = None
+        self._client: redis.Redis | None = None
+        # Readiness of the subscription's socket: nothing to read costs one poll(2), not a trip through redis-py.
+        self._poller: select.poll | None = None
+        self._sock: object = None
+        self._last_pong = 0.0
+        # Moves with every invalidation heard and every loss of the subscription.
+        self.seq = 0
+
+    # --- what the response cache calls --------------------------------------------------------------------
+
+    def get(self, key: str) -> Held | None:
+        if not self.listening():
+            return None
+        held = self._entries.get(key)
+        if held is None:
+            return None
+        if held.expires <= self._clock():
+            self._remove(key)
+            return None
+        self._entries.move_to_end(key)
+        return held
+
+    def mark(self) -> int:
+        """Taken before reading or storing in Redis: `keep()` keeps nothing if an invalidation came since."""
+        self.listening()
+        return self.seq
+
+    def keep(self, key: str, body: bytes, *, cost: int, tags: list[str], since: int) -> None:
+        size = len(body) + ENTRY_OVERHEAD
+        if not self.listening() or self.seq != since or size > self.max_bytes // 8:
+            return
+        self._remove(key)
+        self._entries[key] = Held(body, cost, tuple(tags), strong_etag(body), self._clock() + self.max_age_s)
+        self._bytes += size
+        for tag in tags:
+            self._by_tag.setdefault(tag, set()).add(key)
+        while self._bytes > self.max_bytes and self._entries:
+            self._remove(next(iter(self._entries)))
+
+    def listening(self) -> bool:
+        """Reads what the subscription has delivered; False (and nothing held) without one."""
+        pubsub = self._pubsub
+        if pubsub is None:
+            return False
+        if self._poller is not None and not self._poller.poll(0):
+            return True
+        try:
+            while (message := pubsub.get_message(timeout=0.0)) is not None:
+                self._hear(message)
+        except (RedisError, OSError) as exc:
+            self._lose(f"{type(exc).__name__}: {exc}")
+            return False
+        if getattr(pubsub.connection, "_sock", None) is not self._sock:
+            # redis-py reconnected (and subscribed again) on its own: what was published meanwhile is lost.
+            self._lose("reconnected")
+            return False
+        return True
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # --- the subscription ---------------------------------------------------------------------------------
+
+    async def connect(self) -> bool:
+        """Subscribe (in a thread: the client is a blocking one); True once confirmed."""
+        try:
+            client, pubsub = await asyncio.to_thread(self._subscribe)
+        except (RedisError, OSError) as exc:
+            log.warning("near cache: cannot subscribe to invalidations: %s: %s", type(exc).__name__, exc)
+            return False
+        self.close()
+        # The client is kept with its pubsub: a client dropped would close the pool the pubsub reads through.
+        self._client, self._pubsub = client, pubsub
+        self._sock = getattr(pubsub.connection, "_sock", None)
+        self._poller = _poller(self._sock)
+        self._last_pong = self._clock()
+        return True
+
+    def _subscribe(self) -> tuple[redis.Redis, PubSub]:
+        client = redis.Redis.from_url(
+            self.url,
+            socket_timeout=self.timeout_s,
+            socket_connect_timeout=self.timeout_s,
+            retry=Retry(NoBackoff(), 0),
+            client_name=f"{self.channel}:listener",
+        )
+        pubsub: PubSub = client.pubsub()  # type: ignore[no-untyped-call]
+        pubsub.subscribe(self.channel)
+        deadline = time.monotonic() + self.timeout_s * 4
+        while time.monotonic() < deadline:
+            message = pubsub.get_message(timeout=self.timeout_s)
+            if message is not None and message["type"] == "subscribe":
+                return client, pubsub
+        pubsub.close()
+        client.close()
+        raise TimeoutError("no subscription confirmation")
+
+    async def watch(self, interval_s: float = 1.0) -> None:
+        """Forever: (re)connect when needed, PING the subscription, drop it when PINGs go unanswered."""
+        while True:
+            if self._pubsub is None:
+                await self.connect()
+            elif self.listening():
+                if self._clock() - self._last_pong > MISSED_PINGS * interval_s:
+                    self._lose("health PING unanswered")
+                else:
+                    self._ping()
+            await asyncio.sleep(interval_s)
+
+    def _ping(self) -> None:
+        assert self._pubsub is not None
+        try:
+            self._pubsub.ping()
+        except (RedisError, OSError) as exc:
+            self._lose(f"{type(exc).__name__}: {exc}")
+
+    def _hear(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "message":
+            self.seq += 1
+            for tag in bytes(message["data"]).decode().split():
+                for key in self._by_tag.pop(keys.surrogate_key(self.namespace, tag), ()):
+                    self._remove(key)
+        elif kind == "pong":
+            self._last_pong = self._clock()
+
+    def _lose(self, reason: str) -> None:
+        log.warning("near cache: invalidation subscription lost (%s); answering from Redis", reason)
+        self.close()
+
+    def close(self) -> None:
+        pubsub, client = self._pubsub, self._client
+        self._pubsub, self._client, self._poller, self._sock = None, None, None, None
+        self._forget()
+        with contextlib.suppress(RedisError, OSError):
+            if pubsub is not None:
+                pubsub.close()
+            if client is not None:
+                client.close()
+
+    def _forget(self) -> None:
+        self.seq += 1
+        self._entries.clear()
+        self._by_tag.clear()
+        self._bytes = 0
+
+    def _remove(self, key: str) -> None:
+        held = self._entries.pop(key, None)
+        if held is None:
+            return
+        self._bytes -= len(held.body) + ENTRY_OVERHEAD
+        for tag in held.tags:
+            members = self._by_tag.get(tag)
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self._by_tag[tag]
+
+
+def _poller(sock: object) -> select.poll | None:
+    """A poll object on the subscription's socket; None (read through redis-py every time) if it has none.
+
+    Every message redis-py has buffered is read before the poll is trusted again (`listening()` drains until
+    get_message answers None), so an empty socket means nothing is waiting."""
+    if not isinstance(sock, socket.socket):
+        return None
+    poller = select.poll()
+    poller.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
+    return poller

@@ -1,0 +1,185 @@
+"""The response cache's in-process tier: a hit crosses no network, and stays true across workers.
+
+Two app instances share PostgreSQL and Redis (as two workers do); an invalidation made through either is seen
+by the next request on the other; a lost subscription empties the tier until it is back."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+from starlette.types import Receive, Scope, Send
+
+from app import create_app
+from db.cache import keys
+from db.cache.invalidation import invalidate
+from db.cache.near import NearResponses
+from db.cache.store import CacheStore
+from db.records import Touched
+from settings import Settings
+from tests.integration import test_response_cache as shared
+from tests.integration.test_response_cache import RESEARCHER_PAGE, Statements, post
+
+# That module's operations.
+operations_dir = shared.operations_dir
+
+
+@pytest.fixture(scope="module")
+async def resp_db(make_database: Any) -> tuple[str, dict[str, int]]:
+    """That module's data, in a database of this module's own."""
+    return await shared.build_resp_db(make_database, "nearcache")
+
+
+_ns = itertools.count()
+
+
+async def listening(near: Any) -> NearResponses:
+    assert isinstance(near, NearResponses)
+    for _ in range(200):
+        if near.listening():
+            return near
+        await asyncio.sleep(0.02)
+    raise AssertionError("the near cache never subscribed")
+
+
+@contextlib.asynccontextmanager
+async def worker(dsn: str, redis_url: str, namespace: str, **settings: Any) -> AsyncIterator[Worker]:
+    """One app instance (a worker) and its lifespan state."""
+    counter = Statements()
+    # Rate limiting off: its budget is charged in Redis on every request, hit or not (edge/ratelimit.py).
+    settings = {"rate_limits": "off", **settings}
+    application = create_app(
+        Settings(DATABASE_URL=dsn, REDIS_URL=redis_url, cache_namespace=namespace, **settings), query_logger=counter
+    )
+    async with application.router.lifespan_context(application) as state:
+        assert state is not None
+
+        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
+            await application({**scope, "state": dict(state)}, receive, send)
+
+        transport = httpx.ASGITransport(app=with_state)
+        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test") as client:
+            yield Worker(client, state["cache"], state["near"], counter)
+
+
+@dataclass
+class Worker:
+    client: httpx.AsyncClient
+    store: CacheStore
+    near: NearResponses | None
+    statements: Statements
+
+
+async def test_a_second_hit_needs_no_redis_and_an_invalidation_on_another_worker_is_seen_next(
+    resp_db, redis_url, cache_namespace, operations_dir
+) -> None:
+    ns = f"{cache_namespace}-near{next(_ns)}"
+    variables = {"id": str(resp_db[1]["A"])}
+    async with worker(resp_db[0], redis_url, ns) as wa, worker(resp_db[0], redis_url, ns) as wb:
+        a, store_a, statements, store_b = wa.client, wa.store, wa.statements, wb.store
+        near = await listening(wa.near)
+        first = await post(a, RESEARCHER_PAGE, variables)
+        assert first.headers["x-cache"] == "miss" and len(near) == 1
+        calls, statements.n = store_a.metrics.calls, 0
+        for _ in range(3):
+            again = await post(a, RESEARCHER_PAGE, variables)
+            assert again.headers["x-cache"] == "hit" and again.content == first.content
+        assert store_a.metrics.calls == calls and statements.n == 0  # neither Redis nor PostgreSQL
+        assert store_a.metrics.response_near_hits == 3
+
+        # A write's invalidation made by the other worker: the very next request here is a miss.
+        await invalidate(store_b, Touched(researchers={resp_db[1]["B"]}))
+        assert (await post(a, RESEARCHER_PAGE, variables)).headers["x-cache"] == "miss"
+        assert (await post(a, RESEARCHER_PAGE, variables)).headers["x-cache"] == "hit"
+        # A write that touches nothing on the page drops lists only.
+        near_hits = store_a.metrics.response_near_hits
+        await invalidate(store_b, Touched(researchers={resp_db[1]["E"]}))
+        assert (await post(a, RESEARCHER_PAGE, variables)).headers["x-cache"] == "hit"
+        assert store_a.metrics.response_near_hits == near_hits + 1
+
+
+async def test_a_lost_subscription_empties_the_tier_until_it_is_back(
+    resp_db, redis_url, cache_namespace, operations_dir
+) -> None:
+    ns = f"{cache_namespace}-near{next(_ns)}"
+    variables = {"id": str(resp_db[1]["A"])}
+    async with worker(resp_db[0], redis_url, ns) as w:
+        client, store = w.client, w.store
+        near = await listening(w.near)
+        await post(client, RESEARCHER_PAGE, variables)
+        assert len(near) == 1
+        admin = aioredis.Redis.from_url(redis_url)
+        try:
+            listeners = [c for c in await admin.client_list() if c["name"] == f"{keys.invalidations(ns)}:listener"]
+            assert len(listeners) == 1
+            await admin.client_kill_filter(_id=listeners[0]["id"])
+        finally:
+            await admin.aclose()
+        await asyncio.sleep(0.05)
+        calls = store.metrics.calls
+        hit = await post(client, RESEARCHER_PAGE, variables)
+        # Answered from Redis, not from memory that may have missed an invalidation.
+        assert hit.headers["x-cache"] == "hit" and store.metrics.calls > calls
+        assert len(near) == 0
+        await listening(near)  # the watcher subscribes again
+        await post(client, RESEARCHER_PAGE, variables)
+        calls = store.metrics.calls
+        assert (await post(client, RESEARCHER_PAGE, variables)).headers["x-cache"] == "hit"
+        assert store.metrics.calls == calls
+
+
+async def test_nothing_read_while_an_invalidation_arrived_is_kept(redis_url, cache_namespace) -> None:
+    ns = f"{cache_namespace}-near{next(_ns)}"
+    near = NearResponses(redis_url, ns, max_bytes=2**20, max_age_s=60, timeout_s=1.0)
+    assert await near.connect()
+    publisher = aioredis.Redis.from_url(redis_url)
+    try:
+        since = near.mark()
+        await publisher.publish(keys.invalidations(ns), keys.entity_tag(ns, "researcher", 99))
+        await asyncio.sleep(0.05)
+        near.keep("k1", b"{}", cost=1, tags=["researcher:1"], since=since)
+        assert near.get("k1") is None
+        near.keep("k1", b"{}", cost=1, tags=["researcher:1", "paper:2401.00001"], since=near.mark())
+        near.keep("k2", b"{}", cost=1, tags=["researcher:2"], since=near.mark())
+        assert near.get("k1") is not None and near.get("k2") is not None
+        await publisher.publish(keys.invalidations(ns), f"{keys.entity_tag(ns, 'paper', '2401.00001')} {ns}:tag:lists")
+        await asyncio.sleep(0.05)
+        assert near.get("k1") is None and near.get("k2") is not None
+    finally:
+        await publisher.aclose()
+        near.close()
+
+
+async def test_memory_and_age_are_bounded(redis_url, cache_namespace) -> None:
+    now = [0.0]
+    ns = f"{cache_namespace}-near{next(_ns)}"
+    near = NearResponses(redis_url, ns, max_bytes=64 * 1024, max_age_s=5, timeout_s=1.0, clock=lambda: now[0])
+    assert await near.connect()
+    try:
+        for i in range(10):
+            near.keep(f"k{i}", b"x" * 7000, cost=1, tags=[f"researcher:{i}"], since=near.mark())
+        assert near.get("k0") is None and near.get("k9") is not None  # least recently used went first
+        assert sum(near.get(f"k{i}") is not None for i in range(10)) < 10
+        now[0] = 5.0
+        assert near.get("k9") is None  # too old: asked of Redis again
+    finally:
+        near.close()
+
+
+async def test_without_redis_there_is_no_tier_and_pages_are_answered(resp_db, cache_namespace, operations_dir) -> None:
+    from localservers import free_port
+
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    async with worker(resp_db[0], dead, f"{cache_namespace}-near{next(_ns)}", redis_timeout_s=0.1) as w:
+        near = w.near
+        for _ in range(3):
+            r = await post(w.client, RESEARCHER_PAGE, {"id": str(resp_db[1]["A"])})
+            assert r.status_code == 200 and "errors" not in r.json()
+        assert isinstance(near, NearResponses) and not near.listening() and len(near) == 0
