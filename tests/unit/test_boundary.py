@@ -32,7 +32,7 @@ from schema import build_schema
 from schema.aggregates import FieldCount
 from schema.changes import Change
 from schema.chat import ChatAnswer, ChatPaper, Conversation, ConversationConnection, ConversationMessage
-from schema.fast_executor import _BASIC, _static_plan
+from schema.fast_executor.plan import BASIC, static_plan
 from schema.institution import Institution, InstitutionConnection
 from schema.pagination import PageInfo
 from schema.paper import Authorship, Paper, PaperConnection, PaperEdge, PaperVersion
@@ -154,5 +154,5 @@ def _field_def(type_name: str, field_name: str) -> Any:
     [("Paper", "id"), ("Paper", "absUrl"), ("Paper", "pdfUrl"), ("Researcher", "id"), ("Institution", "id")],
 )
 def test_derived_fields_stay_on_the_fast_path(type_name: str, field_name: str) -> None:
-    kind, getter, _ = _static_plan(_field_def(type_name, field_name))
-    assert kind == _BASIC and getter is not None
+    kind, getter, _ = static_plan(_field_def(type_name, field_name))
+    assert kind == BASIC and getter is not None

@@ -1,0 +1,186 @@
+"""How each schema field can be read: worked out once per field definition, per request per selection."""
+
+from __future__ import annotations
+
+import dis
+import inspect
+from collections.abc import Callable, Mapping
+from operator import attrgetter
+from typing import Any, Final
+
+from graphql import (
+    GraphQLBoolean,
+    GraphQLFloat,
+    GraphQLID,
+    GraphQLInt,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    GraphQLString,
+    is_leaf_type,
+    is_list_type,
+    is_non_null_type,
+    is_object_type,
+)
+from graphql.execution.collect_fields import FieldDetailsList
+from graphql.type import GraphQLField, GraphQLSchema
+
+DEFINITION_KEY: Final = "strawberry-definition"
+
+# Field kinds in a plan.
+GENERIC: Final = 0
+TYPENAME: Final = 1
+BASIC: Final = 2
+PREFETCHED: Final = 3
+
+# Type codes of a completion spec.
+STR: Final = 0
+INT: Final = 1
+BOOL: Final = 2
+FLOAT: Final = 3
+SCALAR: Final = 4
+OBJ: Final = 5
+LIST: Final = 6
+OTHER: Final = 7
+
+INT_MIN: Final = -(2**31)
+INT_MAX: Final = 2**31 - 1
+
+
+class Slow:
+    """Marks a value the fast path declines; graphql-core completes it instead."""
+
+
+SLOW: Final = Slow()
+
+# (nullable, code, detail): detail is the leaf/object GraphQL type, or the item spec for lists.
+Spec = tuple[bool, int, Any]
+# (response name, field details, field definition, kind, getter, spec, and the spec's three parts again,
+# flattened so the hot loop unpacks once)
+PlanEntry = tuple[
+    str, FieldDetailsList, GraphQLField | None, int, Callable[[Any], Any] | None, Spec | None, bool, int, Any
+]
+
+_ALLOWED_DIRECTIVES: Final = frozenset({"include", "skip"})
+
+
+def _spec(type_: GraphQLOutputType) -> Spec:
+    nullable = not is_non_null_type(type_)
+    if not nullable:
+        type_ = type_.of_type  # type: ignore[union-attr]
+    if is_list_type(type_):
+        return (nullable, LIST, _spec(type_.of_type))
+    if type_ is GraphQLString or type_ is GraphQLID:
+        return (nullable, STR, type_)
+    if type_ is GraphQLInt:
+        return (nullable, INT, type_)
+    if type_ is GraphQLBoolean:
+        return (nullable, BOOL, type_)
+    if type_ is GraphQLFloat:
+        return (nullable, FLOAT, type_)
+    if is_leaf_type(type_):
+        return (nullable, SCALAR, type_)
+    if is_object_type(type_):
+        assert isinstance(type_, GraphQLObjectType)
+        if type_.is_type_of is None:
+            return (nullable, OBJ, (type_, None, False))
+        definition = (type_.extensions or {}).get(DEFINITION_KEY)
+        # Strawberry's generated is_type_of (for types with interfaces) never reads `info`; a
+        # user-supplied one might, so it gets the field's real GraphQLResolveInfo, as in graphql-core.
+        generated = definition is not None and getattr(definition, "is_type_of", True) is None
+        return (nullable, OBJ, (type_, type_.is_type_of, not generated and reads_info(type_.is_type_of)))
+    return (nullable, OTHER, type_)
+
+
+def reads_info(is_type_of: Callable[..., Any]) -> bool:
+    """Whether an ``is_type_of(obj, info)`` may read its ``info``: False only when provably unused."""
+    code = getattr(getattr(is_type_of, "__func__", is_type_of), "__code__", None)
+    if code is None or code.co_argcount < 2 or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        return True
+    name = code.co_varnames[code.co_argcount - 1]
+    if name in code.co_cellvars:
+        return True
+    for instruction in dis.get_instructions(code):
+        argval = instruction.argval
+        if argval == name or (isinstance(argval, tuple) and name in argval):
+            return True
+    return False
+
+
+def _getter_for(definition: Any, name: str) -> Callable[[Any], Any]:
+    default_resolver = getattr(definition, "default_resolver", getattr)
+    if default_resolver is getattr:
+        return attrgetter(name)
+
+    def get(source: Any) -> Any:
+        return default_resolver(source, name)
+
+    return get
+
+
+def _derived(definition: Any) -> Callable[[Any], Any] | None:
+    """The function of a ``metadata={"derived": True}`` field: a synchronous resolver of the source alone
+    (schema/derived.py), read like an attribute."""
+    resolver = getattr(definition, "base_resolver", None)
+    if (
+        resolver is None
+        or resolver.is_async
+        or resolver.arguments
+        or resolver.info_parameter is not None
+        or resolver.root_parameter is None
+    ):
+        return None
+    func: Callable[[Any], Any] = resolver.wrapped_func
+    return func
+
+
+_STATIC: dict[int, tuple[GraphQLField, tuple[int, Callable[[Any], Any] | None, Spec | None]]] = {}
+
+
+def static_plan(field_def: GraphQLField) -> tuple[int, Callable[[Any], Any] | None, Spec | None]:
+    """How a schema field can be read, worked out once per field definition (they live as long as the schema)."""
+    cached = _STATIC.get(id(field_def))
+    if cached is not None and cached[0] is field_def:
+        return cached[1]
+    static: tuple[int, Callable[[Any], Any] | None, Spec | None] = (GENERIC, None, None)
+    definition = (field_def.extensions or {}).get(DEFINITION_KEY)
+    resolve = field_def.resolve
+    if definition is None:
+        pass
+    elif (
+        resolve is not None and getattr(resolve, "__name__", None) == "_get_basic_result" and definition.is_basic_field
+    ):
+        static = (BASIC, _getter_for(definition, definition.python_name), _spec(field_def.type))
+    else:
+        metadata = getattr(definition, "metadata", None)
+        attr = metadata.get("prefetched") if isinstance(metadata, Mapping) else None
+        plain = not field_def.args and not definition.extensions and not getattr(definition, "permission_classes", None)
+        derive = _derived(definition) if isinstance(metadata, Mapping) and metadata.get("derived") else None
+        if isinstance(attr, str) and plain:
+            static = (PREFETCHED, attrgetter(attr), _spec(field_def.type))
+        elif derive is not None and plain:
+            static = (BASIC, derive, _spec(field_def.type))
+    # Keep the definition alive with its entry so its id cannot be reused by another one.
+    _STATIC[id(field_def)] = (field_def, static)
+    return static
+
+
+
+def plan_field(schema: GraphQLSchema, parent_type: GraphQLObjectType, name: str, fdl: FieldDetailsList) -> PlanEntry:
+    """The plan of one response field; generic (graphql-core's own path) for anything unusual."""
+    generic: PlanEntry = (name, fdl, None, GENERIC, None, None, True, OTHER, None)
+    for details in fdl:
+        if details.defer_usage is not None or details.fragment_variable_values is not None:
+            return generic
+        for directive in details.node.directives or ():
+            if directive.name.value not in _ALLOWED_DIRECTIVES:
+                return generic
+    field_name = fdl[0].node.name.value
+    if field_name == "__typename":
+        return (name, fdl, None, TYPENAME, None, None, True, OTHER, None)
+    field_def = schema.get_field(parent_type, field_name)
+    if field_def is None:
+        return generic
+    kind, getter, spec = static_plan(field_def)
+    if kind == GENERIC or spec is None:
+        return generic
+    return (name, fdl, field_def, kind, getter, spec, *spec)
