@@ -15,7 +15,7 @@ from collections import Counter
 
 # First match wins, checked against the innermost frame's file path.
 AREAS = (
-    ("FastExecutor", "schema/fast_executor.py"),
+    ("FastExecutor", "schema/fast_executor/"),
     ("graphql-core execution", "graphql/execution/"),
     ("graphql-core other (parse, validate, types)", "graphql/"),
     ("Strawberry (view, extensions, resolvers glue)", "strawberry/"),

@@ -2,7 +2,7 @@
 
 The rows (db/queries/*) hold what the database holds; how the API presents them (a global id names a GraphQL
 type, an arXiv URL) is the types' business. A derived field is a synchronous function of the row alone, marked
-so that the FastExecutor reads it like an attribute (schema/fast_executor.py).
+so that the FastExecutor reads it like an attribute (schema/fast_executor/).
 """
 
 from __future__ import annotations
