@@ -23,6 +23,7 @@ import asyncpg
 
 import demo_words as W
 from db.ids import ror_checksum
+from db.queries import bulk_load
 from db.queries.figures import refresh_institution_figures, refresh_researcher_figures
 from db.queries.writes import (
     AnalysisRecord,
@@ -501,13 +502,12 @@ def _batches(items: Iterator[_T], size: int) -> Iterator[list[_T]]:
         yield batch
 
 
-async def _prefetched(items: Iterator[_T], size: int) -> AsyncIterator[list[_T]]:
-    """Batches of `items`, the next one generated in a thread while the database writes this one.
+async def prefetched(batches: Iterator[_T]) -> AsyncIterator[_T]:
+    """The batches, the next one generated in a thread while the database writes this one.
 
     The generator holds the GIL only while it computes; PostgreSQL works meanwhile, so on a
     machine with two cores generation and writing overlap instead of taking turns.
     """
-    batches = _batches(items, size)
     upcoming = asyncio.create_task(asyncio.to_thread(next, batches, None))
     while True:
         batch = await upcoming
@@ -524,26 +524,32 @@ async def load_demo(
     seed: int = DEFAULT_SEED,
     batch_size: int = 5_000,
     progress: Progress | None = None,
+    bulk: bool | None = None,
 ) -> DemoReport:
-    """Generate the demo dataset and write it through db/queries/writes.py, then refresh figures.
+    """Generate the demo dataset and write it, then refresh figures.
 
-    `target` is a migrated database (DSN, pool or connection). Loading the same plan twice writes
-    nothing new: every upsert is idempotent.
+    `target` is a migrated database (DSN, pool or connection). Into empty tables the rows are
+    COPYed once each with the indexes built after (`demo_bulk`, one transaction); otherwise they go
+    through db/queries/writes.py's upserts, batch by batch. Both leave the same rows, and loading the
+    same plan twice writes nothing new: every upsert is idempotent. `bulk` forces one path (True
+    fails on a database with rows).
     """
     if isinstance(target, str):
         conn = await asyncpg.connect(target)
         try:
-            return await load_demo(conn, papers=papers, seed=seed, batch_size=batch_size, progress=progress)
+            return await load_demo(conn, papers=papers, seed=seed, batch_size=batch_size, progress=progress, bulk=bulk)
         finally:
             await conn.close()
     if isinstance(target, asyncpg.Pool):
         async with target.acquire() as pooled:
             conn = cast(asyncpg.Connection, pooled)
-            return await load_demo(conn, papers=papers, seed=seed, batch_size=batch_size, progress=progress)
-    return await _load(target, DemoPlan.for_papers(papers, seed), batch_size, progress)
+            return await load_demo(conn, papers=papers, seed=seed, batch_size=batch_size, progress=progress, bulk=bulk)
+    return await _load(target, DemoPlan.for_papers(papers, seed), batch_size, progress, bulk)
 
 
-async def _load(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, progress: Progress | None) -> DemoReport:
+async def _load(
+    conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, progress: Progress | None, bulk: bool | None
+) -> DemoReport:
     # Large batches make long statements; the loader is not a web request. A crash loses at most the
     # last batches, which a re-run writes again, so commits need not wait for the disk; the full-text
     # index merges its pending entries less often; the figures' sorts stay in memory. The caller's
@@ -553,11 +559,36 @@ async def _load(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, progr
         " SET work_mem = '64MB'"
     )
     try:
+        import demo_bulk  # noqa: PLC0415 - it builds on this module's generators
+
+        empty = await bulk_load.is_empty(conn, demo_bulk.TABLES)
+        if bulk and not empty:
+            raise ValueError("a bulk load needs empty tables")
+        if bulk or (bulk is None and empty):
+            return await _write_bulk(conn, plan, batch_size, progress)
         return await _write(conn, plan, batch_size, progress)
     finally:
         await conn.execute(
-            "RESET statement_timeout; RESET synchronous_commit; RESET gin_pending_list_limit; RESET work_mem"
+            "RESET statement_timeout; RESET synchronous_commit; RESET gin_pending_list_limit; RESET work_mem;"
+            " RESET maintenance_work_mem"
         )
+
+
+async def _write_bulk(
+    conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, progress: Progress | None
+) -> DemoReport:
+    import demo_bulk  # noqa: PLC0415
+
+    started = time.monotonic()
+    report = progress or (lambda stage, done, total: None)
+    # Index builds sort in memory; one transaction, so an interrupted load leaves the tables empty.
+    await conn.execute("SET maintenance_work_mem = '512MB'")
+    async with conn.transaction():
+        works = await demo_bulk.load(conn, plan, make_institutions(plan), batch_size, report)
+    report("statistics", 0, 1)
+    await bulk_load.vacuum_analyze(conn)
+    report("statistics", 1, 1)
+    return DemoReport(plan.papers, plan.researchers, plan.institutions, works, time.monotonic() - started)
 
 
 async def _write(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, progress: Progress | None) -> DemoReport:
@@ -581,9 +612,9 @@ async def _write(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, prog
     arxiv_ids: list[str] = []
     done = 0
     report("papers", 0, plan.papers)
-    async for papers in _prefetched(generate_papers(plan, people, institutions, arxiv_ids), batch_size):
+    async for papers in prefetched(_batches(generate_papers(plan, people, institutions, arxiv_ids), batch_size)):
         keys = {m.researcher_key for _, ms, _, _ in papers for m in ms if m.researcher_key is not None}
-        key_ids = {k: rids[_S2_INVERSE(int(k) - 1_000_000)] for k in keys}
+        key_ids = {k: rids[researcher_index(k)] for k in keys}
         async with conn.transaction():
             await upsert_papers(conn, [p for p, _, _, _ in papers])
             await apply_authorship_matches(conn, [m for _, ms, _, _ in papers for m in ms], key_ids, inst_ids)
@@ -594,7 +625,7 @@ async def _write(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, prog
 
     works_total = 0
     report("works", 0, plan.researchers)
-    async for careers in _prefetched(generate_works(plan, people, arxiv_ids), 2_000):
+    async for careers in prefetched(_batches(generate_works(plan, people, arxiv_ids), 2_000)):
         async with conn.transaction():
             await upsert_researchers(conn, [totals for _, _, totals in careers])
             await replace_researcher_works(conn, {rids[j]: works for j, works, _ in careers})
@@ -617,6 +648,11 @@ def _inverse(multiplier: int, modulus: int) -> Callable[[int], int]:
 
 # S2 ids are a bijection of the researcher index: inverting it per batch keeps no big dict in memory.
 _S2_INVERSE = _inverse(982_451_653, 10**9)
+
+
+def researcher_index(s2_author_id: str) -> int:
+    """The index of the researcher a demo S2 author id was made for (`s2_author_id` inverted)."""
+    return _S2_INVERSE(int(s2_author_id) - 1_000_000)
 
 
 # ------------------------------------------------------------------------------------------------ command
