@@ -9,9 +9,13 @@ one transaction: a failed or interrupted load leaves the database empty, as it f
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import multiprocessing
+import traceback
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from multiprocessing.queues import Queue
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -92,6 +96,11 @@ def _paper_row(
     )
 
 
+def _institution(inst_ids: dict[str, int]) -> Callable[[str], int | None]:
+    # The generator's ROR ids are normalised already: the dictionary answers, normalising only on a miss.
+    return lambda ror: inst_ids.get(ror) or inst_ids.get(normalize_ror(ror) or ror)
+
+
 def paper_rows(
     generated: Iterator[tuple[PaperRecord, list[AuthorshipMatch], CitationRecord | None, AnalysisRecord | None]],
     inst_ids: dict[str, int],
@@ -109,7 +118,7 @@ def paper_rows(
             matched += rid is not None
             rows.authorships.append((paper_id, a.position, a.name, rid, a.affiliation, a.is_collaboration))
             if m is not None:
-                insts = {inst_ids[r] for r in (normalize_ror(x) or x for x in m.institution_rors) if r in inst_ids}
+                insts = {i for i in map(_institution(inst_ids), m.institution_rors) if i is not None}
                 rows.affiliations.extend((paper_id, a.position, i) for i in sorted(insts))
         for v in {v.version: v for v in p.versions}.values():
             rows.versions.append((paper_id, v.version, v.submitted_at, v.size_kb, v.source_type))
@@ -151,6 +160,47 @@ def researcher_rows(
         yield researchers, works
 
 
+Message = tuple[str, Any]
+
+
+def produce(plan: demo.DemoPlan, inst_ids: dict[str, int], now: datetime, batch_size: int, out: Queue[Message]) -> None:
+    """In a process of its own: every row of the plan, as ("papers", PaperRows) and ("researchers", (researchers,
+    works)) batches, then ("done", None); ("error", text) when generating fails. The generators are sequential
+    (one seeded stream each), so the process generates while the loader's process encodes and COPYs."""
+    try:
+        institutions = demo.make_institutions(plan)
+        people = demo.new_people(plan)
+        ids = Identities()
+        identities(demo.researcher_records(plan, people), ids)
+        arxiv_ids: list[str] = []
+        generated = demo.generate_papers(plan, people, institutions, arxiv_ids)
+        for rows in paper_rows(generated, inst_ids, now, batch_size):
+            out.put(("papers", rows))
+        for batch in researcher_rows(demo.generate_works(plan, people, arxiv_ids), ids, now, batch_size):
+            out.put(("researchers", batch))
+        out.put(("done", None))
+    except BaseException:  # noqa: BLE001 - reported to the loader, which raises it
+        out.put(("error", traceback.format_exc()))
+
+
+async def _messages(plan: demo.DemoPlan, inst_ids: dict[str, int], now: datetime, batch: int) -> AsyncIterator[Message]:
+    context = multiprocessing.get_context("fork")
+    queue: Queue[Message] = context.Queue(maxsize=4)
+    process = context.Process(target=produce, args=(plan, inst_ids, now, batch, queue), daemon=True)
+    process.start()
+    try:
+        while True:
+            kind, body = await asyncio.to_thread(queue.get)
+            if kind == "done":
+                return
+            if kind == "error":
+                raise RuntimeError(f"generating the demo failed:\n{body}")
+            yield kind, body
+    finally:
+        process.kill()
+        process.join()
+
+
 async def load(
     conn: asyncpg.Connection,
     plan: demo.DemoPlan,
@@ -162,31 +212,22 @@ async def load(
     now: datetime = await conn.fetchval("SELECT now()")
     deferred = await bulk_load.deferred_indexes(conn, TABLES)
     inst_ids = await upsert_institutions(conn, institutions)
-    people = demo.new_people(plan)
-    ids = Identities()
-    identities(demo.researcher_records(plan, people), ids)
-
-    arxiv_ids: list[str] = []
-    done = 0
+    papers = researchers = works_total = 0
     progress("papers", 0, plan.papers)
-    generated = demo.generate_papers(plan, people, institutions, arxiv_ids)
-    async for rows in demo.prefetched(paper_rows(generated, inst_ids, now, batch_size)):
-        await bulk_load.copy_rows(conn, "papers", PAPER_COLUMNS, rows.papers)
-        await bulk_load.copy_rows(conn, "paper_versions", VERSION_COLUMNS, rows.versions)
-        await bulk_load.copy_rows(conn, "authorships", AUTHORSHIP_COLUMNS, rows.authorships)
-        await bulk_load.copy_rows(conn, "authorship_institutions", AFFILIATION_COLUMNS, rows.affiliations)
-        done += len(rows.papers)
-        progress("papers", done, plan.papers)
-
-    works_total = done = 0
-    progress("works", 0, plan.researchers)
-    careers = researcher_rows(demo.generate_works(plan, people, arxiv_ids), ids, now, 5_000)
-    async for researchers, works in demo.prefetched(careers):
-        await bulk_load.copy_rows(conn, "researchers", RESEARCHER_COLUMNS, researchers)
-        await bulk_load.copy_rows(conn, "researcher_works", WORK_COLUMNS, works)
-        works_total += len(works)
-        done += len(researchers)
-        progress("works", done, plan.researchers)
+    async for kind, body in _messages(plan, inst_ids, now, batch_size):
+        if kind == "papers":
+            await bulk_load.copy_rows(conn, "papers", PAPER_COLUMNS, body.papers)
+            await bulk_load.copy_rows(conn, "paper_versions", VERSION_COLUMNS, body.versions)
+            await bulk_load.copy_rows(conn, "authorships", AUTHORSHIP_COLUMNS, body.authorships)
+            await bulk_load.copy_rows(conn, "authorship_institutions", AFFILIATION_COLUMNS, body.affiliations)
+            papers += len(body.papers)
+            progress("papers", papers, plan.papers)
+        else:
+            await bulk_load.copy_rows(conn, "researchers", RESEARCHER_COLUMNS, body[0])
+            await bulk_load.copy_rows(conn, "researcher_works", WORK_COLUMNS, body[1])
+            works_total += len(body[1])
+            researchers += len(body[0])
+            progress("works", researchers, plan.researchers)
 
     progress("indexes", 0, 1)
     await bulk_load.fill_researcher_institutions(conn)
