@@ -232,6 +232,7 @@ async def load(
     progress("indexes", 0, 1)
     await bulk_load.fill_researcher_institutions(conn)
     await deferred.restore(conn)
+    await bulk_load.rebuild_derived(conn)
     for table in ("papers", "researchers"):
         await bulk_load.continue_identity(conn, table)
     progress("indexes", 1, 1)

@@ -103,6 +103,12 @@ async def fill_researcher_institutions(conn: asyncpg.Connection) -> None:
     await conn.execute(INSERT_ALL_RESEARCHER_INSTITUTIONS)
 
 
+async def rebuild_derived(conn: asyncpg.Connection) -> None:
+    """Tables the papers' triggers keep (disabled during the load): built again from the papers, once."""
+    if await conn.fetchval("SELECT to_regproc('wp_rebuild_paper_listing') IS NOT NULL"):
+        await conn.execute("SELECT wp_rebuild_paper_listing()")
+
+
 async def is_empty(conn: asyncpg.Connection, tables: Sequence[str]) -> bool:
     """Whether none of the tables has a row."""
     for table in tables:
