@@ -93,8 +93,12 @@ async def test_counts_and_rows_follow_every_write(conn: asyncpg.Connection) -> N
 
 async def test_merging_researchers_leaves_the_counts_true(conn: asyncpg.Connection) -> None:
     async with conn.transaction():
-        await upsert_papers(conn, [paper("2002.00001", ["hep-th"], authors=2), paper("2002.00002", ["hep-th", "gr-qc"])])
-        ids = await upsert_researchers(conn, [ResearcherRecord("A", s2_author_id="1"), ResearcherRecord("B", s2_author_id="2")])
+        await upsert_papers(
+            conn, [paper("2002.00001", ["hep-th"], authors=2), paper("2002.00002", ["hep-th", "gr-qc"])]
+        )
+        ids = await upsert_researchers(
+            conn, [ResearcherRecord("A", s2_author_id="1"), ResearcherRecord("B", s2_author_id="2")]
+        )
         matches = [AuthorshipMatch("2002.00001", 1, "1", []), AuthorshipMatch("2002.00002", 1, "2", [])]
         await apply_authorship_matches(conn, matches, ids, {})
     async with conn.transaction():
@@ -139,10 +143,14 @@ async def test_pages_and_counts_equal_the_generic_statements(demo_database_url: 
                 for row in first:
                     after = [*clauses, sort.after_clause(sort.cursor_key(row))]
                     got = [r.id for r in await page_papers(conn, after, sort, limit=5)]
-                    rank = [r[0] for r in await conn.fetch(GENERIC_PAGE.format(order=sort.order_by), category, total, 0)]
+                    rank = [
+                        r[0] for r in await conn.fetch(GENERIC_PAGE.format(order=sort.order_by), category, total, 0)
+                    ]
                     assert got == rank[rank.index(row.id) + 1 :][:5]
         # Any other filter takes the generic statement, and still answers.
         wider = paper_filter_clauses(replace(PaperFilterSpec(category=categories[0]), withdrawn="INCLUDE"))
-        assert await count_papers(conn, wider) >= await count_papers(conn, paper_filter_clauses(PaperFilterSpec(category=categories[0])))
+        assert await count_papers(conn, wider) >= await count_papers(
+            conn, paper_filter_clauses(PaperFilterSpec(category=categories[0]))
+        )
     finally:
         await conn.close()

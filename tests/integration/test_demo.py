@@ -260,8 +260,8 @@ async def test_the_bulk_load_leaves_the_rows_the_upserts_leave(make_database) ->
         assert await bulk.fetch(indexes) == await upserts.fetch(indexes)
         constraints = "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint ORDER BY conname"
         assert await bulk.fetch(constraints) == await upserts.fetch(constraints)
-        next_ids = "SELECT nextval(pg_get_serial_sequence('papers', 'id')), nextval(pg_get_serial_sequence('researchers', 'id'))"
-        assert await bulk.fetchrow(next_ids) == await upserts.fetchrow(next_ids)
+        next_ids = "SELECT nextval(pg_get_serial_sequence('papers', 'id')), nextval(pg_get_serial_sequence($1, 'id'))"
+        assert await bulk.fetchrow(next_ids, "researchers") == await upserts.fetchrow(next_ids, "researchers")
     finally:
         await bulk.close()
         await upserts.close()

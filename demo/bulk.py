@@ -1,6 +1,6 @@
 """The demo dataset into an empty database at COPY speed: each row written once, indexes built after.
 
-The rows are the ones the upsert path (`demo._write`) leaves behind for the same plan: the same
+The rows are the ones the upsert path (`demo.loader`) leaves behind for the same plan: the same
 generators, and ids given in the order that path's inserts take them (papers and researchers from 1 in
 generation order). Everything a paper needs (authorship matches, citations, analysis) is known before
 its row is written, and researchers are written once their works' totals are known. The whole load is
@@ -15,20 +15,21 @@ import multiprocessing
 import traceback
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from multiprocessing.queues import Queue
 from dataclasses import dataclass, field
 from datetime import datetime
+from multiprocessing.queues import Queue
 from typing import Any
 
 import asyncpg
 
-import demo
 from db.ids import normalize_ror
 from db.queries import bulk_load
 from db.queries.figures import refresh_institution_figures, refresh_researcher_figures
 from db.queries.writes import AnalysisRecord, upsert_institutions
 from db.records import AuthorshipMatch, CitationRecord, InstitutionRecord, PaperRecord, ResearcherRecord, WorkRecord
 from db.slugs import paper_slug, slugify
+from demo.papers import generate_papers, generate_works
+from demo.people import DemoPlan, make_institutions, new_people, researcher_index, researcher_records
 
 TABLES = (
     "papers",
@@ -57,6 +58,7 @@ RESEARCHER_COLUMNS = (
 WORK_COLUMNS = ("researcher_id", "source", "external_id", "title", "year", "citation_count", "arxiv_id", "doi")
 
 Row = tuple[Any, ...]
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
 @dataclass(slots=True)
@@ -114,7 +116,7 @@ def paper_rows(
         matched = 0
         for a in p.authors:
             m = None if a.is_collaboration else by_position.get(a.position)
-            rid = demo.researcher_index(m.researcher_key) + 1 if m and m.researcher_key else None
+            rid = researcher_index(m.researcher_key) + 1 if m and m.researcher_key else None
             matched += rid is not None
             rows.authorships.append((paper_id, a.position, a.name, rid, a.affiliation, a.is_collaboration))
             if m is not None:
@@ -163,27 +165,27 @@ def researcher_rows(
 Message = tuple[str, Any]
 
 
-def produce(plan: demo.DemoPlan, inst_ids: dict[str, int], now: datetime, batch_size: int, out: Queue[Message]) -> None:
+def produce(plan: DemoPlan, inst_ids: dict[str, int], now: datetime, batch_size: int, out: Queue[Message]) -> None:
     """In a process of its own: every row of the plan, as ("papers", PaperRows) and ("researchers", (researchers,
     works)) batches, then ("done", None); ("error", text) when generating fails. The generators are sequential
     (one seeded stream each), so the process generates while the loader's process encodes and COPYs."""
     try:
-        institutions = demo.make_institutions(plan)
-        people = demo.new_people(plan)
+        institutions = make_institutions(plan)
+        people = new_people(plan)
         ids = Identities()
-        identities(demo.researcher_records(plan, people), ids)
+        identities(researcher_records(plan, people), ids)
         arxiv_ids: list[str] = []
-        generated = demo.generate_papers(plan, people, institutions, arxiv_ids)
+        generated = generate_papers(plan, people, institutions, arxiv_ids)
         for rows in paper_rows(generated, inst_ids, now, batch_size):
             out.put(("papers", rows))
-        for batch in researcher_rows(demo.generate_works(plan, people, arxiv_ids), ids, now, batch_size):
+        for batch in researcher_rows(generate_works(plan, people, arxiv_ids), ids, now, batch_size):
             out.put(("researchers", batch))
         out.put(("done", None))
     except BaseException:  # noqa: BLE001 - reported to the loader, which raises it
         out.put(("error", traceback.format_exc()))
 
 
-async def _messages(plan: demo.DemoPlan, inst_ids: dict[str, int], now: datetime, batch: int) -> AsyncIterator[Message]:
+async def _messages(plan: DemoPlan, inst_ids: dict[str, int], now: datetime, batch: int) -> AsyncIterator[Message]:
     context = multiprocessing.get_context("fork")
     queue: Queue[Message] = context.Queue(maxsize=4)
     process = context.Process(target=produce, args=(plan, inst_ids, now, batch, queue), daemon=True)
@@ -203,10 +205,10 @@ async def _messages(plan: demo.DemoPlan, inst_ids: dict[str, int], now: datetime
 
 async def load(
     conn: asyncpg.Connection,
-    plan: demo.DemoPlan,
+    plan: DemoPlan,
     institutions: Sequence[InstitutionRecord],
     batch_size: int,
-    progress: demo.Progress,
+    progress: Progress,
 ) -> int:
     """Write the plan into empty tables inside the caller's transaction; returns the number of works."""
     now: datetime = await conn.fetchval("SELECT now()")
