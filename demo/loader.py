@@ -22,7 +22,7 @@ from db.queries.writes import (
     upsert_papers,
     upsert_researchers,
 )
-from demo import bulk
+from demo import bulk as copy_load
 from demo.bulk import Progress
 from demo.papers import generate_papers, generate_works
 from demo.people import (
@@ -115,7 +115,7 @@ async def _load(
         " SET work_mem = '64MB'"
     )
     try:
-        empty = await bulk_load.is_empty(conn, bulk.TABLES)
+        empty = await bulk_load.is_empty(conn, copy_load.TABLES)
         if bulk and not empty:
             raise ValueError("a bulk load needs empty tables")
         if bulk or (bulk is None and empty):
@@ -136,7 +136,7 @@ async def _write_bulk(
     # Index builds sort in memory; one transaction, so an interrupted load leaves the tables empty.
     await conn.execute("SET maintenance_work_mem = '512MB'")
     async with conn.transaction():
-        works = await bulk.load(conn, plan, make_institutions(plan), batch_size, report)
+        works = await copy_load.load(conn, plan, make_institutions(plan), batch_size, report)
     report("statistics", 0, 1)
     await bulk_load.vacuum_analyze(conn)
     report("statistics", 1, 1)

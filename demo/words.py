@@ -18,8 +18,8 @@ _DATA: dict[str, Any] = json.loads((Path(__file__).parent / "words.json").read_t
 
 # ------------------------------------------------------------------------------------------------ people
 
-# [weight, given names, family names, how the full name is written]; weights are shares of researchers.
-_CULTURES: list[list[Any]] = _DATA["cultures"]
+# (weight, given names, family names, how the full name is written); weights are shares of researchers.
+_CULTURES: list[tuple[float, list[str], list[str], str]] = [(w, g, f, o) for w, g, f, o in _DATA["cultures"]]
 _CULTURE_CUMULATIVE = list(itertools.accumulate(c[0] for c in _CULTURES))
 _SUFFIXES: list[str] = _DATA["suffixes"]
 _MIDDLE: str = _DATA["middle_initials"]
