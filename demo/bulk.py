@@ -17,7 +17,9 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
+from queue import Empty
 from typing import Any
 
 import asyncpg
@@ -185,6 +187,16 @@ def produce(plan: DemoPlan, inst_ids: dict[str, int], now: datetime, batch_size:
         out.put(("error", traceback.format_exc()))
 
 
+def _next_message(queue: Queue[Message], process: BaseProcess) -> Message:
+    # Never an unbounded wait: a thread blocked in get() would keep an interrupted loader from exiting.
+    while True:
+        try:
+            return queue.get(timeout=0.5)
+        except Empty:
+            if not process.is_alive():
+                return ("error", "the generating process ended before its last batch")
+
+
 async def _messages(plan: DemoPlan, inst_ids: dict[str, int], now: datetime, batch: int) -> AsyncIterator[Message]:
     context = multiprocessing.get_context("fork")
     queue: Queue[Message] = context.Queue(maxsize=4)
@@ -192,7 +204,7 @@ async def _messages(plan: DemoPlan, inst_ids: dict[str, int], now: datetime, bat
     process.start()
     try:
         while True:
-            kind, body = await asyncio.to_thread(queue.get)
+            kind, body = await asyncio.to_thread(_next_message, queue, process)
             if kind == "done":
                 return
             if kind == "error":
