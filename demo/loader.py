@@ -138,7 +138,7 @@ async def _write_bulk(
     async with conn.transaction():
         works = await copy_load.load(conn, plan, make_institutions(plan), batch_size, report)
     report("statistics", 0, 1)
-    await bulk_load.vacuum_analyze(conn)
+    await bulk_load.analyze(conn)
     report("statistics", 1, 1)
     return DemoReport(plan.papers, plan.researchers, plan.institutions, works, time.monotonic() - started)
 
