@@ -161,7 +161,9 @@ async def category_pages(conn: asyncpg.Connection) -> list[dict[str, object]]:
     for i, r in enumerate(rows):
         page = 1 + i % 4
         if page == 4:
-            page = max(1, -(-int(await conn.fetchval(CATEGORY_TOTAL, r["primary_category"])) // 24))
+            # Numbered pages reach the first 100,000 results (deeper ones walk cursors): the last one reachable.
+            total = min(int(await conn.fetchval(CATEGORY_TOTAL, r["primary_category"])), 100_000)
+            page = max(1, -(-total // 24))
         out.append({"filter": {"category": r["primary_category"]}, "page": page})
     return out
 
