@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
-from queue import Empty
+from queue import Empty, Full
 from typing import Any
 
 import asyncpg
@@ -179,12 +179,24 @@ def produce(plan: DemoPlan, inst_ids: dict[str, int], now: datetime, batch_size:
         arxiv_ids: list[str] = []
         generated = generate_papers(plan, people, institutions, arxiv_ids)
         for rows in paper_rows(generated, inst_ids, now, batch_size):
-            out.put(("papers", rows))
+            _put(out, ("papers", rows))
         for batch in researcher_rows(generate_works(plan, people, arxiv_ids), ids, now, batch_size):
-            out.put(("researchers", batch))
-        out.put(("done", None))
-    except BaseException:  # noqa: BLE001 - reported to the loader, which raises it
-        out.put(("error", traceback.format_exc()))
+            _put(out, ("researchers", batch))
+        _put(out, ("done", None))
+    except Exception:  # noqa: BLE001 - reported to the loader, which raises it
+        _put(out, ("error", traceback.format_exc()))
+
+
+def _put(out: Queue[Message], message: Message) -> None:
+    # A loader that died (killed, interrupted) reads no more: the generating process ends instead of waiting.
+    parent = multiprocessing.parent_process()
+    while True:
+        try:
+            out.put(message, timeout=0.5)
+            return
+        except Full:
+            if parent is not None and not parent.is_alive():
+                raise SystemExit(1) from None
 
 
 def _next_message(queue: Queue[Message], process: BaseProcess) -> Message:
@@ -198,7 +210,9 @@ def _next_message(queue: Queue[Message], process: BaseProcess) -> Message:
 
 
 async def _messages(plan: DemoPlan, inst_ids: dict[str, int], now: datetime, batch: int) -> AsyncIterator[Message]:
-    context = multiprocessing.get_context("fork")
+    # Spawned, not forked: a forked child would hold the loader's database socket open after the loader died,
+    # and with it the load's transaction and locks.
+    context = multiprocessing.get_context("spawn")
     queue: Queue[Message] = context.Queue(maxsize=4)
     process = context.Process(target=produce, args=(plan, inst_ids, now, batch, queue), daemon=True)
     process.start()
