@@ -191,12 +191,13 @@ def _put(out: Queue[Message], message: Message) -> None:
     # A loader that died (killed, interrupted) reads no more: the generating process ends instead of waiting.
     parent = multiprocessing.parent_process()
     while True:
+        if parent is not None and not parent.is_alive():
+            raise SystemExit(1)
         try:
             out.put(message, timeout=0.5)
             return
         except Full:
-            if parent is not None and not parent.is_alive():
-                raise SystemExit(1) from None
+            continue
 
 
 def _next_message(queue: Queue[Message], process: BaseProcess) -> Message:
