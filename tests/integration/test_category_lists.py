@@ -3,6 +3,7 @@ whatever writes the papers, and pages equal the generic statement's."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -53,7 +54,7 @@ async def assert_true(conn: asyncpg.Connection) -> None:
 
 @pytest.fixture
 async def conn(make_database) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(await make_database(f"lists_{datetime.now().timestamp():.0f}"))
+    connection = await asyncpg.connect(await make_database(f"lists_{uuid.uuid4().hex[:12]}"))
     await migrate(connection)
     try:
         yield connection
