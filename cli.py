@@ -213,12 +213,8 @@ def up(
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         if loading_demo:
-            # The demo commits batch by batch, and the next run sees papers and would not load again.
-            typer.echo(
-                "the demo load was interrupted and the data is partial: run `wovepaper demo` to complete it "
-                "(it is idempotent), or `make clean-local` to start over",
-                err=True,
-            )
+            # A load into an empty database is one transaction: interrupted, it leaves the database empty.
+            typer.echo("the demo load was interrupted: the next run loads it again", err=True)
     typer.echo("stopped")
 
 

@@ -23,7 +23,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from db.filters import PAPER_SORTS, Clause, PaperFilterSpec, paper_filter_clauses
 from db.paging import encode_global_id, paper_global_id
+from db.queries import category_lists
 from db.queries.aggregates import SELECT_RESEARCHER_STATS
 
 RESEARCHER = """SELECT id, name, name_slug, s2_author_id, openalex_id, orcid, paper_count, h_index, citation_count,
@@ -57,9 +59,16 @@ PAPER = f"""SELECT {PAPER_COLUMNS}, p.license, p.withdrawn, p.modified_at, p.s2_
   FROM papers p WHERE p.arxiv_id = $1"""
 VERSIONS = """SELECT version, submitted_at, size_kb, source_type FROM paper_versions WHERE paper_id = $1
  ORDER BY version"""
-CATEGORY_PAGE = f"""SELECT {PAPER_COLUMNS} FROM papers p WHERE p.categories @> ARRAY[$1::text]
- ORDER BY p.published DESC, p.id DESC LIMIT $2 OFFSET $3"""
-CATEGORY_COUNT = "SELECT count(*) FROM papers p WHERE p.categories @> ARRAY[$1::text]"
+# A category's page and count the way the API reads them (db/queries/category_lists.py): through the
+# paper-category index in the list's order, the count from category_counts.
+CATEGORY_CLAUSES = paper_filter_clauses(PaperFilterSpec(category="-"))
+
+
+def category_page(category: str, limit: int, offset: int) -> tuple[str, list[object]]:
+    clauses = [CATEGORY_CLAUSES[0], Clause(CATEGORY_CLAUSES[1].fragment, (category,))]
+    statement = category_lists.page_statement(clauses, PAPER_SORTS["NEWEST"], PAPER_COLUMNS, limit=limit, offset=offset)
+    assert statement is not None
+    return statement
 
 
 def _slug(entity_id: int, name_slug: str) -> str:
@@ -236,10 +245,11 @@ async def paper_page(conn: asyncpg.Connection, arxiv_id: str) -> dict[str, Any] 
 
 
 async def paper_list(conn: asyncpg.Connection, category: str, page: int, first: int) -> dict[str, Any]:
-    rows = await conn.fetch(CATEGORY_PAGE, category, first + 1, (page - 1) * first)
+    sql, args = category_page(category, first + 1, (page - 1) * first)
+    rows = await conn.fetch(sql, *args)
     has_next = len(rows) > first
     rows = rows[:first]
-    total = await conn.fetchval(CATEGORY_COUNT, category)
+    total = await conn.fetchval(category_lists.COUNT_SQL, category)
     authors = await authors_of(conn, [p["id"] for p in rows], institutions=False)
     return {
         "totalCount": total,

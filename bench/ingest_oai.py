@@ -31,7 +31,7 @@ from xml.sax.saxutils import escape
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import demo_words as W  # noqa: E402
+from demo import words as W  # noqa: E402
 
 FIRST_NAMES = ["Ada", "José", "Zhaoxin", "Müller", "Ricardo", "Aleksandar", "Naihong", "Jakub", "Priya", "Olga"]
 LAST_NAMES = ["Lovelace", "Núñez", "Xu", 'Schr\\"oder', "Weder", "Shtedritski", "Hu", "L\\'ala", "Patel", "Ivanova"]

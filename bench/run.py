@@ -160,6 +160,23 @@ def wrk(url: str, path: str, bodies: Path, duration: int, pid: int) -> dict[str,
     return result
 
 
+# The site's category browsing: pages 1 to 3 and the last page (24 papers a page) of categories in use.
+CATEGORY_TOTAL = "SELECT count(*) FROM papers WHERE NOT withdrawn AND categories @> ARRAY[$1::text]"
+
+
+async def category_pages(conn: asyncpg.Connection) -> list[dict[str, object]]:
+    rows = await conn.fetch("SELECT DISTINCT primary_category FROM papers TABLESAMPLE SYSTEM (1) LIMIT 40")
+    out: list[dict[str, object]] = []
+    for i, r in enumerate(rows):
+        page = 1 + i % 4
+        if page == 4:
+            # Numbered pages reach the first 100,000 results (deeper ones walk cursors): the last one reachable.
+            total = min(int(await conn.fetchval(CATEGORY_TOTAL, r["primary_category"])), 100_000)
+            page = max(1, -(-total // 24))
+        out.append({"filter": {"category": r["primary_category"]}, "page": page})
+    return out
+
+
 def body_for(server: str, operation: str, variables: dict[str, object]) -> str:
     if server == "postgraphile":
         from bench.postgraphile_queries import QUERIES, variables_for
@@ -183,8 +200,7 @@ async def sample_variables(database_url: str, operation: str, n: int, seed: floa
             rows = await conn.fetch("SELECT arxiv_id FROM papers TABLESAMPLE SYSTEM (1) ORDER BY random() LIMIT $1", n)
             return [{"id": r["arxiv_id"]} for r in rows]
         if operation == "PaperList":
-            rows = await conn.fetch("SELECT DISTINCT primary_category FROM papers TABLESAMPLE SYSTEM (1) LIMIT 40")
-            return [{"filter": {"category": r["primary_category"]}, "page": 1 + i % 3} for i, r in enumerate(rows)]
+            return await category_pages(conn)
     finally:
         await conn.close()
     raise ValueError(operation)

@@ -121,7 +121,7 @@ DEMO_FIXTURE_SEED = 42
 async def demo_database_url(make_database) -> str:
     """A database of its own, migrated and loaded with a small deterministic demo (a few seconds). READ ONLY.
 
-    Loaded by `demo.load_demo(papers=1500, seed=42)` through the bulk write path, figures refreshed.
+    Loaded by `demo.load_demo(papers=1500, seed=42, bulk=False)` through the upserts, figures refreshed.
     Guarantees (checked by tests/integration/test_demo.py):
     - 1,500 papers published 1995-2026, primary category first in `categories`, some cross-listed;
       old-style ids (`hep-th/9901001`) for papers before April 2007, `YYMM.NNNN(N)` after;
@@ -144,7 +144,8 @@ async def demo_database_url(make_database) -> str:
     conn = await asyncpg.connect(dsn)
     try:
         await apply_migrations(conn)
-        await load_demo(conn, papers=DEMO_FIXTURE_PAPERS, seed=DEMO_FIXTURE_SEED)
+        # Through the upserts: tests/integration/test_demo.py checks the COPY path gives the same rows.
+        await load_demo(conn, papers=DEMO_FIXTURE_PAPERS, seed=DEMO_FIXTURE_SEED, bulk=False)
     finally:
         await conn.close()
     return dsn

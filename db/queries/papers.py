@@ -11,6 +11,7 @@ import asyncpg
 
 from db.connection import Conn
 from db.filters import Clause, Fragment, Sort, compose, owners_page
+from db.queries import category_lists
 from db.queries.institutions import InstitutionRow
 from db.queries.researchers import RESEARCHER_COLUMNS_R_, RESEARCHERS, ResearcherRow
 from db.rows import RowShape, select_list
@@ -170,6 +171,9 @@ async def fetch_authorships(
 async def page_papers(
     conn: Conn, clauses: Sequence[Clause], sort: Sort, *, limit: int, offset: int = 0
 ) -> list[PaperRow]:
+    listed = category_lists.page_statement(clauses, sort, PAPER_COLUMNS, limit=limit, offset=offset)
+    if listed is not None:
+        return [paper_from_record(r) for r in await conn.fetch(listed[0], *listed[1])]
     where, args = compose(clauses)
     n = len(args)
     sql = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE {where} ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}"
@@ -262,6 +266,10 @@ async def count_papers_of_owners(
 
 
 async def count_papers(conn: Conn, clauses: Sequence[Clause]) -> int:
+    listed = category_lists.count_statement(clauses)
+    if listed is not None:
+        listed_count: int = await conn.fetchval(listed[0], *listed[1])
+        return listed_count
     where, args = compose(clauses)
     count: int = await conn.fetchval(f"SELECT count(*) FROM papers p WHERE {where}", *args)
     return count

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 from typer.testing import CliRunner
@@ -240,7 +241,7 @@ async def test_up_loads_the_demo_data_into_an_empty_database_only(
     assert counts == [200, 200]
 
 
-async def test_ctrl_c_during_the_demo_load_says_the_data_is_partial(
+async def test_ctrl_c_during_the_demo_load_leaves_no_partial_data(
     make_database, redis_url: str, tmp_path: Path
 ) -> None:
     dsn = await make_database("up_demo_interrupted")
@@ -252,8 +253,13 @@ async def test_ctrl_c_during_the_demo_load_says_the_data_is_partial(
         code = _stop(proc, signal.SIGINT, log)
     output = log.read_text()
     assert code == 0, output
-    assert "the demo load was interrupted and the data is partial" in output
+    assert "the demo load was interrupted: the next run loads it again" in output
     assert output.rstrip().endswith("stopped")
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM papers") == 0
+    finally:
+        await conn.close()
 
 
 def _wait_for_line(proc: subprocess.Popen[bytes], log: Path, text: str, timeout: float = 60) -> None:

@@ -227,3 +227,62 @@ async def test_loading_through_a_pool_leaves_its_connection_settings_alone(make_
             assert await pooled.fetchval("SELECT count(*) FROM papers") == 150
     finally:
         await pool.close()
+
+
+# Every column but the clock's: two loads at different times differ only in when they wrote.
+_STAMPS = "ARRAY['modified_at', 'analysed_at', 's2_updated_at', 'openalex_updated_at']"
+_ORDER = {
+    "papers": "id",
+    "paper_versions": "paper_id, version",
+    "researchers": "id",
+    "authorships": "paper_id, position",
+    "researcher_works": "researcher_id, source, external_id",
+    "institutions": "id",
+    "authorship_institutions": "paper_id, position, institution_id",
+    "researcher_institutions": "researcher_id, institution_id",
+}
+
+
+async def _rows(conn: asyncpg.Connection, table: str) -> list[str]:
+    sql = f"SELECT (to_jsonb(t) - {_STAMPS})::text FROM {table} t ORDER BY {_ORDER[table]}"
+    return [r[0] for r in await conn.fetch(sql)]
+
+
+async def test_the_bulk_load_leaves_the_rows_the_upserts_leave(make_database) -> None:
+    bulk, upserts = await _fresh(make_database, "demo_bulk"), await _fresh(make_database, "demo_upserts")
+    try:
+        await load_demo(bulk, papers=2_000, seed=7, bulk=True)
+        await load_demo(upserts, papers=2_000, seed=7, bulk=False)
+        for table in TABLES:
+            assert await _rows(bulk, table) == await _rows(upserts, table), table
+        # Ids continue after the COPYed ones, and every index and constraint is back.
+        indexes = "SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY indexname"
+        assert await bulk.fetch(indexes) == await upserts.fetch(indexes)
+        constraints = "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint ORDER BY conname"
+        assert await bulk.fetch(constraints) == await upserts.fetch(constraints)
+        next_ids = "SELECT nextval(pg_get_serial_sequence('papers', 'id')), nextval(pg_get_serial_sequence($1, 'id'))"
+        assert await bulk.fetchrow(next_ids, "researchers") == await upserts.fetchrow(next_ids, "researchers")
+    finally:
+        await bulk.close()
+        await upserts.close()
+
+
+async def test_a_bulk_load_that_fails_leaves_the_database_as_it_was(make_database) -> None:
+    conn = await _fresh(make_database, "demo_bulk_fail")
+    try:
+        indexes = await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE schemaname = 'public'")
+
+        def fail(stage: str, done: int, total: int) -> None:
+            if stage == "works" and done > 0:
+                raise RuntimeError("interrupted")
+
+        try:
+            await load_demo(conn, papers=300, seed=1, progress=fail)
+        except RuntimeError:
+            pass
+        assert await conn.fetchval("SELECT count(*) FROM papers") == 0
+        assert await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE schemaname = 'public'") == indexes
+        with_rows = await load_demo(conn, papers=300, seed=1)
+        assert with_rows.papers == 300
+    finally:
+        await conn.close()

@@ -106,7 +106,7 @@ def test_names_are_diverse(small) -> None:
 def test_orcids_stay_unique_at_benchmark_scale() -> None:
     # A million-paper demo has ~690k researchers; colliding ORCIDs would drop researchers from the load.
     rng = random.Random(1)
-    orcids = [demo._orcid(rng, j) for j in range(0, 700_000, 3)]
+    orcids = [demo.people._orcid(rng, j) for j in range(0, 700_000, 3)]
     assert len(set(orcids)) == len(orcids)
     assert all(normalize_orcid(o) == o for o in orcids[:1000])
 
