@@ -1,0 +1,38 @@
+"""The `wovepaper` command's Typer apps and what every command needs first: settings and a database URL."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeVar
+
+import typer
+
+from settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    pass
+
+T = TypeVar("T")
+
+app = typer.Typer(help="wovepaper: the GraphQL API over arXiv, Semantic Scholar and OpenAlex.", no_args_is_help=True)
+ingest_app = typer.Typer(
+    help="Harvest arXiv, enrich from Semantic Scholar and OpenAlex, analyse with the language model.",
+    no_args_is_help=True,
+)
+app.add_typer(ingest_app, name="ingest")
+keys_app = typer.Typer(help="API keys for partners and the site's server (sent in X-Api-Key).", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+def settings_or_exit() -> Settings:
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def database_url_or_exit(settings: Settings) -> str:
+    if not settings.database_url:
+        typer.echo("error: DATABASE_URL is not set (`make run` sets up a local one)", err=True)
+        raise typer.Exit(2)
+    return settings.database_url
