@@ -87,9 +87,10 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             results: dict[str, Any] = {}
             awaitable_fields: list[str] = []
             type_name = parent_type.name
+            is_awaitable = self.is_awaitable
             try:
                 for entry in self._plan(parent_type, grouped_field_set):
-                    name, fdl, field_def, kind, getter, _, _, code, _ = entry
+                    name, fdl, field_def, kind, getter, _, nullable, code, _, exact = entry
                     if kind >= BASIC:
                         assert getter is not None and field_def is not None
                         try:
@@ -98,15 +99,13 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                             self.handle_field_error(raw_error, field_def.type, fdl, Path(path, name, type_name))
                             results[name] = None
                             continue
-                        # Exactly typed leaves, most of a page's values, are complete as read.
-                        t = type(value)
-                        if (
-                            (code == STR and t is str)
-                            or (code == INT and t is int and INT_MIN <= value <= INT_MAX)
-                            or (code == BOOL and t is bool)
-                            or (code == FLOAT and t is float and isfinite(value))
-                        ):
-                            results[name] = value
+                        # Exactly typed leaves and nulls, most of a page's values, are complete as read.
+                        if type(value) is exact:
+                            if (code != INT or INT_MIN <= value <= INT_MAX) and (code != FLOAT or isfinite(value)):
+                                results[name] = value
+                                continue
+                        elif value is None and nullable and kind != PREFETCHED:
+                            results[name] = None
                             continue
                         result = self._complete_read(entry, parent_type, source_value, path, value)
                     elif kind == TYPENAME:
@@ -117,7 +116,7 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                         if result is Undefined:
                             continue
                     results[name] = result
-                    if self.is_awaitable(result):
+                    if is_awaitable(result):
                         awaitable_fields.append(name)
             except Exception:
                 if awaitable_fields:
@@ -129,9 +128,19 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             self, entry: PlanEntry, parent_type: GraphQLObjectType, source_value: Any, path: Path | None, value: Any
         ) -> Any:
             """A field read off its source that is not an exact leaf: an object, a list, a scalar, or None."""
-            name, fdl, field_def, kind, _, spec, nullable, _, _ = entry
+            name, fdl, field_def, kind, _, spec, nullable, code, detail, _ = entry
             assert field_def is not None and spec is not None
             field_path = Path(path, name, parent_type.name)
+            if code == LIST and (type(value) is list or type(value) is tuple):
+                # A page's lists (its papers, their authors) straight to the list's completion.
+                try:
+                    result = self._complete_list(detail, parent_type, field_def, fdl, field_path, value)
+                except Exception as raw_error:
+                    self.handle_field_error(raw_error, field_def.type, fdl, field_path)
+                    return None
+                if type(result) is list:
+                    return result
+                return self._await_completed(result, field_def.type, fdl, field_path)
             if value is None:
                 if kind == PREFETCHED:
                     # Not prefetched: the field's resolver (a DataLoader) answers.

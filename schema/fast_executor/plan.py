@@ -55,10 +55,12 @@ SLOW: Final = Slow()
 # (nullable, code, detail): detail is the leaf/object GraphQL type, or the item spec for lists.
 Spec = tuple[bool, int, Any]
 # (response name, field details, field definition, kind, getter, spec, and the spec's three parts again,
-# flattened so the hot loop unpacks once)
+# flattened so the hot loop unpacks once), and the Python type a value of a leaf field is complete as (None for
+# other fields).
 PlanEntry = tuple[
-    str, FieldDetailsList, GraphQLField | None, int, Callable[[Any], Any] | None, Spec | None, bool, int, Any
+    str, FieldDetailsList, GraphQLField | None, int, Callable[[Any], Any] | None, Spec | None, bool, int, Any, Any
 ]
+_EXACT: Final[dict[int, type]] = {STR: str, INT: int, BOOL: bool, FLOAT: float}
 
 _ALLOWED_DIRECTIVES: Final = frozenset({"include", "skip"})
 
@@ -167,7 +169,7 @@ def static_plan(field_def: GraphQLField) -> tuple[int, Callable[[Any], Any] | No
 
 def plan_field(schema: GraphQLSchema, parent_type: GraphQLObjectType, name: str, fdl: FieldDetailsList) -> PlanEntry:
     """The plan of one response field; generic (graphql-core's own path) for anything unusual."""
-    generic: PlanEntry = (name, fdl, None, GENERIC, None, None, True, OTHER, None)
+    generic: PlanEntry = (name, fdl, None, GENERIC, None, None, True, OTHER, None, None)
     for details in fdl:
         if details.defer_usage is not None or details.fragment_variable_values is not None:
             return generic
@@ -176,11 +178,11 @@ def plan_field(schema: GraphQLSchema, parent_type: GraphQLObjectType, name: str,
                 return generic
     field_name = fdl[0].node.name.value
     if field_name == "__typename":
-        return (name, fdl, None, TYPENAME, None, None, True, OTHER, None)
+        return (name, fdl, None, TYPENAME, None, None, True, OTHER, None, None)
     field_def = schema.get_field(parent_type, field_name)
     if field_def is None:
         return generic
     kind, getter, spec = static_plan(field_def)
     if kind == GENERIC or spec is None:
         return generic
-    return (name, fdl, field_def, kind, getter, spec, *spec)
+    return (name, fdl, field_def, kind, getter, spec, *spec, _EXACT.get(spec[1]))
