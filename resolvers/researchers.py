@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 
 from db.connection import Conn
@@ -22,7 +22,7 @@ from resolvers.errors import BadUserInput
 from resolvers.ids import EntityKey, parse_researcher_id
 from resolvers.names import resolve_researchers_by_name
 from resolvers.pages import ListQuery, OwnerLists, read_page, with_after
-from resolvers.pagination import Connection, PageRequest, Selection, page_request, selects, wants_total
+from resolvers.pagination import Connection, PageRequest, page_request, wants_total
 
 
 async def _find(ctx: Context, key: EntityKey) -> ResearcherRow | None:
@@ -36,12 +36,11 @@ async def _find(ctx: Context, key: EntityKey) -> ResearcherRow | None:
     return row
 
 
-async def resolve_researcher(
-    ctx: Context, researcher_id: str, fields: Sequence[Selection] = ()
-) -> ResearcherRow | None:
-    """A researcher by any id form; when `fields` select its affiliations, they come in the same statement."""
+async def resolve_researcher(ctx: Context, researcher_id: str) -> ResearcherRow | None:
+    """A researcher by any id form; by its database id, with its affiliations in the same statement (a page that
+    shows a researcher shows them; asking the selection whether it does costs more than reading them)."""
     key = parse_researcher_id(researcher_id)
-    if key.db_id is None or not selects(fields, "affiliations"):
+    if key.db_id is None:
         return await _find(ctx, key)
     async with ctx.pool.acquire() as conn:
         found = await fetch_researchers_with_affiliations(conn, [key.db_id])

@@ -216,7 +216,7 @@ class ResearcherQuery:
         graphql_type=Researcher | None,
     )
     async def researcher(self, info: Info, id: str) -> ResearcherRow | None:
-        return await resolve_researcher(info.context, id, info.selected_fields)
+        return await resolve_researcher(info.context, id)
 
     @strawberry.field(
         description="Researchers, optionally by name: `query` matches names ignoring case and diacritics, a typo "
