@@ -84,7 +84,7 @@ def running(server: Server) -> Iterator[tuple[int, str]]:
     env = {**os.environ, **server.env, "PORT": str(port)}
     # The server's log goes to a file: a pipe nobody reads fills after 64 KB of request lines and then blocks
     # the server on its next write, which looks like the server stalling under load.
-    log = BENCH / "results" / f"{server.name}.log"
+    log = BENCH / "results" / f"{server.name.replace(' ', '_').replace(',', '')}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, cwd=server.cwd, env=env, stdout=subprocess.DEVNULL, stderr=out)

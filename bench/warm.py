@@ -23,19 +23,15 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import httpx
 
-from bench.run import ROOT, Server, body_for, free_port, sample_variables, wrk
+from bench.run import ROOT, Server, body_for, running, sample_variables, wrk
 
 BENCH = ROOT / "bench"
 OUT = BENCH / "results" / "warm"
@@ -55,37 +51,6 @@ def api_server(name: str, database_url: str, redis_url: str, **env: str) -> Serv
         "WOVEPAPER_REDIS_TIMEOUT_S": "1.0",
     }
     return Server(name, [sys.executable, *uvicorn, "app:create_app", "--factory"], {**base, **env})
-
-
-@contextmanager
-def running(server: Server) -> Iterator[tuple[int, str]]:
-    """The server in a subprocess, its output (the API's request log included) in a file; (pid, base URL)."""
-    port = free_port()
-    log = OUT / f"{server.name.replace(' ', '_').replace(',', '')}.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [*server.argv, "--port", str(port)], cwd=ROOT, env={**os.environ, **server.env}, stdout=out, stderr=out
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{server.name} exited: see {log}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{server.name} did not listen on {port}") from None
-                time.sleep(0.2)
-        yield proc.pid, f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def warm_up(url: str, bodies: list[str]) -> bytes:
