@@ -20,7 +20,7 @@ from resolvers.errors import BadUserInput
 from resolvers.ids import EntityKey, parse_institution_id
 from resolvers.names import resolve_institutions_by_name
 from resolvers.pages import ListQuery, read_page, with_after
-from resolvers.pagination import Connection, page_request, wants_total
+from resolvers.pagination import Connection, Lookahead, page_request, wants_total
 
 _COUNTRY = re.compile(r"^[A-Za-z]{2}$")
 
@@ -95,7 +95,7 @@ async def resolve_institutions(
         )
     sort_spec = INSTITUTION_SORTS["PAPER_COUNT" if sort == "RELEVANCE" else sort]
     request = page_request(sort_spec, first=first, after=after, page=page)
-    want_total = wants_total(info.selected_fields)
+    want_total = wants_total(Lookahead.of(info))
     return await read_page(ctx, institution_list(ctx, clauses, sort_spec), request, want_total=want_total)
 
 

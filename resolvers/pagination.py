@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from strawberry.types.nodes import FragmentSpread, InlineFragment, SelectedField
+from graphql import FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode, SelectionSetNode
+from strawberry import Info
 
 from db.filters import Clause, Sort
 from db.paging import TokenError, decode_cursor, encode_cursor
@@ -171,33 +172,68 @@ def split_page(rows: Sequence[T], first: int) -> tuple[list[T], bool]:
 
 # -- lookahead -------------------------------------------------------------------------------------
 
-Selection = SelectedField | FragmentSpread | InlineFragment
+# Answers per (field nodes, path): parsed documents are cached, so the same nodes come back on every request of a
+# document and the walk below is done once. Entries keep their nodes alive so that an id is never reused while its
+# answer is here; the table is emptied when it grows past the bound (documents come and go from the parse cache).
+_ANSWERS: dict[tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[FieldNode, ...], bool]] = {}
+_MAX_ANSWERS = 8192
 
 
-def _named(selections: Iterable[Selection], name: str) -> Iterable[SelectedField]:
-    for s in selections:
-        if isinstance(s, SelectedField):
-            if s.name == name:
-                yield s
-        else:
-            yield from _named(s.selections, name)
+@dataclass(frozen=True, slots=True)
+class Lookahead:
+    """What a query selects below a field, read from the parsed document (through fragments and aliases).
+
+    Read from graphql-core's nodes rather than Strawberry's `info.selected_fields`, which converts the whole
+    selection below the field (every argument of every field) into new objects on each call. Directives are not
+    evaluated: a field under `@skip` counts as selected (it costs a statement at most, never a wrong answer)."""
+
+    nodes: tuple[FieldNode, ...] = ()
+    fragments: Mapping[str, FragmentDefinitionNode] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, info: Info[Any, Any]) -> Lookahead:
+        raw = info._raw_info  # Strawberry's Info wraps graphql-core's; its nodes are the parsed document's own
+        return cls(tuple(raw.field_nodes), raw.fragments)
+
+    def selects(self, *path: str) -> bool:
+        """Whether the selection below these nodes reaches `path`."""
+        key = (tuple(map(id, self.nodes)), path)
+        hit = _ANSWERS.get(key)
+        if hit is not None:
+            return hit[1]
+        level: list[FieldNode] = list(self.nodes)
+        for name in path:
+            level = [child for node in level for child in self._named(node.selection_set, name)]
+            if not level:
+                break
+        answer = bool(level)
+        if len(_ANSWERS) >= _MAX_ANSWERS:
+            _ANSWERS.clear()
+        _ANSWERS[key] = (self.nodes, answer)
+        return answer
+
+    def _named(self, selection_set: SelectionSetNode | None, name: str) -> Iterable[FieldNode]:
+        for s in selection_set.selections if selection_set is not None else ():
+            if isinstance(s, FieldNode):
+                if s.name.value == name:
+                    yield s
+            elif isinstance(s, InlineFragmentNode):
+                yield from self._named(s.selection_set, name)
+            elif isinstance(s, FragmentSpreadNode):
+                fragment = self.fragments.get(s.name.value)
+                if fragment is not None:
+                    yield from self._named(fragment.selection_set, name)
 
 
-def selects(fields: Sequence[Selection], *path: str) -> bool:
-    """Whether the selection below `fields` reaches `path` (through fragments and aliases)."""
-    level: list[Selection] = list(fields)
-    for name in path:
-        level = [child for f in level for child in _named(f.selections, name)]
-        if not level:
-            return False
-    return True
+# No selection at all: an in-process caller that asks for nothing below the field.
+NOTHING = Lookahead()
 
 
-def wants_total(fields: Sequence[Selection]) -> bool:
+def wants_total(look: Lookahead) -> bool:
     """Whether the query selects the list's length (then it is read with the page, in the same round trip)."""
-    return selects(fields, "totalCount") or selects(fields, "totalPages")
+    return look.selects("totalCount") or look.selects("totalPages")
 
 
-def selects_node(fields: Sequence[Selection], *path: str) -> bool:
+def selects_node(look: Lookahead, *path: str) -> bool:
     """`path` under a connection's nodes, either as `nodes { ... }` or `edges { node { ... } }`."""
-    return selects(fields, "nodes", *path) or selects(fields, "edges", "node", *path)
+    return look.selects("nodes", *path) or look.selects("edges", "node", *path)

@@ -40,7 +40,7 @@ from resolvers.errors import BadUserInput
 from resolvers.ids import PaperKeyKind, parse_paper_id
 from resolvers.institutions import lookup_institution_id
 from resolvers.pages import ListQuery, OwnerLists, read_page, with_after
-from resolvers.pagination import Connection, PageRequest, Selection, page_request, selects, selects_node, wants_total
+from resolvers.pagination import NOTHING, Connection, Lookahead, PageRequest, page_request, selects_node, wants_total
 from resolvers.researchers import lookup_researcher_id
 
 MAX_CATEGORY_LENGTH = 40
@@ -66,18 +66,18 @@ class PaperFilterArgs:
     withdrawn: Withdrawn = "EXCLUDE"
 
 
-async def resolve_paper(ctx: Context, paper_id: str, fields: Sequence[Selection] = ()) -> PaperRow | None:
-    """A paper by any id form it has (withdrawn papers too: a look-up names one paper). What `fields` select of
+async def resolve_paper(ctx: Context, paper_id: str, look: Lookahead = NOTHING) -> PaperRow | None:
+    """A paper by any id form it has (withdrawn papers too: a look-up names one paper). What `look` selects of
     its authors (their researchers, institutions) comes in one more statement."""
     row = await _find_paper(ctx, paper_id)
     if row is not None and row.prefetched_authors is None:
-        wanted = AuthorsWanted.of_paper(fields)
+        wanted = AuthorsWanted.of_paper(look)
         if wanted.authors:
             # Batched: several papers looked up in one request (aliases) share the statements. The versions, when
             # selected, load at the same time rather than after.
             loader = ctx.loaders.named("paper_authors", lambda: _authors_loader(ctx))
             loads: list[Awaitable[object]] = [loader.load((row, wanted))]
-            if selects(fields, "versions"):
+            if look.selects("versions"):
                 loads.append(ctx.loaders.versions_by_paper_id.load(row.id))
             await asyncio.gather(*loads)
     return row
@@ -179,20 +179,20 @@ class AuthorsWanted:
     institutions: bool
 
     @classmethod
-    def of(cls, fields: Sequence[Selection]) -> AuthorsWanted:
+    def of(cls, look: Lookahead) -> AuthorsWanted:
         return cls(
-            selects_node(fields, "authors"),
-            selects_node(fields, "authors", "researcher"),
-            selects_node(fields, "authors", "institutions"),
+            selects_node(look, "authors"),
+            selects_node(look, "authors", "researcher"),
+            selects_node(look, "authors", "institutions"),
         )
 
     @classmethod
-    def of_paper(cls, fields: Sequence[Selection]) -> AuthorsWanted:
+    def of_paper(cls, look: Lookahead) -> AuthorsWanted:
         """Below one paper rather than a page of them."""
         return cls(
-            selects(fields, "authors"),
-            selects(fields, "authors", "researcher"),
-            selects(fields, "authors", "institutions"),
+            look.selects("authors"),
+            look.selects("authors", "researcher"),
+            look.selects("authors", "institutions"),
         )
 
 
@@ -238,8 +238,8 @@ def _owner_lists(ctx: Context) -> OwnerLists[OwnerPageKey, PaperRow]:
     return OwnerLists("owner_paper_pages", _owner_rows, _owner_counts, after_read)
 
 
-def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, fields: Sequence[Selection]) -> ListQuery[PaperRow]:
-    """Papers passing `clauses`; a page read on its own primes the loaders and prefetches what `fields` select."""
+def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, look: Lookahead) -> ListQuery[PaperRow]:
+    """Papers passing `clauses`; a page read on its own primes the loaders and prefetches what `look` selects."""
 
     async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> list[PaperRow]:
         return await page_papers(conn, with_after(clauses, after), sort, limit=limit, offset=offset)
@@ -250,7 +250,7 @@ def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, fields: Sequence
     async def after_read(nodes: list[PaperRow]) -> None:
         ctx.loaders.prime_papers(nodes)
         if nodes:
-            await prefetch_authors(ctx, fields, nodes)
+            await prefetch_authors(ctx, look, nodes)
 
     return ListQuery(sort, rows, count, after_read)
 
@@ -276,10 +276,10 @@ async def resolve_papers(
     sort_spec = PAPER_SORTS[sort]
     request = page_request(sort_spec, first=first, after=after, page=page)
     spec = await paper_filter_spec(ctx, args, researcher_id=researcher_id, institution_id=institution_id)
-    fields = info.selected_fields
-    want_total = wants_total(fields)
-    query = paper_list(ctx, paper_filter_clauses(spec), sort_spec, fields)
-    owner_key = _owner_key(spec, researcher_id, institution_id, sort, request, want_total, AuthorsWanted.of(fields))
+    look = Lookahead.of(info)
+    want_total = wants_total(look)
+    query = paper_list(ctx, paper_filter_clauses(spec), sort_spec, look)
+    owner_key = _owner_key(spec, researcher_id, institution_id, sort, request, want_total, AuthorsWanted.of(look))
     owned = (_owner_lists(ctx), owner_key) if owner_key is not None else None
     return await read_page(ctx, query, request, want_total=want_total, owned=owned)
 
@@ -306,10 +306,10 @@ def _owner_key(
     return None
 
 
-async def prefetch_authors(ctx: Context, fields: Sequence[Selection], papers: Sequence[PaperRow]) -> None:
+async def prefetch_authors(ctx: Context, look: Lookahead, papers: Sequence[PaperRow]) -> None:
     """Attach authorships (and, when selected, their researchers and institutions) to a page of papers:
     at most two statements for the whole page. Also usable by other page-shaped resolvers (search)."""
-    wanted = AuthorsWanted.of(fields)
+    wanted = AuthorsWanted.of(look)
     if wanted.authors:
         await fetch_authors(ctx, papers, wanted)
 

@@ -22,7 +22,7 @@ from resolvers.errors import BadUserInput
 from resolvers.ids import EntityKey, parse_researcher_id
 from resolvers.names import resolve_researchers_by_name
 from resolvers.pages import ListQuery, OwnerLists, read_page, with_after
-from resolvers.pagination import Connection, PageRequest, page_request, wants_total
+from resolvers.pagination import Connection, Lookahead, PageRequest, page_request, wants_total
 
 
 async def _find(ctx: Context, key: EntityKey) -> ResearcherRow | None:
@@ -105,7 +105,7 @@ async def resolve_researchers(
         )
     sort_spec = RESEARCHER_SORTS["PAPER_COUNT" if sort == "RELEVANCE" else sort]
     request = page_request(sort_spec, first=first, after=after, page=page)
-    want_total = wants_total(info.selected_fields)
+    want_total = wants_total(Lookahead.of(info))
     if institution_id is None:
         return await read_page(ctx, researcher_list(ctx, clauses, sort_spec), request, want_total=want_total)
     owned = [*clauses, Clause(RESEARCHER_FILTERS["institution"], (institution_id,))]

@@ -23,7 +23,7 @@ from db.queries.search.suggest import EntityKind, Suggestion, suggest
 from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput, PublicError
 from resolvers.names import MAX_NAME_QUERY_LENGTH
-from resolvers.pagination import PageInfo, PageRequest, page_request, selects, split_page
+from resolvers.pagination import Lookahead, PageInfo, PageRequest, page_request, split_page
 from resolvers.papers import PaperFilterArgs, paper_filter_spec, prefetch_authors
 
 MAX_QUERY_LENGTH = 500
@@ -168,7 +168,7 @@ async def resolve_search(
     spec = await paper_filter_spec(ctx, filter)
     clauses = paper_filter_clauses(spec)
     vector = await query_vector(ctx, text) if mode != "KEYWORD" else None
-    fields = info.selected_fields
+    look = Lookahead.of(info)
     async with ctx.pool.acquire() as conn:
         try:
             result = await search_papers(
@@ -181,8 +181,8 @@ async def resolve_search(
                 limit=request.first + 1,
                 offset=request.offset,
                 after=request.after,
-                with_facets=selects(fields, "facets"),
-                with_highlights=selects(fields, "edges", "highlights"),
+                with_facets=look.selects("facets"),
+                with_highlights=look.selects("edges", "highlights"),
             )
         except EmptyQuery:
             raise BadUserInput(
@@ -194,7 +194,7 @@ async def resolve_search(
     papers = [h.paper for h in hits]
     ctx.loaders.prime_papers(papers)
     if papers:
-        await prefetch_authors(ctx, fields, papers)
+        await prefetch_authors(ctx, look, papers)
     return SearchConnection(
         hits,
         sort=base_sort,

@@ -26,7 +26,7 @@ from db.queries.viewers import feed_token
 from resolvers.context import Context, Info
 from resolvers.errors import Unauthenticated
 from resolvers.pages import ListQuery, read_page
-from resolvers.pagination import Connection, page_request, wants_total
+from resolvers.pagination import Connection, Lookahead, page_request, wants_total
 from resolvers.papers import PaperFilterArgs, paper_filter_spec, paper_list
 
 Followed = TypeVar("Followed", ResearcherRow, InstitutionRow)
@@ -126,7 +126,7 @@ async def _following(
 
     listing = ListQuery(sort, rows, count, after_read)
     # A reader follows a few hundred at most: any numbered page is cheap.
-    return await read_page(ctx, listing, request, want_total=wants_total(info.selected_fields), guard_depth=False)
+    return await read_page(ctx, listing, request, want_total=wants_total(Lookahead.of(info)), guard_depth=False)
 
 
 async def resolve_viewer_feed(
@@ -139,14 +139,14 @@ async def resolve_viewer_feed(
     request = page_request(FEED_SORT, first=first, after=after, page=page)
     clauses = paper_filter_clauses(await paper_filter_spec(ctx, args))
     followed = [Clause(FEED_FILTERS["followed"], (vid,)), *clauses]
-    fields = info.selected_fields
+    look = Lookahead.of(info)
 
     async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> list[PaperRow]:
         return await page_followed_papers(conn, vid, clauses, after, limit=limit, offset=offset)
 
-    feed = paper_list(ctx, followed, FEED_SORT, fields)
+    feed = paper_list(ctx, followed, FEED_SORT, look)
     listing = ListQuery(FEED_SORT, rows, feed.count, feed.after_read)
-    return await read_page(ctx, listing, request, want_total=wants_total(fields), guard_depth=False)
+    return await read_page(ctx, listing, request, want_total=wants_total(look), guard_depth=False)
 
 
 async def page_followed_papers(

@@ -12,7 +12,7 @@ from db.queries.papers import AuthorshipRow, PaperRow, VersionRow
 from db.queries.researchers import ResearcherRow
 from db.records import SIGNIFICANCE_SCALE
 from resolvers.context import Info
-from resolvers.pagination import Connection
+from resolvers.pagination import Connection, Lookahead
 from resolvers.papers import (
     authorship_institutions,
     authorship_researcher,
@@ -250,7 +250,7 @@ class PaperQuery:
         graphql_type=Paper | None,
     )
     async def paper(self, info: Info, id: str) -> PaperRow | None:
-        return await resolve_paper(info.context, id, info.selected_fields)
+        return await resolve_paper(info.context, id, Lookahead.of(info))
 
     @strawberry.field(
         description="Papers, filtered and sorted. `first` 1 to 100 (default 24); `page` or `after`.",

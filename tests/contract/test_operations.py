@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from graphql import OperationDefinitionNode, OperationType, build_schema, parse, validate
+from strawberry import Info
 
 from schema import build_schema as build_live_schema
 from settings import Settings
@@ -93,6 +94,22 @@ async def test_operation_runs_on_demo_data_within_its_budget(api: Api, demo_ids:
     assert "errors" not in body, body["errors"]
     _non_empty(name, body["data"])
     assert len(statements) <= budgets()[name], "\n".join(statements)
+
+
+@pytest.mark.parametrize("name", SITE_OPERATIONS)
+async def test_no_resolver_converts_the_whole_selection(
+    api: Api, demo_ids: dict[str, Any], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Strawberry's `info.selected_fields` builds objects for every field and argument below a field on each call
+    (it was several percent of a page's CPU): resolvers read the parsed document instead (resolvers/pagination.py
+    Lookahead)."""
+
+    def refuse(self: Info[Any, Any]) -> None:
+        raise AssertionError(f"{self.field_name} converted its selection")
+
+    monkeypatch.setattr(Info, "selected_fields", property(refuse))
+    body, _ = await api.run(name, variables_for(name, demo_ids))
+    assert "errors" not in body, body["errors"]
 
 
 async def test_researcher_page_statements_do_not_grow_with_the_page(api: Api, demo_ids: dict[str, Any]) -> None:
