@@ -111,9 +111,39 @@ def running(server: Server) -> Iterator[tuple[int, str]]:
             proc.wait()
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds) of a process, None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+def database_name(url: str) -> str:
+    return url.rsplit("/", 1)[1].split("?")[0]
+
+
+def cpu_by_owner(api_pid: int, database: str) -> tuple[float, float]:
+    """CPU seconds so far of the API's process tree and of the PostgreSQL backends connected to `database`."""
+    stats = {int(p): s for p in os.listdir("/proc") if p.isdigit() and (s := _stat(int(p))) is not None}
+    tree, grew = {api_pid}, True
+    while grew:
+        grew = False
+        for pid, (ppid, _) in stats.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    api = sum(stats[p][1] for p in tree if p in stats)
+    pg = sum(s[1] for p, s in stats.items() if "postgres: " in _cmdline(p) and f" {database} " in _cmdline(p))
+    return api, pg
 
 
 def total_cpu() -> tuple[float, float]:
@@ -148,14 +178,19 @@ def parse_wrk(out: str) -> dict[str, float]:
     }
 
 
-def wrk(url: str, path: str, bodies: Path, duration: int, pid: int) -> dict[str, float]:
+def wrk(url: str, path: str, bodies: Path, duration: int, pid: int, database: str = "") -> dict[str, float]:
+    """wrk's figures, with the CPU per request of the server and of the PostgreSQL backends serving it: on this
+    machine both share the same cores, so what the database spends bounds a server as much as what it spends
+    (`database`: the database's name; none, no database figure)."""
     env = {**os.environ, "BODIES": str(bodies), "TARGET_PATH": path}
     cmd = ["wrk", "-t2", "-c16", f"-d{duration}s", "--latency", "-s", str(BENCH / "bench.lua"), url]
-    cpu0, (busy0, all0) = cpu_seconds(pid), total_cpu()
+    (cpu0, db0), (busy0, all0) = cpu_by_owner(pid, database), total_cpu()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-    cpu1, (busy1, all1) = cpu_seconds(pid), total_cpu()
+    (cpu1, db1), (busy1, all1) = cpu_by_owner(pid, database), total_cpu()
     result = parse_wrk(out)
-    result["server_cpu_ms_per_req"] = (cpu1 - cpu0) * 1000 / max(result["rps"] * duration, 1)
+    served = max(result["rps"] * duration, 1)
+    result["server_cpu_ms_per_req"] = (cpu1 - cpu0) * 1000 / served
+    result["db_cpu_ms_per_req"] = (db1 - db0) * 1000 / served
     result["machine_busy_cores"] = (busy1 - busy0) / (all1 - all0) * (os.cpu_count() or 1)
     return result
 
@@ -241,6 +276,7 @@ def main() -> None:
     if not args.database_url:
         sys.exit("--database-url or DATABASE_URL is required")
     all_servers = servers(args.database_url, args.redis_url, args.baseline)
+    database = database_name(args.database_url)
     names = args.servers.split(",")
     if "postgraphile" in names:
         from bench.postgraphile_queries import apply_functions
@@ -268,7 +304,7 @@ def main() -> None:
                 server = all_servers[name]
                 with running(server) as (pid, url):
                     warm(url, server.path, bodies[name], args.warmup)
-                    r = wrk(url, server.path, bodies[name], args.duration, pid)
+                    r = wrk(url, server.path, bodies[name], args.duration, pid, database)
                 row = {"operation": operation, "round": round_no, "server": name, **r}
                 print(json.dumps(row), flush=True)
                 results.append(row)
@@ -280,8 +316,8 @@ def main() -> None:
 def summarize(results: list[dict[str, object]]) -> str:
     lines = [
         "| operation | server | req/s (median) | p50 ms | p99 ms | ratio to floor (median of rounds) | "
-        "server CPU ms/req | rounds |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "server CPU ms/req | database CPU ms/req | rounds |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     ops = sorted(
         {str(r["operation"]) for r in results}, key=lambda o: ["ResearcherPage", "PaperPage", "PaperList"].index(o)
@@ -302,7 +338,7 @@ def summarize(results: list[dict[str, object]]) -> str:
 
             lines.append(
                 f"| {op} | {name} | {med('rps'):.0f} | {med('p50_ms'):.1f} | {med('p99_ms'):.1f} "
-                f"| {ratio_text} | {med('server_cpu_ms_per_req'):.2f} | {len(mine)} |"
+                f"| {ratio_text} | {med('server_cpu_ms_per_req'):.2f} | {med('db_cpu_ms_per_req'):.2f} | {len(mine)} |"
             )
     return "\n".join(lines)
 

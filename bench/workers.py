@@ -25,40 +25,20 @@ from pathlib import Path
 
 import httpx
 
-from bench.run import BENCH, CLK_TCK, ROOT, body_for, free_port, parse_wrk, sample_variables, total_cpu
+from bench.run import (
+    BENCH,
+    CLK_TCK,
+    ROOT,
+    body_for,
+    cpu_by_owner,
+    database_name,
+    free_port,
+    parse_wrk,
+    sample_variables,
+    total_cpu,
+)
 
 OUT = BENCH / "results" / "workers"
-
-
-def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds) of a process, None when it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except (FileNotFoundError, ProcessLookupError):
-        return ""
-
-
-def cpu_by_owner(api_pid: int, database: str) -> tuple[float, float]:
-    """CPU seconds so far of the API's process tree and of the PostgreSQL backends connected to `database`."""
-    stats = {int(p): s for p in os.listdir("/proc") if p.isdigit() and (s := _stat(int(p))) is not None}
-    tree, grew = {api_pid}, True
-    while grew:
-        grew = False
-        for pid, (ppid, _) in stats.items():
-            if ppid in tree and pid not in tree:
-                tree.add(pid)
-                grew = True
-    api = sum(stats[p][1] for p in tree if p in stats)
-    pg = sum(s[1] for p, s in stats.items() if "postgres: " in _cmdline(p) and f" {database} " in _cmdline(p))
-    return api, pg
 
 
 @contextmanager
@@ -92,7 +72,7 @@ def serving(database_url: str, workers: int) -> Iterator[tuple[int, str]]:
 
 
 def run_once(database_url: str, workers: int, bodies: Path, duration: int) -> dict[str, float]:
-    database = database_url.rsplit("/", 1)[1].split("?")[0]
+    database = database_name(database_url)
     with serving(database_url, workers) as (pid, url):
         env = {**os.environ, "BODIES": str(bodies), "TARGET_PATH": "/graphql"}
         lua = str(BENCH / "bench.lua")

@@ -152,11 +152,9 @@ def owners_page(
     source: str,
     limit: int,
     offset: int,
-    outer_order_by: str | None = None,
 ) -> tuple[str, list[object]]:
     """The same page for each owner, in one statement: one LATERAL subquery per owner id, `owner.sql` tying rows
-    to `k.owner_id`. Returns the statement and its arguments; each row starts with its owner's id. The outer
-    ORDER BY is the sort's unless the subquery's result names a column differently (`outer_order_by`)."""
+    to `k.owner_id`. Returns the statement and its arguments; each row starts with its owner's id."""
     where, args = compose(clauses, offset=1)
     n = len(args) + 1
     alias = source.split()[-1]
@@ -164,7 +162,7 @@ def owners_page(
         f"SELECT k.owner_id, {columns} FROM unnest($1::bigint[]) WITH ORDINALITY AS k(owner_id, ord)"
         f" CROSS JOIN LATERAL (SELECT {columns} FROM {source} WHERE {owner.sql} AND {where}"
         f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}) {alias}"
-        f" ORDER BY k.ord, {outer_order_by or sort.order_by}"
+        f" ORDER BY k.ord, {sort.order_by}"
     )
     return sql, [list(owner_ids), *args, limit, offset]
 
@@ -349,8 +347,11 @@ def _by_name(alias: str) -> Sort:
     return Sort(
         "NAME",
         f"wp_fold({alias}.name) ASC, {alias}.id ASC",
-        Fragment(f"(wp_fold({alias}.name), {alias}.id) > ($1::text, $2::bigint)", 2),
-        (("fold_name", "str"), ("id", "bigint")),
+        # The cursor holds the name as shown and the statement folds it, once (a sub-select): rows need not carry
+        # a folded name, which would cost a wp_fold per row of every page. Folding is idempotent, so cursors that
+        # hold a folded name still work.
+        Fragment(f"(wp_fold({alias}.name), {alias}.id) > ((SELECT wp_fold($1::text)), $2::bigint)", 2),
+        (("name", "str"), ("id", "bigint")),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 import orjson
 
@@ -71,6 +72,8 @@ def micros_to_datetime(value: int) -> datetime:
         raise TokenError("time out of range") from None
 
 
+# A page shows the same few hundred researchers, institutions and papers again and again: their ids are remembered.
+@lru_cache(maxsize=1 << 16, typed=True)
 def encode_global_id(type_name: str, key: int | str) -> str:
     """`Researcher:42` -> `UmVzZWFyY2hlcjo0Mg`: opaque to callers, stable across releases."""
     return _b64(f"{type_name}:{key}".encode())

@@ -76,11 +76,6 @@ class RowShape(Generic[T]):
         return lambda r: make(*get(r))
 
 
-def select_list(alias: str, fields: Sequence[str], *, computed: dict[str, str] | None = None, prefix: str = "") -> str:
-    """`alias.field AS prefix+field, ...` for a row type's fields; `computed` gives a field's expression instead."""
-    computed = computed or {}
-    parts = []
-    for name in fields:
-        expr = computed.get(name, f"{alias}.{name}")
-        parts.append(f"{expr} AS {prefix}{name}" if prefix or name in computed else expr)
-    return ", ".join(parts)
+def select_list(alias: str, fields: Sequence[str], *, prefix: str = "") -> str:
+    """`alias.field AS prefix+field, ...` for a row type's fields."""
+    return ", ".join(f"{alias}.{name} AS {prefix}{name}" if prefix else f"{alias}.{name}" for name in fields)

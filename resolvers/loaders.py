@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -42,6 +42,12 @@ class Loaders:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
         self._named: dict[str, DataLoader[Any, Any]] = {}
+        # Rows read by page-shaped statements, by id: a by-id load finds them here before it asks the database.
+        # A plain dict rather than DataLoader.prime, which builds a resolved Future per row: a page primes
+        # hundreds of rows and reads few of them back.
+        self._known_papers: dict[int, PaperRow] = {}
+        self._known_researchers: dict[int, ResearcherRow] = {}
+        self._known_institutions: dict[int, InstitutionRow] = {}
 
     def _batch(
         self, fetch: Callable[[Conn, list[K]], Awaitable[Sequence[V]]]
@@ -52,6 +58,34 @@ class Loaders:
 
         return load
 
+    def _by_id(
+        self, known: dict[int, V], fetch: Callable[[Conn, list[int]], Awaitable[Sequence[V | None]]]
+    ) -> DataLoader[int, V | None]:
+        """A by-id loader answering known rows itself and the rest in one statement (`fetch`: rows in key order)."""
+
+        async def load(keys: list[int]) -> list[V | None]:
+            missing = [k for k in keys if k not in known]
+            if missing:
+                async with self._pool.acquire() as conn:
+                    found = dict(zip(missing, await fetch(conn, missing), strict=True))
+            else:
+                found = {}
+            return [known[k] if k in known else found[k] for k in keys]
+
+        return DataLoader(load, max_batch_size=MAX_BATCH)
+
+    @staticmethod
+    def _prime(known: dict[int, V], rows: Iterable[Any], loader: DataLoader[int, V | None] | None = None) -> None:
+        """Rows for later by-id loads. With `loader`: they replace what it already answered (a row read again after
+        a write; rare, so its own prime will do); without, the first row known for an id stays."""
+        if loader is not None:
+            for row in rows:
+                known[row.id] = row
+                loader.prime(row.id, row, force=True)
+        else:
+            for row in rows:
+                known.setdefault(row.id, row)
+
     # -- by id -------------------------------------------------------------------------------------
 
     @cached_property
@@ -60,7 +94,7 @@ class Loaders:
             by_id = {row.id: row for row in await fetch_papers_by_ids(conn, ids)}
             return [by_id.get(i) for i in ids]
 
-        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+        return self._by_id(self._known_papers, fetch)
 
     @cached_property
     def researcher_by_id(self) -> DataLoader[int, ResearcherRow | None]:
@@ -70,7 +104,7 @@ class Loaders:
             by_id = dict(await fetch_researchers_following_redirects(conn, ids))
             return [by_id.get(i) for i in ids]
 
-        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+        return self._by_id(self._known_researchers, fetch)
 
     @cached_property
     def merged_ids_by_researcher_id(self) -> DataLoader[int, list[int]]:
@@ -88,7 +122,7 @@ class Loaders:
             by_id = {row.id: row for row in await fetch_institutions_by_ids(conn, ids)}
             return [by_id.get(i) for i in ids]
 
-        return DataLoader(self._batch(fetch), max_batch_size=MAX_BATCH)
+        return self._by_id(self._known_institutions, fetch)
 
     # -- papers by their public ids ----------------------------------------------------------------
 
@@ -173,18 +207,11 @@ class Loaders:
 
     # -- priming: rows fetched by page-shaped reads answer later by-id loads -----------------------
 
-    def prime_papers(self, rows: Sequence[PaperRow]) -> None:
-        loader = self.paper_by_id
-        for row in rows:
-            loader.prime(row.id, row)
+    def prime_papers(self, rows: Iterable[PaperRow]) -> None:
+        self._prime(self._known_papers, rows)
 
-    def prime_researchers(self, rows: Sequence[ResearcherRow], *, force: bool = False) -> None:
-        """`force`: replace what the loader holds (a row read again after a write)."""
-        loader = self.researcher_by_id
-        for row in rows:
-            loader.prime(row.id, row, force=force)
+    def prime_researchers(self, rows: Iterable[ResearcherRow], *, force: bool = False) -> None:
+        self._prime(self._known_researchers, rows, self.researcher_by_id if force else None)
 
-    def prime_institutions(self, rows: object, *, force: bool = False) -> None:
-        loader = self.institution_by_id
-        for row in rows:  # type: ignore[attr-defined]
-            loader.prime(row.id, row, force=force)
+    def prime_institutions(self, rows: Iterable[InstitutionRow], *, force: bool = False) -> None:
+        self._prime(self._known_institutions, rows, self.institution_by_id if force else None)

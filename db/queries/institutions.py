@@ -29,7 +29,6 @@ class InstitutionRow:
     paper_count: int
     researcher_count: int
     modified_at: datetime
-    fold_name: str
     # Signed-in readers following the institution (kept by a trigger on `institution_follows`).
     follower_count: int
 
@@ -40,17 +39,12 @@ class InstitutionRow:
 
 INSTITUTIONS = RowShape(InstitutionRow)
 # Every field of an InstitutionRow, named as the field.
-_COMPUTED = {"fold_name": "wp_fold(i.name)"}
-INSTITUTION_COLUMNS = select_list("i", INSTITUTIONS.fields, computed=_COMPUTED)
-
-
-def _json_pairs() -> list[tuple[str, str]]:
-    return [(name, _COMPUTED.get(name, f"i.{name}")) for name in INSTITUTIONS.fields]
+INSTITUTION_COLUMNS = select_list("i", INSTITUTIONS.fields)
 
 
 # An institution (`i`) as a JSON object named as InstitutionRow's fields, for statements that nest institutions
 # in another row type's rows: one round trip fewer than reading them on their own.
-INSTITUTION_JSON = "json_build_object(" + ", ".join(f"'{n}', {e}" for n, e in _json_pairs()) + ")"
+INSTITUTION_JSON = "json_build_object(" + ", ".join(f"'{n}', i.{n}" for n in INSTITUTIONS.fields) + ")"
 # One researcher's affiliations (`r`: the researcher), in the order SELECT_INSTITUTIONS_BY_RESEARCHERS gives them.
 AFFILIATIONS_JSON_OF_RESEARCHER = f"""(
     SELECT json_agg(json_build_object('first_year', ri.first_year, 'last_year', ri.last_year,

@@ -38,7 +38,6 @@ class ResearcherRow:
     citation_count: int
     works_count: int
     modified_at: datetime
-    fold_name: str
     # Signed-in readers following the researcher (kept by a trigger on `follows`).
     follower_count: int
 
@@ -48,10 +47,9 @@ class ResearcherRow:
 
 
 RESEARCHERS = RowShape(ResearcherRow)
-_COMPUTED = {"fold_name": "wp_fold(r.name)"}
 # Every field of a ResearcherRow, named as the field; `R_`: each name prefixed, beside another row type's columns.
-RESEARCHER_COLUMNS = select_list("r", RESEARCHERS.fields, computed=_COMPUTED)
-RESEARCHER_COLUMNS_R_ = select_list("r", RESEARCHERS.fields, computed=_COMPUTED, prefix="r_")
+RESEARCHER_COLUMNS = select_list("r", RESEARCHERS.fields)
+RESEARCHER_COLUMNS_R_ = select_list("r", RESEARCHERS.fields, prefix="r_")
 
 
 def researcher_from_record(record: asyncpg.Record, prefix: str = "") -> ResearcherRow:
@@ -165,8 +163,6 @@ async def page_researchers_of_owners(
         source="researchers r",
         limit=limit,
         offset=offset,
-        # Outside the subquery the folded name is a column of its result.
-        outer_order_by=sort.order_by.replace("wp_fold(r.name)", "r.fold_name"),
     )
     pages: dict[int, list[ResearcherRow]] = {owner_id: [] for owner_id in owner_ids}
     records = await conn.fetch(sql, *args)

@@ -28,7 +28,6 @@ RESEARCHER = ResearcherRow(
     citation_count=40,
     works_count=5,
     modified_at=WHEN,
-    fold_name="ada lovelace",
     follower_count=9,
 )
 

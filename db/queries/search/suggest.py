@@ -49,10 +49,10 @@ _COUNTRY_FILTER = " AND ($7::text IS NULL OR {a}.country = $7::text)"
 
 def _researchers_page(match: str, score: str, candidates: str | None = None) -> str:
     candidates = candidates or _name_candidates("researchers", match)
-    # The folded name is computed once per row (RESEARCHER_COLUMNS' fold_name) and scored from there.
+    # The folded name is computed once per row and scored from there.
     return _NAME_PAGE.format(
         inner=f"""SELECT f.*, {score.format(col="f.fold_name")}::float8 AS score FROM (
-        SELECT {RESEARCHER_COLUMNS}, count(*) OVER () AS total
+        SELECT {RESEARCHER_COLUMNS}, wp_fold(r.name) AS fold_name, count(*) OVER () AS total
         FROM researchers r
         WHERE r.id IN ({candidates})) f"""
     )
@@ -62,7 +62,7 @@ def _institutions_page(match: str, score: str, size: int = NAME_CANDIDATES) -> s
     candidates = _name_candidates("institutions", match, _COUNTRY_FILTER, size)
     return _NAME_PAGE.format(
         inner=f"""SELECT f.*, {score.format(col="f.fold_name")}::float8 AS score FROM (
-        SELECT {INSTITUTION_COLUMNS}, count(*) OVER () AS total
+        SELECT {INSTITUTION_COLUMNS}, wp_fold(i.name) AS fold_name, count(*) OVER () AS total
         FROM institutions i
         WHERE i.id IN ({candidates})) f"""
     )
