@@ -15,6 +15,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Literal
 
+from db.keys import keyed
 from db.paging import CursorValue, datetime_to_micros, micros_to_datetime
 
 _PARAM = re.compile(r"\$(\d+)")
@@ -158,13 +159,14 @@ def owners_page(
     where, args = compose(clauses, offset=1)
     n = len(args) + 1
     alias = source.split()[-1]
-    sql = (
-        f"SELECT k.owner_id, {columns} FROM unnest($1::bigint[]) WITH ORDINALITY AS k(owner_id, ord)"
+    sql, keys = keyed(
+        f"SELECT k.owner_id, {columns} FROM {{keys_ord}} AS k(owner_id, ord)"
         f" CROSS JOIN LATERAL (SELECT {columns} FROM {source} WHERE {owner.sql} AND {where}"
         f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}) {alias}"
-        f" ORDER BY k.ord, {sort.order_by}"
+        f" ORDER BY k.ord, {sort.order_by}",
+        owner_ids,
     )
-    return sql, [list(owner_ids), *args, limit, offset]
+    return sql, [keys, *args, limit, offset]
 
 
 # `score`: a float as repr() text (exact, so a keyset neither skips nor repeats a row), compared as float8.

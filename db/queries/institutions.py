@@ -12,6 +12,7 @@ import orjson
 
 from db.connection import Conn
 from db.filters import Clause, Sort, compose
+from db.keys import Keyed
 from db.rows import RowShape, select_list
 from db.slugs import entity_slug
 
@@ -85,7 +86,7 @@ def institution_from_record(record: asyncpg.Record, prefix: str = "") -> Institu
     return INSTITUTIONS.build(record, prefix)
 
 
-SELECT_INSTITUTIONS_BY_IDS = f"SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE i.id = any($1::bigint[])"
+SELECT_INSTITUTIONS_BY_IDS = Keyed.of(f"SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE i.id {{in_keys}}")
 SELECT_INSTITUTION_BY_ROR = f"SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE i.ror_id = $1"
 SELECT_INSTITUTION_BY_OPENALEX = f"SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE i.openalex_id = $1"
 # The name, an alias or an acronym, ignoring case and diacritics (migration 0011's index). Two institutions
@@ -103,28 +104,28 @@ SELECT {INSTITUTION_COLUMNS} FROM institutions i WHERE wp_fold(i.name) % wp_fold
 ORDER BY similarity(wp_fold(i.name), wp_fold($1::text)) DESC, i.paper_count DESC, i.id
 LIMIT $2
 """
-SELECT_INSTITUTIONS_BY_AUTHORSHIPS = f"""
+SELECT_INSTITUTIONS_BY_AUTHORSHIPS = Keyed.of(f"""
 SELECT ai.paper_id, ai.position, {INSTITUTION_COLUMNS}
 FROM authorship_institutions ai JOIN institutions i ON i.id = ai.institution_id
-WHERE ai.paper_id = any($1::bigint[])
+WHERE ai.paper_id {{in_keys}}
 ORDER BY ai.paper_id, ai.position, i.name, i.id
-"""
+""")
 SELECT_INSTITUTIONS_BY_AUTHORSHIP_KEYS = f"""
 SELECT ai.paper_id, ai.position, {INSTITUTION_COLUMNS}
 FROM authorship_institutions ai JOIN institutions i ON i.id = ai.institution_id
 WHERE (ai.paper_id, ai.position) IN (SELECT * FROM unnest($1::bigint[], $2::int[]))
 ORDER BY ai.paper_id, ai.position, i.name, i.id
 """
-SELECT_INSTITUTIONS_BY_RESEARCHERS = f"""
+SELECT_INSTITUTIONS_BY_RESEARCHERS = Keyed.of(f"""
 SELECT ri.researcher_id, ri.first_year, ri.last_year, {INSTITUTION_COLUMNS}
 FROM researcher_institutions ri JOIN institutions i ON i.id = ri.institution_id
-WHERE ri.researcher_id = any($1::bigint[])
+WHERE ri.researcher_id {{in_keys}}
 ORDER BY ri.researcher_id, ri.last_year DESC NULLS LAST, i.name, i.id
-"""
+""")
 
 
 async def fetch_institutions_by_ids(conn: Conn, ids: Sequence[int]) -> list[InstitutionRow]:
-    return INSTITUTIONS.build_all(await conn.fetch(SELECT_INSTITUTIONS_BY_IDS, list(ids)))
+    return INSTITUTIONS.build_all(await conn.fetch(*SELECT_INSTITUTIONS_BY_IDS.bind(ids)))
 
 
 async def fetch_institution_by_ror(conn: Conn, ror_id: str) -> InstitutionRow | None:
@@ -152,7 +153,7 @@ async def fetch_institutions_by_paper_ids(
     conn: Conn, paper_ids: Sequence[int]
 ) -> list[tuple[int, int, InstitutionRow]]:
     """(paper_id, position, institution) for every authorship of these papers that has one."""
-    return _linked(await conn.fetch(SELECT_INSTITUTIONS_BY_AUTHORSHIPS, list(paper_ids)))
+    return _linked(await conn.fetch(*SELECT_INSTITUTIONS_BY_AUTHORSHIPS.bind(paper_ids)))
 
 
 async def fetch_institutions_by_authorships(
@@ -186,7 +187,7 @@ class AffiliationRow:
 
 async def fetch_affiliations_by_researcher_ids(conn: Conn, researcher_ids: Sequence[int]) -> list[AffiliationRow]:
     """Each researcher's affiliations, most recent first."""
-    rows = await conn.fetch(SELECT_INSTITUTIONS_BY_RESEARCHERS, list(researcher_ids))
+    rows = await conn.fetch(*SELECT_INSTITUTIONS_BY_RESEARCHERS.bind(researcher_ids))
     if not rows:
         return []
     read = INSTITUTIONS.reader(rows[0])

@@ -11,6 +11,7 @@ import asyncpg
 
 from db.connection import Conn
 from db.filters import Clause, Fragment, Sort, compose, owners_page
+from db.keys import Keyed, keyed
 from db.queries import category_lists
 from db.queries.institutions import InstitutionRow
 from db.queries.researchers import RESEARCHER_COLUMNS_R_, RESEARCHERS, ResearcherRow
@@ -82,9 +83,9 @@ def paper_from_record(record: asyncpg.Record) -> PaperRow:
     return PAPERS.build(record)
 
 
-SELECT_PAPERS_BY_IDS = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.id = any($1::bigint[])"
-SELECT_PAPERS_BY_ARXIV_IDS = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.arxiv_id = any($1::text[])"
-SELECT_PAPERS_BY_SLUGS = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.slug = any($1::text[])"
+SELECT_PAPERS_BY_IDS = Keyed.of(f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.id {{in_keys}}")
+SELECT_PAPERS_BY_ARXIV_IDS = Keyed.of(f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.arxiv_id {{in_keys}}", "text")
+SELECT_PAPERS_BY_SLUGS = Keyed.of(f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.slug {{in_keys}}", "text")
 # A journal DOI may be shared by a paper and its duplicates: the oldest paper answers for it.
 _SELECT_BY_EXTERNAL: dict[PaperExternalIdKind, str] = {
     "doi": f"SELECT {PAPER_COLUMNS} FROM papers p WHERE lower(p.doi) = $1::text ORDER BY p.id LIMIT 1",
@@ -92,35 +93,35 @@ _SELECT_BY_EXTERNAL: dict[PaperExternalIdKind, str] = {
     "corpus": f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.s2_corpus_id = $1::text::bigint",
     "openalex": f"SELECT {PAPER_COLUMNS} FROM papers p WHERE p.openalex_id = $1::text",
 }
-SELECT_VERSIONS = """
+SELECT_VERSIONS = Keyed.of("""
 SELECT v.paper_id, v.version, v.submitted_at, v.size_kb, v.source_type
-FROM paper_versions v WHERE v.paper_id = any($1::bigint[])
+FROM paper_versions v WHERE v.paper_id {in_keys}
 ORDER BY v.paper_id, v.version
-"""
-SELECT_AUTHORSHIPS = """
+""")
+SELECT_AUTHORSHIPS = Keyed.of("""
 SELECT a.paper_id, a.position, a.name, a.researcher_id, a.affiliation, a.is_collaboration
-FROM authorships a WHERE a.paper_id = any($1::bigint[])
+FROM authorships a WHERE a.paper_id {in_keys}
 ORDER BY a.paper_id, a.position
-"""
+""")
 # The researcher's columns are prefixed r_: both row types have `id` and `name`.
-SELECT_AUTHORSHIPS_WITH_RESEARCHERS = f"""
+SELECT_AUTHORSHIPS_WITH_RESEARCHERS = Keyed.of(f"""
 SELECT a.paper_id, a.position, a.name, a.researcher_id, a.affiliation, a.is_collaboration, {RESEARCHER_COLUMNS_R_}
 FROM authorships a LEFT JOIN researchers r ON r.id = a.researcher_id
-WHERE a.paper_id = any($1::bigint[])
+WHERE a.paper_id {{in_keys}}
 ORDER BY a.paper_id, a.position
-"""
+""")
 
 
 async def fetch_papers_by_ids(conn: Conn, ids: Sequence[int]) -> list[PaperRow]:
-    return PAPERS.build_all(await conn.fetch(SELECT_PAPERS_BY_IDS, list(ids)))
+    return PAPERS.build_all(await conn.fetch(*SELECT_PAPERS_BY_IDS.bind(ids)))
 
 
 async def fetch_papers_by_arxiv_ids(conn: Conn, arxiv_ids: Sequence[str]) -> list[PaperRow]:
-    return PAPERS.build_all(await conn.fetch(SELECT_PAPERS_BY_ARXIV_IDS, list(arxiv_ids)))
+    return PAPERS.build_all(await conn.fetch(*SELECT_PAPERS_BY_ARXIV_IDS.bind(arxiv_ids)))
 
 
 async def fetch_papers_by_slugs(conn: Conn, slugs: Sequence[str]) -> list[PaperRow]:
-    return PAPERS.build_all(await conn.fetch(SELECT_PAPERS_BY_SLUGS, list(slugs)))
+    return PAPERS.build_all(await conn.fetch(*SELECT_PAPERS_BY_SLUGS.bind(slugs)))
 
 
 async def fetch_paper_by_external_id(conn: Conn, kind: PaperExternalIdKind, value: str) -> PaperRow | None:
@@ -142,7 +143,7 @@ _VERSIONS = RowShape(VersionRow)
 
 async def fetch_versions(conn: Conn, paper_ids: Sequence[int]) -> list[VersionRow]:
     """Every version of these papers, by paper then version number."""
-    return _VERSIONS.build_all(await conn.fetch(SELECT_VERSIONS, list(paper_ids)))
+    return _VERSIONS.build_all(await conn.fetch(*SELECT_VERSIONS.bind(paper_ids)))
 
 
 async def fetch_authorships(
@@ -151,8 +152,8 @@ async def fetch_authorships(
     """Authorships of these papers ordered by paper and position; optionally with their researchers (one object
     per researcher across the result: a co-author on many papers of a page is built once)."""
     if not with_researchers:
-        return AUTHORSHIPS.build_all(await conn.fetch(SELECT_AUTHORSHIPS, list(paper_ids)))
-    records = await conn.fetch(SELECT_AUTHORSHIPS_WITH_RESEARCHERS, list(paper_ids))
+        return AUTHORSHIPS.build_all(await conn.fetch(*SELECT_AUTHORSHIPS.bind(paper_ids)))
+    records = await conn.fetch(*SELECT_AUTHORSHIPS_WITH_RESEARCHERS.bind(paper_ids))
     if not records:
         return []
     authorship, researcher = AUTHORSHIPS.reader(records[0]), RESEARCHERS.reader(records[0], "r_")
@@ -258,11 +259,12 @@ async def count_papers_of_owners(
     conn: Conn, owner: Fragment, owner_ids: Sequence[int], clauses: Sequence[Clause]
 ) -> dict[int, int]:
     where, args = compose(clauses, offset=1)
-    sql = (
+    sql, keys = keyed(
         f"SELECT k.owner_id, (SELECT count(*) FROM papers p WHERE {owner.sql} AND {where})"
-        " FROM unnest($1::bigint[]) AS k(owner_id)"
+        " FROM {keys} AS k(owner_id)",
+        owner_ids,
     )
-    return {r[0]: r[1] for r in await conn.fetch(sql, list(owner_ids), *args)}
+    return {r[0]: r[1] for r in await conn.fetch(sql, keys, *args)}
 
 
 async def count_papers(conn: Conn, clauses: Sequence[Clause]) -> int:

@@ -11,6 +11,7 @@ import asyncpg
 
 from db.connection import Conn
 from db.filters import Clause, Fragment, Sort, compose, owners_page
+from db.keys import Keyed, keyed
 from db.queries.institutions import (
     AFFILIATIONS_JSON_OF_RESEARCHER,
     AffiliationRow,
@@ -57,21 +58,21 @@ def researcher_from_record(record: asyncpg.Record, prefix: str = "") -> Research
     return RESEARCHERS.build(record, prefix)
 
 
-SELECT_RESEARCHERS_BY_IDS = f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.id = any($1::bigint[])"
+SELECT_RESEARCHERS_BY_IDS = Keyed.of(f"SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.id {{in_keys}}")
 # An id merged into another researcher leads to the survivor (migration 0011's redirects).
-SELECT_RESEARCHERS_BY_IDS_OR_REDIRECTS = f"""
+SELECT_RESEARCHERS_BY_IDS_OR_REDIRECTS = Keyed.of(f"""
 SELECT k.id AS asked, {RESEARCHER_COLUMNS}
-FROM unnest($1::bigint[]) AS k(id)
+FROM {{keys}} AS k(id)
 LEFT JOIN researcher_redirects d ON d.old_id = k.id
 JOIN researchers r ON r.id = coalesce(d.survivor_id, k.id)
-"""
+""")
 # The same with each researcher's affiliations nested (a researcher's page shows both): one round trip.
-SELECT_RESEARCHERS_WITH_AFFILIATIONS = f"""
+SELECT_RESEARCHERS_WITH_AFFILIATIONS = Keyed.of(f"""
 SELECT k.id AS asked, {RESEARCHER_COLUMNS}, {AFFILIATIONS_JSON_OF_RESEARCHER} AS affiliations
-FROM unnest($1::bigint[]) AS k(id)
+FROM {{keys}} AS k(id)
 LEFT JOIN researcher_redirects d ON d.old_id = k.id
 JOIN researchers r ON r.id = coalesce(d.survivor_id, k.id)
-"""
+""")
 SELECT_MERGED_IDS = """
 SELECT survivor_id, old_id FROM researcher_redirects WHERE survivor_id = any($1::bigint[]) ORDER BY survivor_id, old_id
 """
@@ -87,12 +88,12 @@ _SELECT_BY_EXTERNAL = {
 
 
 async def fetch_researchers_by_ids(conn: Conn, ids: Sequence[int]) -> list[ResearcherRow]:
-    return RESEARCHERS.build_all(await conn.fetch(SELECT_RESEARCHERS_BY_IDS, list(ids)))
+    return RESEARCHERS.build_all(await conn.fetch(*SELECT_RESEARCHERS_BY_IDS.bind(ids)))
 
 
 async def fetch_researchers_following_redirects(conn: Conn, ids: Sequence[int]) -> list[tuple[int, ResearcherRow]]:
     """(asked id, researcher): an id merged into another researcher answers with the survivor."""
-    rows = await conn.fetch(SELECT_RESEARCHERS_BY_IDS_OR_REDIRECTS, list(ids))
+    rows = await conn.fetch(*SELECT_RESEARCHERS_BY_IDS_OR_REDIRECTS.bind(ids))
     if not rows:
         return []
     read = RESEARCHERS.reader(rows[0])
@@ -108,7 +109,7 @@ class ResearcherWithAffiliations:
 
 async def fetch_researchers_with_affiliations(conn: Conn, ids: Sequence[int]) -> list[ResearcherWithAffiliations]:
     """As fetch_researchers_following_redirects, each with its affiliations (most recent first)."""
-    rows = await conn.fetch(SELECT_RESEARCHERS_WITH_AFFILIATIONS, list(ids))
+    rows = await conn.fetch(*SELECT_RESEARCHERS_WITH_AFFILIATIONS.bind(ids))
     if not rows:
         return []
     read = RESEARCHERS.reader(rows[0])
@@ -177,11 +178,12 @@ async def count_researchers_of_owners(
     conn: Conn, owner: Fragment, owner_ids: Sequence[int], clauses: Sequence[Clause]
 ) -> dict[int, int]:
     where, args = compose(clauses, offset=1)
-    sql = (
+    sql, keys = keyed(
         f"SELECT k.owner_id, (SELECT count(*) FROM researchers r WHERE {owner.sql} AND {where})"
-        " FROM unnest($1::bigint[]) AS k(owner_id)"
+        " FROM {keys} AS k(owner_id)",
+        owner_ids,
     )
-    return {rec[0]: rec[1] for rec in await conn.fetch(sql, list(owner_ids), *args)}
+    return {rec[0]: rec[1] for rec in await conn.fetch(sql, keys, *args)}
 
 
 async def count_researchers(conn: Conn, clauses: Sequence[Clause]) -> int:
