@@ -14,6 +14,7 @@ from graphql.pyutils.gather_with_cancel import gather_with_cancel
 from graphql.type import GraphQLField
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
+from schema.fast_executor import shared
 from schema.fast_executor.plan import (
     BASIC,
     BOOL,
@@ -64,15 +65,41 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             self._fast_plans = {}
             manager = self.middleware_manager
             self._fast_enabled = manager is None or not manager.middlewares
+            # Collections (and their plans) are shared across requests when no variable can change them.
+            self._shared = self._fast_enabled and shared.is_static(self.operation, self.fragments)
+
+        def collect_subfields(self, return_type: GraphQLObjectType, field_details_list: FieldDetailsList) -> Any:
+            if not self._shared:
+                return super().collect_subfields(return_type, field_details_list)
+            key = (return_type, id(field_details_list))
+            cached = self._relevant_sub_fields.get(key)
+            if cached is not None:
+                return cached[1]
+            nodes, collection = shared.collected(return_type, field_details_list)
+            if collection is None:
+                collection = super().collect_subfields(return_type, field_details_list)
+                shared.remember(return_type, nodes, collection)
+            self._relevant_sub_fields[key] = (field_details_list, collection)
+            return collection
 
         def _plan(self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet) -> list[PlanEntry]:
+            common = shared.PLANS.get(id(grouped_field_set))
+            if common is not None and common[0] is grouped_field_set:
+                if common[1] is None:
+                    plan = self._new_plan(parent_type, grouped_field_set)
+                    shared.PLANS[id(grouped_field_set)] = (grouped_field_set, plan)
+                    return plan
+                return common[1]
             cached = self._fast_plans.get(id(grouped_field_set))
             if cached is not None:
                 return cached[1]
-            plan = [plan_field(self.schema, parent_type, name, fdl) for name, fdl in grouped_field_set.items()]
+            plan = self._new_plan(parent_type, grouped_field_set)
             # Keep the grouped field set alive with its plan so its id cannot be reused.
             self._fast_plans[id(grouped_field_set)] = (grouped_field_set, plan)
             return plan
+
+        def _new_plan(self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet) -> list[PlanEntry]:
+            return [plan_field(self.schema, parent_type, name, fdl) for name, fdl in grouped_field_set.items()]
 
         def execute_fields(
             self,

@@ -489,3 +489,68 @@ async def test_real_schema_same_errors_on_bad_rows(
     assert generic == fast
     if how not in ("clean", "string for int"):  # graphql-core's Int takes "12" as 12
         assert fast[1], "the corruption must surface as an error"
+
+
+STATIC_QUERY = QUERY.replace(" @skip(if: $skipTags)", "").replace(" @include(if: $withNick)", "")
+
+
+def _run_parsed(schema: strawberry.Schema, document: Any, variables: dict[str, Any], executor: Any) -> Any:
+    from graphql import execute
+
+    result = execute(
+        schema._schema,
+        document,
+        context_value=build(),
+        variable_values=variables,
+        executor_class=executor,
+    )
+    assert not asyncio.iscoroutine(result)
+    return result.data, [(e.message, e.path) for e in result.errors or []]  # type: ignore[union-attr]
+
+
+def _counting_collections(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from graphql.execution import executor as graphql_executor
+
+    calls = [0]
+    original = graphql_executor.collect_subfields
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(graphql_executor, "collect_subfields", counted)
+    return calls
+
+
+def test_a_document_without_directives_is_collected_once_for_every_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parse cache hands every request of a document the same nodes: the second request collects nothing
+    again, and answers as graphql-core does."""
+    from graphql import parse
+
+    document = parse(STATIC_QUERY)
+    variables = {"withNick": True, "skipTags": False}
+    calls = _counting_collections(monkeypatch)
+    first = _run_parsed(FAST, document, variables, FastExecutor)
+    assert calls[0] > 0
+    calls[0] = 0
+    second = _run_parsed(FAST, document, variables, FastExecutor)
+    assert calls[0] == 0
+    generic = _run_parsed(GENERIC, document, variables, StrawberryGraphQLCoreExecutionContext)
+    assert first == second == generic
+    assert generic[1] == [] and "nick" in generic[0]["papers"][0]["lead"]
+
+
+def test_a_document_whose_variables_change_its_fields_is_collected_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`@include`/`@skip` make a collection depend on the variables: the same parsed document with other variables
+    gets its own fields, never another request's."""
+    from graphql import parse
+
+    document = parse(QUERY)
+    calls = _counting_collections(monkeypatch)
+    for variables in [*VARIABLES, *VARIABLES]:
+        calls[0] = 0
+        fast = _run_parsed(FAST, document, variables, FastExecutor)
+        assert calls[0] > 0
+        assert fast == _run_parsed(GENERIC, document, variables, StrawberryGraphQLCoreExecutionContext)
+        lead = fast[0]["papers"][0]["lead"]
+        assert ("nick" in lead) is variables["withNick"]
