@@ -64,7 +64,12 @@ def servers(database_url: str, redis_url: str | None, baseline: Path | None = No
         api_env["REDIS_URL"] = redis_url
     # `baseline`: the API from another checkout (an earlier commit, `git archive <commit> | tar -x -C <dir>`), run by
     # the same interpreter and packages, for an old-versus-new comparison in the same rounds.
-    extra = {"baseline": Server("baseline", [py, *uvicorn, "app:app"], api_env, cwd=baseline)} if baseline else {}
+    extra = {}
+    if baseline:
+        # Checkouts from before the app factory export a module-level `app`.
+        factory = "def create_app" in (baseline / "app.py").read_text()
+        target = ["app:create_app", "--factory"] if factory else ["app:app"]
+        extra["baseline"] = Server("baseline", [py, *uvicorn, *target], api_env, cwd=baseline)
     return {
         **extra,
         "floor": Server("floor", [py, *uvicorn, "bench.floor:app"], {"DATABASE_URL": database_url}),

@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 import redis.asyncio as aioredis
-from starlette.types import Receive, Scope, Send
 
 from app import create_app
 from db.cache import keys
@@ -25,6 +24,7 @@ from db.cache.store import CacheStore
 from db.records import Touched
 from settings import Settings
 from tests.integration import test_response_cache as shared
+from tests.integration.inprocess import served
 from tests.integration.test_response_cache import RESEARCHER_PAGE, Statements, post
 
 # That module's operations.
@@ -58,15 +58,8 @@ async def worker(dsn: str, redis_url: str, namespace: str, **settings: Any) -> A
     application = create_app(
         Settings(DATABASE_URL=dsn, REDIS_URL=redis_url, cache_namespace=namespace, **settings), query_logger=counter
     )
-    async with application.router.lifespan_context(application) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            await application({**scope, "state": dict(state)}, receive, send)
-
-        transport = httpx.ASGITransport(app=with_state)
-        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test") as client:
-            yield Worker(client, state["cache"], state["near"], counter)
+    async with served(dsn, application=application) as (client, state):
+        yield Worker(client, state["cache"], state["near"], counter)
 
 
 @dataclass

@@ -15,7 +15,6 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from starlette.types import Receive, Scope, Send
 
 import app as app_module
 import localservers
@@ -28,6 +27,7 @@ from db.queries.figures import refresh_institution_figures, refresh_researcher_f
 from db.records import AuthorRecord, PaperRecord, Touched
 from settings import Settings
 from tests.integration.agg_data import ARXIV_IDS, EXPECTED_ADA, build_handmade
+from tests.integration.inprocess import served
 
 RESEARCHER_PAGE = """
 query ResearcherPage($id: String!) {
@@ -141,15 +141,8 @@ async def serving(
     application = create_app(
         Settings(DATABASE_URL=dsn, REDIS_URL=redis_url, cache_namespace=namespace, **settings), query_logger=counter
     )
-    async with application.router.lifespan_context(application) as state:
-        assert state is not None
-
-        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
-            await application({**scope, "state": dict(state)}, receive, send)
-
-        transport = httpx.ASGITransport(app=with_state)
-        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test") as client:
-            yield client, state["cache"], counter
+    async with served(dsn, application=application) as (client, state):
+        yield client, state["cache"], counter
 
 
 @pytest.fixture
