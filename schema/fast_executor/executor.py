@@ -29,6 +29,7 @@ from schema.fast_executor.plan import (
     SLOW,
     STR,
     TYPENAME,
+    Plan,
     PlanEntry,
     Spec,
     plan_field,
@@ -56,13 +57,16 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
     """Return a subclass of ``base_cls`` (an Executor class) with the fast path installed."""
 
     class FastExecutor(base_cls):  # type: ignore[valid-type,misc]
-        _fast_plans: dict[int, tuple[GroupedFieldSet, list[PlanEntry]]]
+        _fast_plans: dict[int, tuple[GroupedFieldSet, Plan]]
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             # Plans are per request: grouped field sets are per request objects, memoized by
             # collect_subfields, so a list of 24 papers builds its plan once.
             self._fast_plans = {}
+            # Leaf-only objects completed this request, by (field set, source): an object met again (a co-author on
+            # several papers of a page, an institution on several authors) gets the same answer.
+            self._done: dict[tuple[int, int], tuple[Any, dict[str, Any]]] = {}
             manager = self.middleware_manager
             self._fast_enabled = manager is None or not manager.middlewares
             # Collections (and their plans) are shared across requests when no variable can change them.
@@ -82,7 +86,7 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             self._relevant_sub_fields[key] = (field_details_list, collection)
             return collection
 
-        def _plan(self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet) -> list[PlanEntry]:
+        def _plan(self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet) -> Plan:
             common = shared.PLANS.get(id(grouped_field_set))
             if common is not None and common[0] is grouped_field_set:
                 if common[1] is None:
@@ -98,8 +102,11 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             self._fast_plans[id(grouped_field_set)] = (grouped_field_set, plan)
             return plan
 
-        def _new_plan(self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet) -> list[PlanEntry]:
-            return [plan_field(self.schema, parent_type, name, fdl) for name, fdl in grouped_field_set.items()]
+        def _new_plan(self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet) -> Plan:
+            entries = [plan_field(self.schema, parent_type, name, fdl) for name, fdl in grouped_field_set.items()]
+            # Leaf-only: every field a __typename or an attribute read as an exact leaf (entry[9], its Python type).
+            leafy = all(e[3] == TYPENAME or (e[3] == BASIC and e[9] is not None) for e in entries)
+            return entries, leafy
 
         def execute_fields(
             self,
@@ -111,12 +118,20 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
         ) -> Any:
             if position_context is not None or not self._fast_enabled:
                 return super().execute_fields(parent_type, source_value, path, grouped_field_set, position_context)
+            entries, leafy = self._plan(parent_type, grouped_field_set)
+            if leafy:
+                key = (id(grouped_field_set), id(source_value))
+                done = self._done.get(key)
+                if done is not None and done[0] is source_value:
+                    return done[1]
             results: dict[str, Any] = {}
             awaitable_fields: list[str] = []
             type_name = parent_type.name
             is_awaitable = self.is_awaitable
+            # Whether every value was complete as read (no completion, no error): then a leaf-only answer is kept.
+            plain = True
             try:
-                for entry in self._plan(parent_type, grouped_field_set):
+                for entry in entries:
                     name, fdl, field_def, kind, getter, _, nullable, code, _, exact = entry
                     if kind >= BASIC:
                         assert getter is not None and field_def is not None
@@ -125,6 +140,7 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                         except Exception as raw_error:
                             self.handle_field_error(raw_error, field_def.type, fdl, Path(path, name, type_name))
                             results[name] = None
+                            plain = False
                             continue
                         # Exactly typed leaves and nulls, most of a page's values, are complete as read.
                         if type(value) is exact:
@@ -134,6 +150,7 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                         elif value is None and nullable and kind != PREFETCHED:
                             results[name] = None
                             continue
+                        plain = False
                         result = self._complete_read(entry, parent_type, source_value, path, value)
                     elif kind == TYPENAME:
                         results[name] = type_name
@@ -149,7 +166,11 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                 if awaitable_fields:
                     self.settle_in_background([results[field] for field in awaitable_fields])
                 raise
-            return _gather_fields(results, awaitable_fields) if awaitable_fields else results
+            if awaitable_fields:
+                return _gather_fields(results, awaitable_fields)
+            if leafy and plain:
+                self._done[key] = (source_value, results)
+            return results
 
         def _complete_read(
             self, entry: PlanEntry, parent_type: GraphQLObjectType, source_value: Any, path: Path | None, value: Any

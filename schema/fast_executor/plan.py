@@ -60,6 +60,8 @@ Spec = tuple[bool, int, Any]
 PlanEntry = tuple[
     str, FieldDetailsList, GraphQLField | None, int, Callable[[Any], Any] | None, Spec | None, bool, int, Any, Any
 ]
+# A field set's entries, and whether every one is a __typename or an exact leaf read off the source.
+Plan = tuple[list[PlanEntry], bool]
 _EXACT: Final[dict[int, type]] = {STR: str, INT: int, BOOL: bool, FLOAT: float}
 
 _ALLOWED_DIRECTIVES: Final = frozenset({"include", "skip"})

@@ -23,7 +23,7 @@ _STATIC: dict[int, tuple[OperationDefinitionNode, bool]] = {}
 # By (type, field nodes' ids): (the nodes, the collection).
 _COLLECTED: dict[tuple[Any, ...], tuple[tuple[Any, ...], CollectedFields]] = {}
 # By a shared grouped field set's id: (the set, its plan).
-PLANS: dict[int, tuple[object, list[Any] | None]] = {}
+PLANS: dict[int, tuple[object, tuple[list[Any], bool] | None]] = {}
 
 
 class _Variable(Visitor):

@@ -554,3 +554,29 @@ def test_a_document_whose_variables_change_its_fields_is_collected_per_request(m
         assert fast == _run_parsed(GENERIC, document, variables, StrawberryGraphQLCoreExecutionContext)
         lead = fast[0]["papers"][0]["lead"]
         assert ("nick" in lead) is variables["withNick"]
+
+
+REPEATED_QUERY = "{ papers { people { id nick } lead { __typename id nick } maybePeople { id } } }"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [None, ("nick", 42), ("nick", ValueError("no nick")), ("id", None)],
+    ids=["clean", "int for string", "exception value", "none in non-null"],
+)
+def test_an_object_met_again_answers_as_graphql_core(damage: tuple[str, Any] | None) -> None:
+    """The same person on several papers of a page: answered once and reused when every value was complete as
+    read; when one was not, each place gets its own errors at its own path, as graphql-core gives them."""
+    outcomes = []
+    for schema in (GENERIC, FAST):
+        context = build()
+        if damage is not None:
+            setattr(context["people"][1], *damage)
+        outcomes.append(result_of(schema, REPEATED_QUERY, context, {}))
+    assert outcomes[0] == outcomes[1]
+    data, errors = outcomes[1]
+    if damage is None:
+        people = [p["id"] for paper in data["papers"] for p in paper["people"]]
+        assert errors == [] and len(people) > len(set(people))  # someone is met more than once
+    elif isinstance(damage[1], Exception):
+        assert len({tuple(path) for _, path in errors}) >= 2  # person 1 is on several papers: an error at each
