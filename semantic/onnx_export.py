@@ -5,7 +5,7 @@ needs the whole `semantic` extra). Three graphs of the same model, each ending i
 normalisation, so that it maps token ids straight to unit vectors:
 - `fp32`: float32 with ONNX Runtime's transformer fusions, equal to the reference (the others are made from it);
 - `query`: int8 weights in blocks of 32 (`MatMulNBits`), each token's activations quantised per block at run time:
-  within cosine 0.9995 of float32 and about twice as fast for a short text;
+  within cosine 0.9995 of float32 and 1.3-1.6 times as fast for a short text (it reads a quarter of the weights);
 - `batch`: int8 weights per output channel, activations quantised per run (`DynamicQuantizeMatMul`, signed
   weights so that the AVX-512 VNNI / AVX-VNNI kernels apply): the fastest for many tokens, within about 0.01.
 They live under `WOVEPAPER_MODEL_DIR` (default `~/.cache/wovepaper/models`), one folder per model package and
