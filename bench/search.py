@@ -45,6 +45,15 @@ KEYWORD = """query($q: String!, $mode: SearchMode, $sort: SearchSort) {
   }
 }"""
 AUTOCOMPLETE = """query($q: String!) { autocomplete(query: $q, first: 8) { type id label hint } }"""
+# Topics a reader might type; bench/embeddings.py embeds the same ones.
+SEMANTIC_QUERIES = [
+    "neural networks learn representations of graphs",
+    "dark matter distribution in galaxy clusters",
+    "quantum error correction codes",
+    "superconductivity in twisted bilayer graphene",
+    "black hole mergers and gravitational waves",
+    "sampling methods for bayesian inference",
+]
 
 
 def free_port() -> int:
@@ -236,18 +245,10 @@ def main() -> None:
         times, _ = timed_requests(url, AUTOCOMPLETE, [{"q": p} for p in prefixes], args.runs * 2)
         rows.append(summary("autocomplete (researchers + institutions, the default kinds)", times))
     if args.vector_database_url:
-        semantic_queries = [
-            "neural networks learn representations of graphs",
-            "dark matter distribution in galaxy clusters",
-            "quantum error correction codes",
-            "superconductivity in twisted bilayer graphene",
-            "black hole mergers and gravitational waves",
-            "sampling methods for bayesian inference",
-        ]
         with server(args.vector_database_url, semantic=True) as url:
             results["vector_database_papers"] = asyncio.run(_count(args.vector_database_url))
             for mode in ("SEMANTIC", "HYBRID"):
-                sets = [{"q": q, "mode": mode} for q in semantic_queries]
+                sets = [{"q": q, "mode": mode} for q in SEMANTIC_QUERIES]
                 times, _ = timed_requests(url, KEYWORD, sets, args.runs, warmup=2)
                 rows.append(summary(f"{mode.lower()} + facets (query vector cached)", times))
         results["embedding"] = asyncio.run(embedding_throughput(args.vector_database_url, args.embed_papers))

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from semantic.embedder import Embedder, EmbeddingsUnavailable, missing, refuse_missing
-from semantic.onnx_export import onnx_files
+from semantic.onnx_export import EXPORT_MODULES, onnx_files
 from semantic.onnx_runtime import ONNX_MODULES, OnnxEmbedder
 from semantic.reference import TORCH_MODULES, TorchEmbedder
 from semantic.text import paper_text, query_key
@@ -41,7 +41,7 @@ def missing_modules() -> list[str]:
     absent = missing(ONNX_MODULES)
     if absent or onnx_files().exist():
         return absent
-    return missing((*TORCH_MODULES, "onnx"))
+    return missing((*TORCH_MODULES, *EXPORT_MODULES))
 
 
 def is_available() -> bool:
