@@ -40,6 +40,8 @@ LOST_CONNECTION: Final = (
     OSError,
 )
 _CLOSED_MESSAGES: Final = ("connection is closed", "released back to the pool", "pool is closing")
+# How stale the pool gauges may get between scrapes.
+REPORT_EVERY_S: Final = 0.25
 
 
 class PoolExhausted(Exception):
@@ -86,13 +88,15 @@ def current_budget() -> RequestBudget | None:
 
 
 class ServingPool(asyncpg.Pool):
-    __slots__ = ("acquire_timeout_s", "_waiting", "_out")
+    __slots__ = ("acquire_timeout_s", "_waiting", "_out", "_reported_at", "_report_due")
 
     def __init__(self, *args: Any, acquire_timeout_s: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.acquire_timeout_s = acquire_timeout_s
         self._waiting = 0
         self._out: set[int] = set()
+        self._reported_at = -REPORT_EVERY_S
+        self._report_due: asyncio.TimerHandle | None = None
 
     def acquire(self, *, timeout: float | None = None) -> _Acquire:  # type: ignore[override]
         return _Acquire(self, timeout if timeout is not None else self.acquire_timeout_s)
@@ -106,14 +110,33 @@ class ServingPool(asyncpg.Pool):
         return len(self._out)
 
     def report(self) -> None:
+        """Set the pool's gauges now (a scrape does, and `_changed` at most every REPORT_EVERY_S)."""
         POOL_CONNECTIONS.labels("open").set(self.get_size())
         POOL_CONNECTIONS.labels("in_use").set(len(self._out))
         POOL_CONNECTIONS.labels("max").set(self.get_max_size())
         POOL_WAITERS.set(self._waiting)
+        self._reported_at = asyncio.get_running_loop().time()
+
+    def _changed(self) -> None:
+        """Report the change, or once a little later: every acquire and release change the figures, and setting
+        four gauges (a file write each with several workers) on each of a page's statements cost more than the
+        statement's own bookkeeping."""
+        if self._report_due is not None:
+            return
+        loop = asyncio.get_running_loop()
+        wait = self._reported_at + REPORT_EVERY_S - loop.time()
+        if wait <= 0:
+            self.report()
+        else:
+            self._report_due = loop.call_later(wait, self._report_later)
+
+    def _report_later(self) -> None:
+        self._report_due = None
+        self.report()
 
     async def _take(self, wait_s: float) -> Any:
         self._waiting += 1
-        self.report()
+        self._changed()
         try:
             conn = await asyncpg.Pool.acquire(self, timeout=wait_s)
         except TimeoutError:
@@ -121,7 +144,7 @@ class ServingPool(asyncpg.Pool):
         finally:
             self._waiting -= 1
         self._out.add(id(conn))
-        self.report()
+        self._changed()
         return conn
 
     async def release(self, connection: Any, *, timeout: float | None = None) -> None:  # noqa: ASYNC109 (asyncpg's signature)
@@ -129,7 +152,7 @@ class ServingPool(asyncpg.Pool):
             await super().release(connection, timeout=timeout)
         finally:
             self._out.discard(id(connection))
-            self.report()
+            self._changed()
 
     async def _give_back(self, conn: Any, failure: BaseException | None) -> None:
         if failure is not None and is_lost_connection(failure):

@@ -116,3 +116,34 @@ async def test_acquire_times_out_rather_than_waiting_forever(limits_db) -> None:
         assert pool.waiting == 0 and pool.in_use == 0
     finally:
         await pool.close()
+
+
+async def test_the_pool_gauges_follow_a_burst_without_a_write_per_statement(limits_db, monkeypatch) -> None:
+    """A page's statements acquire and release a connection each: the gauges are set at most every
+    REPORT_EVERY_S during a burst, and the last figures always land."""
+    from db import pool as pool_module
+    from telemetry.metrics import POOL_CONNECTIONS
+
+    pool = await create_pool(limits_db[0], min_size=1, max_size=4, acquire_timeout_s=5)
+    reports = 0
+    report = pool_module.ServingPool.report
+
+    def counted(self: pool_module.ServingPool) -> None:
+        nonlocal reports
+        reports += 1
+        report(self)
+
+    monkeypatch.setattr(pool_module.ServingPool, "report", counted)
+    try:
+        conn = await pool.acquire()
+        for _ in range(200):
+            async with pool.acquire() as other:
+                await other.fetchval("SELECT 1")
+        assert reports <= 3
+        await asyncio.sleep(pool_module.REPORT_EVERY_S * 2)
+        assert POOL_CONNECTIONS.labels("in_use")._value.get() == 1  # the connection still held
+        await pool.release(conn)
+        await asyncio.sleep(pool_module.REPORT_EVERY_S * 2)
+        assert POOL_CONNECTIONS.labels("in_use")._value.get() == 0
+    finally:
+        await pool.close()
