@@ -74,35 +74,6 @@ FROM ranked GROUP BY scope, rid
 
 _RANK = "row_number() OVER (PARTITION BY scope, rid ORDER BY coalesce(c, 0) DESC)"
 
-REFRESH_RESEARCHER_FIGURES = f"""
-WITH {{ids}},
-{CAREER_WORKS_CTES},
-ranked AS (
-    SELECT scope, rid, c, {_RANK} AS rn FROM (SELECT 'career' AS scope, rid, c FROM career_works) w
-),
-figures AS ({FIGURES_OF_RANKED}),
--- Papers in this archive as the researcher's papers list counts them: withdrawn ones left out.
-papers_per AS (
-    SELECT rid, (count(DISTINCT paper_id) FILTER (WHERE NOT withdrawn))::integer AS n FROM arch GROUP BY rid
-),
-fresh AS (
-    SELECT ids.id, coalesce(pp.n, 0) AS paper_count, coalesce(f.h_index, 0) AS h_index,
-           coalesce(f.i10_index, 0) AS i10_index, least(coalesce(f.citation_count, 0), 2147483647)::integer
-           AS citation_count, coalesce(f.works_count, 0) AS works_count
-    FROM ids LEFT JOIN figures f ON f.rid = ids.id LEFT JOIN papers_per pp ON pp.rid = ids.id
-)
-UPDATE researchers r
-SET paper_count = fresh.paper_count, h_index = fresh.h_index, i10_index = fresh.i10_index,
-    citation_count = fresh.citation_count, works_count = fresh.works_count, modified_at = now()
-FROM fresh
-WHERE r.id = fresh.id
-  AND (r.paper_count, r.h_index, r.i10_index, r.citation_count, r.works_count)
-      IS DISTINCT FROM (fresh.paper_count, fresh.h_index, fresh.i10_index, fresh.citation_count, fresh.works_count)
-RETURNING r.id
-"""
-_SOME_RESEARCHERS = "ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id)"
-_ALL_RESEARCHERS = "ids AS (SELECT id FROM researchers)"
-
 # After CAREER_WORKS_CTES: `figures` per (scope, researcher), for the scopes career, archive (papers here, with
 # the archive's own counts only), and each source's list on its own (each work once within the source).
 SCOPED_FIGURES_CTES = f"""scoped AS (
@@ -114,6 +85,60 @@ SCOPED_FIGURES_CTES = f"""scoped AS (
 ),
 ranked AS (SELECT scope, rid, c, {_RANK} AS rn FROM scoped),
 figures AS ({FIGURES_OF_RANKED})"""
+
+# The stored figures of researchers in `ids`, from the definitions above: the career figures researchers keeps for
+# lists to sort and filter on, and every scope's figures (researcher_scope_figures, migration 0017) the researcher
+# page reads. One statement computes both, so every write that refreshes the one refreshes the other.
+REFRESH_RESEARCHER_FIGURES = f"""
+WITH {{ids}},
+{CAREER_WORKS_CTES},
+{SCOPED_FIGURES_CTES},
+-- Papers in this archive as the researcher's papers list counts them: withdrawn ones left out.
+papers_per AS (
+    SELECT rid, (count(DISTINCT paper_id) FILTER (WHERE NOT withdrawn))::integer AS n FROM arch GROUP BY rid
+),
+fresh AS (
+    SELECT ids.id, coalesce(pp.n, 0) AS paper_count, coalesce(f.h_index, 0) AS h_index,
+           coalesce(f.i10_index, 0) AS i10_index, least(coalesce(f.citation_count, 0), 2147483647)::integer
+           AS citation_count, coalesce(f.works_count, 0) AS works_count
+    FROM ids LEFT JOIN figures f ON f.rid = ids.id AND f.scope = 'career' LEFT JOIN papers_per pp ON pp.rid = ids.id
+),
+updated AS (
+    UPDATE researchers r
+    SET paper_count = fresh.paper_count, h_index = fresh.h_index, i10_index = fresh.i10_index,
+        citation_count = fresh.citation_count, works_count = fresh.works_count, modified_at = now()
+    FROM fresh
+    WHERE r.id = fresh.id
+      AND (r.paper_count, r.h_index, r.i10_index, r.citation_count, r.works_count)
+          IS DISTINCT FROM (fresh.paper_count, fresh.h_index, fresh.i10_index, fresh.citation_count, fresh.works_count)
+    RETURNING r.id
+),
+-- A researcher absorbed by a merge earlier in the transaction is gone: nothing is stored for it.
+stored AS (
+    INSERT INTO researcher_scope_figures AS s (researcher_id, scope, works_count, citation_count, i10_index, h_index,
+                                             with_counts)
+    SELECT f.rid, f.scope, f.works_count, f.citation_count, f.i10_index, f.h_index, f.with_counts
+    FROM figures f JOIN researchers r ON r.id = f.rid
+    ORDER BY f.rid, f.scope
+    ON CONFLICT (researcher_id, scope) DO UPDATE
+    SET works_count = excluded.works_count, citation_count = excluded.citation_count, i10_index = excluded.i10_index,
+        h_index = excluded.h_index, with_counts = excluded.with_counts
+    WHERE (s.works_count, s.citation_count, s.i10_index, s.h_index, s.with_counts)
+          IS DISTINCT FROM (excluded.works_count, excluded.citation_count, excluded.i10_index, excluded.h_index,
+                            excluded.with_counts)
+    RETURNING s.researcher_id
+),
+-- A scope left without works has no row.
+emptied AS (
+    DELETE FROM researcher_scope_figures s USING ids
+    WHERE s.researcher_id = ids.id AND NOT EXISTS (SELECT 1 FROM figures f WHERE f.rid = s.researcher_id
+                                                                             AND f.scope = s.scope)
+    RETURNING s.researcher_id
+)
+SELECT id FROM updated UNION SELECT researcher_id FROM stored UNION SELECT researcher_id FROM emptied
+"""
+_SOME_RESEARCHERS = "ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id)"
+_ALL_RESEARCHERS = "ids AS (SELECT id FROM researchers)"
 
 # One researcher's figures in every scope.
 SELECT_CAREER_FIGURES = f"""
