@@ -6,13 +6,13 @@ import asyncpg
 import pytest
 
 from db.pool import create_pool
-from db.queries.figures import refresh_researcher_figures
 from db.queries.aggregates import (
     fetch_institution_stats,
     fetch_researcher_coauthors,
     fetch_researcher_network,
     fetch_researcher_stats,
 )
+from db.queries.figures import refresh_researcher_figures
 from tests.integration.agg_data import EXPECTED_ADA, handmade_database, insert_researcher
 
 
