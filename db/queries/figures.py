@@ -97,11 +97,18 @@ WITH {{ids}},
 papers_per AS (
     SELECT rid, (count(DISTINCT paper_id) FILTER (WHERE NOT withdrawn))::integer AS n FROM arch GROUP BY rid
 ),
+-- One row per researcher, gathered by grouping rather than joined: the planner cannot count a CTE's rows by
+-- scope, and a nested loop over `figures` grows with the square of the researchers refreshed.
 fresh AS (
-    SELECT ids.id, coalesce(pp.n, 0) AS paper_count, coalesce(f.h_index, 0) AS h_index,
-           coalesce(f.i10_index, 0) AS i10_index, least(coalesce(f.citation_count, 0), 2147483647)::integer
-           AS citation_count, coalesce(f.works_count, 0) AS works_count
-    FROM ids LEFT JOIN figures f ON f.rid = ids.id AND f.scope = 'career' LEFT JOIN papers_per pp ON pp.rid = ids.id
+    SELECT id, max(paper_count) AS paper_count, max(h_index) AS h_index, max(i10_index) AS i10_index,
+           least(max(citation_count), 2147483647)::integer AS citation_count, max(works_count) AS works_count
+    FROM (SELECT id, 0 AS paper_count, 0 AS h_index, 0 AS i10_index, 0::bigint AS citation_count, 0 AS works_count
+          FROM ids
+          UNION ALL
+          SELECT rid, n, 0, 0, 0, 0 FROM papers_per
+          UNION ALL
+          SELECT rid, 0, h_index, i10_index, citation_count, works_count FROM figures WHERE scope = 'career') k
+    GROUP BY id
 ),
 updated AS (
     UPDATE researchers r
@@ -128,11 +135,13 @@ stored AS (
                             excluded.with_counts)
     RETURNING s.researcher_id
 ),
--- A scope left without works has no row.
+-- A scope left without works has no row. The stored rows are found by researcher (the primary key) first.
 emptied AS (
-    DELETE FROM researcher_scope_figures s USING ids
-    WHERE s.researcher_id = ids.id AND NOT EXISTS (SELECT 1 FROM figures f WHERE f.rid = s.researcher_id
-                                                                             AND f.scope = s.scope)
+    DELETE FROM researcher_scope_figures s
+    WHERE (s.researcher_id, s.scope) IN (SELECT o.researcher_id, o.scope
+                                         FROM ids JOIN researcher_scope_figures o ON o.researcher_id = ids.id
+                                         EXCEPT
+                                         SELECT rid, scope FROM figures)
     RETURNING s.researcher_id
 )
 SELECT id FROM updated UNION SELECT researcher_id FROM stored UNION SELECT researcher_id FROM emptied
