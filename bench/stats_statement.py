@@ -5,9 +5,10 @@
 
 Each tree's `SELECT_RESEARCHER_STATS` is read from the tree itself (a subprocess imports it there), both are run
 on one connection to a PostgreSQL on this machine, their answers checked equal (but `computed_at`), then in
-alternated blocks: the heaviest researcher (most career works) `--runs` times, and `--typical` researchers with at
-least a full page of papers (24; a fixed sample) 3 times each. CPU is the backend's utime + stime from
-/proc/<pid>/stat over a block (10 ms ticks: blocks are long enough), wall the median of the block's statements.
+alternated blocks: the heaviest researcher (most career works, or `--heavy`) `--runs` times, and `--typical`
+researchers with at least a full page of papers (24; a fixed sample) 3 times each. CPU is the backend's utime +
+stime from /proc/<pid>/stat over a block (10 ms ticks: blocks are long enough), wall the median of the block's
+statements.
 Prints one line per block and the per-round ratios (this tree / baseline).
 """
 
@@ -61,7 +62,7 @@ async def main(args: argparse.Namespace) -> None:
     conn = await asyncpg.connect(args.database_url)
     try:
         pid = await conn.fetchval("SELECT pg_backend_pid()")
-        heavy = await conn.fetchval("SELECT id FROM researchers ORDER BY works_count DESC, id LIMIT 1")
+        heavy = args.heavy or await conn.fetchval("SELECT id FROM researchers ORDER BY works_count DESC, id LIMIT 1")
         typical = [
             r["id"]
             for r in await conn.fetch(
@@ -102,4 +103,5 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--typical", type=int, default=50)
+    parser.add_argument("--heavy", type=int, help="the heavy researcher's id (default: the one with most works)")
     asyncio.run(main(parser.parse_args()))
