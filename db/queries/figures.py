@@ -60,31 +60,32 @@ career_works AS (
 """
 CAREER_WORKS_CTES = f"{ARCH_CTE},{CAREER_WORKS_FROM_ARCH_CTES}"
 
-# Figures of a ranked list `ranked(scope, rid, c, rn)`, rn = 1 for the most cited work of a scope.
-FIGURES_OF_RANKED = """
-SELECT scope, rid,
-       count(*)::integer AS works_count,
-       coalesce(sum(c), 0)::bigint AS citation_count,
-       (count(*) FILTER (WHERE c >= 10))::integer AS i10_index,
-       -- Sorted by citations descending, c >= rn holds exactly for the first h works.
-       (count(*) FILTER (WHERE coalesce(c, 0) >= rn))::integer AS h_index,
-       count(c)::integer AS with_counts
-FROM ranked GROUP BY scope, rid
-"""
-
-_RANK = "row_number() OVER (PARTITION BY scope, rid ORDER BY coalesce(c, 0) DESC)"
-
 # After CAREER_WORKS_CTES: `figures` per (scope, researcher), for the scopes career, archive (papers here, with
 # the archive's own counts only), and each source's list on its own (each work once within the source).
-SCOPED_FIGURES_CTES = f"""scoped AS (
+# The works are counted per citation count first (`tally`), so only a scope's distinct counts are sorted, not its
+# works: with `at_least` the works cited at least as often as a count v, the h-index is the largest
+# least(v, at_least) (h works with at least h citations each, and no h + 1). A work without a count counts as 0.
+SCOPED_FIGURES_CTES = """scoped AS (
     SELECT 'career' AS scope, rid, c FROM career_works
     UNION ALL
     SELECT 'archive', rid, c FROM (SELECT DISTINCT rid, paper_id, c FROM arch WHERE NOT withdrawn) a
     UNION ALL
     SELECT source, rid, max(c) FROM ext GROUP BY source, rid, k
 ),
-ranked AS (SELECT scope, rid, c, {_RANK} AS rn FROM scoped),
-figures AS ({FIGURES_OF_RANKED})"""
+tally AS (SELECT scope, rid, c, count(*) AS n FROM scoped GROUP BY scope, rid, c),
+cumulative AS (
+    SELECT scope, rid, c, n, sum(n) OVER (PARTITION BY scope, rid ORDER BY coalesce(c, 0) DESC) AS at_least
+    FROM tally
+),
+figures AS (
+    SELECT scope, rid,
+           sum(n)::integer AS works_count,
+           coalesce(sum(c * n), 0)::bigint AS citation_count,
+           coalesce(sum(n) FILTER (WHERE c >= 10), 0)::integer AS i10_index,
+           max(least(coalesce(c, 0), at_least))::integer AS h_index,
+           coalesce(sum(n) FILTER (WHERE c IS NOT NULL), 0)::integer AS with_counts
+    FROM cumulative GROUP BY scope, rid
+)"""
 
 # The stored figures of researchers in `ids`, from the definitions above: the career figures researchers keeps for
 # lists to sort and filter on, and every scope's figures (researcher_scope_figures, migration 0017) the researcher
