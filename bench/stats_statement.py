@@ -74,6 +74,8 @@ async def main(args: argparse.Namespace) -> None:
             answers = [comparable(await conn.fetchrow(sql, rid)) for sql in statements.values()]
             assert answers[0] == answers[1], (rid, answers)
         for sets, ids, repeat in (("heaviest", [heavy], args.runs), ("typical", typical, 3)):
+            if not ids:
+                continue
             cpu: dict[str, list[float]] = {k: [] for k in statements}
             wall: dict[str, list[float]] = {k: [] for k in statements}
             for r in range(args.rounds):
