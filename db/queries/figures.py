@@ -121,12 +121,17 @@ updated AS (
           IS DISTINCT FROM (fresh.paper_count, fresh.h_index, fresh.i10_index, fresh.citation_count, fresh.works_count)
     RETURNING r.id
 ),
--- A researcher absorbed by a merge earlier in the transaction is gone: nothing is stored for it.
+-- Only rows that differ are written (an upsert would lock, and so write, every row it finds unchanged). A
+-- researcher absorbed by a merge earlier in the transaction is gone: nothing is stored for it.
 stored AS (
     INSERT INTO researcher_scope_figures AS s (researcher_id, scope, works_count, citation_count, i10_index, h_index,
                                              with_counts)
     SELECT f.rid, f.scope, f.works_count, f.citation_count, f.i10_index, f.h_index, f.with_counts
-    FROM figures f JOIN researchers r ON r.id = f.rid
+    FROM figures f
+    JOIN researchers r ON r.id = f.rid
+    LEFT JOIN researcher_scope_figures o ON o.researcher_id = f.rid AND o.scope = f.scope
+    WHERE (o.works_count, o.citation_count, o.i10_index, o.h_index, o.with_counts)
+          IS DISTINCT FROM (f.works_count, f.citation_count, f.i10_index, f.h_index, f.with_counts)
     ORDER BY f.rid, f.scope
     ON CONFLICT (researcher_id, scope) DO UPDATE
     SET works_count = excluded.works_count, citation_count = excluded.citation_count, i10_index = excluded.i10_index,
