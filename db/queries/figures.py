@@ -8,7 +8,9 @@ works: the h-index is the largest h such that h works have at least h citations 
 with at least 10; the citation count sums them; the works count counts them. A work without any count
 counts as a work with 0 citations.
 
-The SQL fragments below are shared with the aggregates so both compute the same figures.
+The SQL fragments below define them once: the refresh stores them in the write's transaction (the career
+figures on `researchers` for lists, every scope's in `researcher_scope_figures` for the researcher page), and
+`SELECT_CAREER_FIGURES` computes them afresh.
 """
 
 from __future__ import annotations
