@@ -1,7 +1,7 @@
 """Researcher and institution aggregates: each one SQL statement, computed in PostgreSQL.
 
-Whole-career figures use the career-works definitions of `db.queries.figures` (the same ones that
-refresh the stored figures lists sort and filter on), so a page and a list never disagree.
+Whole-career figures are the ones `db.queries.figures` stores in the write's transaction (the same refresh
+that keeps the figures lists sort and filter on), so a page and a list never disagree.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 import orjson
 
 from db.connection import ConnOrPool
-from db.queries.figures import CAREER_WORKS_FROM_ARCH_CTES, SCOPED_FIGURES_CTES
 
 # Papers per arXiv category over `papers` (rows with categories and primary_category): `count` those listed in the
 # category at all (cross-lists too: what `papers(filter: {category})` lists), `primary_count` those whose primary
@@ -25,29 +24,17 @@ FIELDS_OF = """coalesce(jsonb_agg(jsonb_build_array(f.category, f.n, f.primary_n
                  GROUP BY c.category) f"""
 
 SELECT_RESEARCHER_STATS = f"""
-WITH ids AS (SELECT $1::bigint AS id),
--- The researcher's authorships with their papers, read once (the covering index of migration 0016 gives the
--- positions): the career works and the per-paper figures below both come from here.
-authored AS MATERIALIZED (
-    SELECT a.paper_id, a.position, p.arxiv_id, lower(p.doi) AS doi, p.cited_by_count, p.withdrawn,
-           p.primary_category, p.categories, p.published, p.author_count, p.matched_count
+WITH
+-- The researcher's distinct archive papers with their own position (a name listed twice counts once), read from
+-- the covering index of migration 0016 and the papers. Withdrawn papers are left out, as the researcher's papers
+-- list leaves them out by default.
+mine AS MATERIALIZED (
+    SELECT DISTINCT ON (a.paper_id)
+           a.paper_id AS id, p.cited_by_count, p.primary_category, p.categories, p.published, p.author_count,
+           p.matched_count, a.position
       FROM authorships a JOIN papers p ON p.id = a.paper_id
-     WHERE a.researcher_id = $1
-),
-arch AS (
-    SELECT DISTINCT $1::bigint AS rid, paper_id, arxiv_id, doi, cited_by_count AS c, withdrawn FROM authored
-),
-{CAREER_WORKS_FROM_ARCH_CTES},
-{SCOPED_FIGURES_CTES},
--- The researcher's distinct archive papers with their own position (a name listed twice counts once).
--- Withdrawn papers are left out, as the researcher's papers list leaves them out by default.
-mine AS (
-    SELECT DISTINCT ON (paper_id)
-           paper_id AS id, cited_by_count, primary_category, categories, published, author_count, matched_count,
-           position
-      FROM authored
-     WHERE NOT withdrawn
-     ORDER BY paper_id, position
+     WHERE a.researcher_id = $1 AND NOT p.withdrawn
+     ORDER BY a.paper_id, a.position
 ),
 -- Position is known only on papers where every author is matched (a collaboration never is).
 positions AS (
@@ -65,9 +52,10 @@ SELECT r.id,
        pos.total AS paper_count,
        pos.first, pos.middle, pos.last, pos.solo, pos.matched AS matched_papers,
        pos.citation_total, pos.papers_with_counts,
+       -- Every scope's figures as the write path stored them (db.queries.figures); a scope without works has none.
        (SELECT coalesce(jsonb_object_agg(f.scope, jsonb_build_array(
                    f.works_count, f.citation_count, f.i10_index, f.h_index, f.with_counts)), '{{}}'::jsonb)
-          FROM figures f) AS figures,
+          FROM researcher_scope_figures f WHERE f.researcher_id = r.id) AS figures,
        (SELECT {FIELDS_OF.format(papers="mine")}) AS fields,
        (SELECT m.id FROM mine m WHERE m.cited_by_count IS NOT NULL
          ORDER BY m.cited_by_count DESC, m.published DESC, m.id LIMIT 1) AS most_cited_paper_id,

@@ -8,7 +8,9 @@ works: the h-index is the largest h such that h works have at least h citations 
 with at least 10; the citation count sums them; the works count counts them. A work without any count
 counts as a work with 0 citations.
 
-The SQL fragments below are shared with the aggregates so both compute the same figures.
+The SQL fragments below define them once: the refresh stores them in the write's transaction (the career
+figures on `researchers` for lists, every scope's in `researcher_scope_figures` for the researcher page), and
+`SELECT_CAREER_FIGURES` computes them afresh.
 """
 
 from __future__ import annotations
@@ -60,60 +62,100 @@ career_works AS (
 """
 CAREER_WORKS_CTES = f"{ARCH_CTE},{CAREER_WORKS_FROM_ARCH_CTES}"
 
-# Figures of a ranked list `ranked(scope, rid, c, rn)`, rn = 1 for the most cited work of a scope.
-FIGURES_OF_RANKED = """
-SELECT scope, rid,
-       count(*)::integer AS works_count,
-       coalesce(sum(c), 0)::bigint AS citation_count,
-       (count(*) FILTER (WHERE c >= 10))::integer AS i10_index,
-       -- Sorted by citations descending, c >= rn holds exactly for the first h works.
-       (count(*) FILTER (WHERE coalesce(c, 0) >= rn))::integer AS h_index,
-       count(c)::integer AS with_counts
-FROM ranked GROUP BY scope, rid
-"""
-
-_RANK = "row_number() OVER (PARTITION BY scope, rid ORDER BY coalesce(c, 0) DESC)"
-
-REFRESH_RESEARCHER_FIGURES = f"""
-WITH {{ids}},
-{CAREER_WORKS_CTES},
-ranked AS (
-    SELECT scope, rid, c, {_RANK} AS rn FROM (SELECT 'career' AS scope, rid, c FROM career_works) w
-),
-figures AS ({FIGURES_OF_RANKED}),
--- Papers in this archive as the researcher's papers list counts them: withdrawn ones left out.
-papers_per AS (
-    SELECT rid, (count(DISTINCT paper_id) FILTER (WHERE NOT withdrawn))::integer AS n FROM arch GROUP BY rid
-),
-fresh AS (
-    SELECT ids.id, coalesce(pp.n, 0) AS paper_count, coalesce(f.h_index, 0) AS h_index,
-           coalesce(f.i10_index, 0) AS i10_index, least(coalesce(f.citation_count, 0), 2147483647)::integer
-           AS citation_count, coalesce(f.works_count, 0) AS works_count
-    FROM ids LEFT JOIN figures f ON f.rid = ids.id LEFT JOIN papers_per pp ON pp.rid = ids.id
-)
-UPDATE researchers r
-SET paper_count = fresh.paper_count, h_index = fresh.h_index, i10_index = fresh.i10_index,
-    citation_count = fresh.citation_count, works_count = fresh.works_count, modified_at = now()
-FROM fresh
-WHERE r.id = fresh.id
-  AND (r.paper_count, r.h_index, r.i10_index, r.citation_count, r.works_count)
-      IS DISTINCT FROM (fresh.paper_count, fresh.h_index, fresh.i10_index, fresh.citation_count, fresh.works_count)
-RETURNING r.id
-"""
-_SOME_RESEARCHERS = "ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id)"
-_ALL_RESEARCHERS = "ids AS (SELECT id FROM researchers)"
-
 # After CAREER_WORKS_CTES: `figures` per (scope, researcher), for the scopes career, archive (papers here, with
 # the archive's own counts only), and each source's list on its own (each work once within the source).
-SCOPED_FIGURES_CTES = f"""scoped AS (
+# The works are counted per citation count first (`tally`), so only a scope's distinct counts are sorted, not its
+# works: with `at_least` the works cited at least as often as a count v, the h-index is the largest
+# least(v, at_least) (h works with at least h citations each, and no h + 1). A work without a count counts as 0.
+SCOPED_FIGURES_CTES = """scoped AS (
     SELECT 'career' AS scope, rid, c FROM career_works
     UNION ALL
     SELECT 'archive', rid, c FROM (SELECT DISTINCT rid, paper_id, c FROM arch WHERE NOT withdrawn) a
     UNION ALL
     SELECT source, rid, max(c) FROM ext GROUP BY source, rid, k
 ),
-ranked AS (SELECT scope, rid, c, {_RANK} AS rn FROM scoped),
-figures AS ({FIGURES_OF_RANKED})"""
+tally AS (SELECT scope, rid, c, count(*) AS n FROM scoped GROUP BY scope, rid, c),
+cumulative AS (
+    SELECT scope, rid, c, n, sum(n) OVER (PARTITION BY scope, rid ORDER BY coalesce(c, 0) DESC) AS at_least
+    FROM tally
+),
+figures AS (
+    SELECT scope, rid,
+           sum(n)::integer AS works_count,
+           coalesce(sum(c * n), 0)::bigint AS citation_count,
+           coalesce(sum(n) FILTER (WHERE c >= 10), 0)::integer AS i10_index,
+           max(least(coalesce(c, 0), at_least))::integer AS h_index,
+           coalesce(sum(n) FILTER (WHERE c IS NOT NULL), 0)::integer AS with_counts
+    FROM cumulative GROUP BY scope, rid
+)"""
+
+# The stored figures of researchers in `ids`, from the definitions above: the career figures researchers keeps for
+# lists to sort and filter on, and every scope's figures (researcher_scope_figures, migration 0017) the researcher
+# page reads. One statement computes both, so every write that refreshes the one refreshes the other.
+REFRESH_RESEARCHER_FIGURES = f"""
+WITH {{ids}},
+{CAREER_WORKS_CTES},
+{SCOPED_FIGURES_CTES},
+-- Papers in this archive as the researcher's papers list counts them: withdrawn ones left out.
+papers_per AS (
+    SELECT rid, (count(DISTINCT paper_id) FILTER (WHERE NOT withdrawn))::integer AS n FROM arch GROUP BY rid
+),
+-- One row per researcher, gathered by grouping rather than joined: the planner cannot count a CTE's rows by
+-- scope, and a nested loop over `figures` grows with the square of the researchers refreshed.
+fresh AS (
+    SELECT id, max(paper_count) AS paper_count, max(h_index) AS h_index, max(i10_index) AS i10_index,
+           least(max(citation_count), 2147483647)::integer AS citation_count, max(works_count) AS works_count
+    FROM (SELECT id, 0 AS paper_count, 0 AS h_index, 0 AS i10_index, 0::bigint AS citation_count, 0 AS works_count
+          FROM ids
+          UNION ALL
+          SELECT rid, n, 0, 0, 0, 0 FROM papers_per
+          UNION ALL
+          SELECT rid, 0, h_index, i10_index, citation_count, works_count FROM figures WHERE scope = 'career') k
+    GROUP BY id
+),
+updated AS (
+    UPDATE researchers r
+    SET paper_count = fresh.paper_count, h_index = fresh.h_index, i10_index = fresh.i10_index,
+        citation_count = fresh.citation_count, works_count = fresh.works_count, modified_at = now()
+    FROM fresh
+    WHERE r.id = fresh.id
+      AND (r.paper_count, r.h_index, r.i10_index, r.citation_count, r.works_count)
+          IS DISTINCT FROM (fresh.paper_count, fresh.h_index, fresh.i10_index, fresh.citation_count, fresh.works_count)
+    RETURNING r.id
+),
+-- Only rows that differ are written (an upsert would lock, and so write, every row it finds unchanged). A
+-- researcher absorbed by a merge earlier in the transaction is gone: nothing is stored for it.
+stored AS (
+    INSERT INTO researcher_scope_figures AS s (researcher_id, scope, works_count, citation_count, i10_index, h_index,
+                                             with_counts)
+    SELECT f.rid, f.scope, f.works_count, f.citation_count, f.i10_index, f.h_index, f.with_counts
+    FROM figures f
+    JOIN researchers r ON r.id = f.rid
+    LEFT JOIN researcher_scope_figures o ON o.researcher_id = f.rid AND o.scope = f.scope
+    WHERE (o.works_count, o.citation_count, o.i10_index, o.h_index, o.with_counts)
+          IS DISTINCT FROM (f.works_count, f.citation_count, f.i10_index, f.h_index, f.with_counts)
+    ORDER BY f.rid, f.scope
+    ON CONFLICT (researcher_id, scope) DO UPDATE
+    SET works_count = excluded.works_count, citation_count = excluded.citation_count, i10_index = excluded.i10_index,
+        h_index = excluded.h_index, with_counts = excluded.with_counts
+    WHERE (s.works_count, s.citation_count, s.i10_index, s.h_index, s.with_counts)
+          IS DISTINCT FROM (excluded.works_count, excluded.citation_count, excluded.i10_index, excluded.h_index,
+                            excluded.with_counts)
+    RETURNING s.researcher_id
+),
+-- A scope left without works has no row. The stored rows are found by researcher (the primary key) first.
+emptied AS (
+    DELETE FROM researcher_scope_figures s
+    WHERE (s.researcher_id, s.scope) IN (SELECT o.researcher_id, o.scope
+                                         FROM ids JOIN researcher_scope_figures o ON o.researcher_id = ids.id
+                                         EXCEPT
+                                         SELECT rid, scope FROM figures)
+    RETURNING s.researcher_id
+)
+SELECT id FROM updated UNION SELECT researcher_id FROM stored UNION SELECT researcher_id FROM emptied
+"""
+_SOME_RESEARCHERS = "ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id)"
+_ALL_RESEARCHERS = "ids AS (SELECT id FROM researchers)"
 
 # One researcher's figures in every scope.
 SELECT_CAREER_FIGURES = f"""

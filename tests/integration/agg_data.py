@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from db.migrate import migrate
+from db.queries.figures import refresh_researcher_figures
 
 EXPECTED_ADA = {
     "paper_count": 6,
@@ -143,11 +144,10 @@ async def build_handmade(conn: asyncpg.Connection, prefix: str = "") -> dict[str
         openalex_cited_by_count=120,
         openalex_works_count=11,
     )
-    ids["B"] = await insert_researcher(conn, f"{prefix}Bob", h_index=2, citation_count=10)
-    ids["C"] = await insert_researcher(conn, f"{prefix}Cy", h_index=2, citation_count=20)
+    ids["B"] = await insert_researcher(conn, f"{prefix}Bob")
+    ids["C"] = await insert_researcher(conn, f"{prefix}Cy")
     ids["D"] = await insert_researcher(conn, f"{prefix}Dee")
     ids["E"] = await insert_researcher(conn, f"{prefix}Eve")
-    await conn.execute("UPDATE researchers SET h_index = 5 WHERE id = $1", ids["A"])
     a, b, c, d = ids["A"], ids["B"], ids["C"], ids["D"]
     p = prefix
     ids["P1"] = await insert_paper(conn, p + ARXIV_IDS["P1"], authors=[a, b], primary="cs.LG", cited=10, year=2019)
@@ -186,6 +186,13 @@ async def build_handmade(conn: asyncpg.Connection, prefix: str = "") -> dict[str
     await conn.execute(
         "INSERT INTO researcher_institutions (researcher_id, institution_id) VALUES ($1, $2)", ids["E"], ids["I"]
     )
+    # The figures the write path stores in the same transaction (the researcher page reads them) ...
+    await refresh_researcher_figures(conn, [ids[k] for k in "ABCDE"])
+    # ... then hand-set career figures the institution tests sort on.
+    for key, h_index, citation_count in (("A", 5, 100), ("B", 2, 10), ("C", 2, 20)):
+        await conn.execute(
+            "UPDATE researchers SET h_index = $2, citation_count = $3 WHERE id = $1", ids[key], h_index, citation_count
+        )
     return ids
 
 

@@ -3,12 +3,15 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from dataclasses import astuple
 from pathlib import Path
 
 import asyncpg
 
 from db.ids import normalize_ror, parse_arxiv_id
 from db.migrate import migrate
+from db.queries.aggregates import fetch_researcher_stats
+from db.queries.figures import fetch_career_figures
 from demo import load_demo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,6 +24,7 @@ TABLES = (
     "institutions",
     "authorship_institutions",
     "researcher_institutions",
+    "researcher_scope_figures",
 )
 
 # Natural keys and values only (no surrogate ids), so two databases can be compared.
@@ -240,6 +244,7 @@ _ORDER = {
     "institutions": "id",
     "authorship_institutions": "paper_id, position, institution_id",
     "researcher_institutions": "researcher_id, institution_id",
+    "researcher_scope_figures": "researcher_id, scope",
 }
 
 
@@ -262,6 +267,17 @@ async def test_the_bulk_load_leaves_the_rows_the_upserts_leave(make_database) ->
         assert await bulk.fetch(constraints) == await upserts.fetch(constraints)
         next_ids = "SELECT nextval(pg_get_serial_sequence('papers', 'id')), nextval(pg_get_serial_sequence($1, 'id'))"
         assert await bulk.fetchrow(next_ids, "researchers") == await upserts.fetchrow(next_ids, "researchers")
+        # The figures the researcher page reads are the definitions' (the heaviest researchers and a few others).
+        sample = (
+            "(SELECT id FROM researchers ORDER BY works_count DESC, id LIMIT 3) UNION (SELECT min(id) FROM researchers)"
+        )
+        for r in await bulk.fetch(sample):
+            s = await fetch_researcher_stats(bulk, researcher_id=r["id"])
+            f = await fetch_career_figures(bulk, r["id"])
+            assert s is not None
+            assert [astuple(x) for x in (s.career, s.archive, s.s2_listed, s.openalex_listed)] == [
+                astuple(x) for x in (f.career, f.archive, f.s2, f.openalex)
+            ]
     finally:
         await bulk.close()
         await upserts.close()
