@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Final
 
 from redis.asyncio import Redis
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from db.cache import keys
 from db.cache.store import CacheStore, Unavailable
@@ -173,37 +172,3 @@ class Budget:
         else:
             self.decision = await self.limiter.charge(self.subject, points, self.limit)
         return self.decision
-
-
-class RateLimitHeaders:
-    """Puts a `Budget` (on the lifespan's `rate_limiter`) in `scope["state"]["budget"]`, and the
-    rate-limit headers on every response.
-
-    The cost is charged by whoever learns it (GraphQL before it executes, the response cache on a hit);
-    a response that charged nothing (an error before GraphQL ran) shows the budget as it stands.
-    """
-
-    def __init__(self, app: ASGIApp, *, policy: RateLimitPolicy) -> None:
-        self.app = app
-        self.policy = policy
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = scope.get("state") or {}
-        limiter = state.get("rate_limiter")
-        identity = state.get("identity")
-        if scope["type"] != "http" or not isinstance(limiter, RateLimiter) or not isinstance(identity, Identity):
-            await self.app(scope, receive, send)
-            return
-        budget = Budget(limiter, self.policy, identity)
-        state["budget"] = budget
-        if not budget.enabled:
-            await self.app(scope, receive, send)  # no headers to add
-            return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                decision = budget.decision or await budget.charge(0)
-                message = {**message, "headers": [*message.get("headers", []), *decision.headers()]}
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
