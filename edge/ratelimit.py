@@ -9,6 +9,7 @@ whole (nothing is spent, nothing runs). When Redis is unavailable each process c
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections import OrderedDict
@@ -27,25 +28,37 @@ RESOURCE: Final = "graphql"
 # Clients a process remembers while Redis is down (least recently seen forgotten first).
 LOCAL_SUBJECTS: Final = 100_000
 
-# KEYS[1] the client's theoretical arrival time (ms); ARGV points, limit, period (ms).
-# Returns {allowed, now_ms, tat_ms}: tat is the new one when allowed, the unchanged one when refused.
+# Charges of one batch, in order: KEYS[i] the i-th client's theoretical arrival time (ms); ARGV[1] the period (ms),
+# then points and limit of each charge. Returns {allowed, now_ms, tat_ms} for each: tat is the new one when
+# allowed, the unchanged one when refused. One clock for the batch; a client charged twice sees its first charge.
 _CHARGE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local points = tonumber(ARGV[1])
-local limit = tonumber(ARGV[2])
-local period = tonumber(ARGV[3])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tat < now then tat = now end
-local new_tat = tat + points * period / limit
-if new_tat - now > period then
-  return {0, now, math.floor(tat)}
+local period = tonumber(ARGV[1])
+local out = {}
+for i = 1, #KEYS do
+  local points = tonumber(ARGV[2 * i])
+  local limit = tonumber(ARGV[2 * i + 1])
+  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if tat < now then tat = now end
+  local new_tat = tat + points * period / limit
+  if new_tat - now > period then
+    out[#out + 1] = 0
+    out[#out + 1] = now
+    out[#out + 1] = math.floor(tat)
+  else
+    if points > 0 then
+      redis.call('SET', KEYS[i], string.format('%d', math.ceil(new_tat)), 'PX', math.ceil(new_tat - now) + 1000)
+    end
+    out[#out + 1] = 1
+    out[#out + 1] = now
+    out[#out + 1] = math.ceil(new_tat)
+  end
 end
-if points > 0 then
-  redis.call('SET', KEYS[1], string.format('%d', math.ceil(new_tat)), 'PX', math.ceil(new_tat - now) + 1000)
-end
-return {1, now, math.ceil(new_tat)}
+return out
 """
+# Most charges sent in one script call.
+MAX_BATCH: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,27 +132,69 @@ class LocalLimiter:
 
 
 class RateLimiter:
-    """One per process: Redis through the cache store's breaker, the local limiter behind it."""
+    """One per process: Redis through the cache store's breaker, the local limiter behind it.
+
+    Charges go to Redis in batches, one script call at a time: those made while a call is out wait for it and go
+    together in the next one. Under load a request so costs a share of a round trip, not one; each charge is still
+    decided in Redis, in order, so several workers share a budget exactly."""
 
     def __init__(self, store: CacheStore | None, *, local: LocalLimiter | None = None) -> None:
         self.store = store
         self.local = local or LocalLimiter()
         self._script = store.redis.register_script(_CHARGE) if store is not None and store.redis else None
+        self._pending: list[tuple[str, int, int, asyncio.Future[tuple[int, int, int] | None]]] = []
+        self._sender: asyncio.Task[None] | None = None
 
     async def charge(self, subject: str, points: int, limit: int) -> Decision:
         points = max(0, points)
         if self.store is not None and self._script is not None:
-            script = self._script
-            key = keys.rate_limit(self.store.namespace, subject)
-
-            async def run(r: Redis) -> object:
-                return await script(keys=[key], args=[points, limit, PERIOD_S * 1000], client=r)
-
-            got = await self.store.call(run)
-            if not isinstance(got, Unavailable) and isinstance(got, list) and len(got) == 3:
-                allowed, now_ms, tat_ms = (int(v) for v in got)
+            future: asyncio.Future[tuple[int, int, int] | None] = asyncio.get_running_loop().create_future()
+            self._pending.append((keys.rate_limit(self.store.namespace, subject), points, limit, future))
+            if self._sender is None:
+                # A task of its own: a request cancelled while waiting cancels no batch.
+                self._sender = asyncio.get_running_loop().create_task(self._send_batches())
+            got = await future
+            if got is not None:
+                allowed, now_ms, tat_ms = got
                 return decide(allowed=bool(allowed), points=points, limit=limit, now_ms=now_ms, tat_ms=tat_ms)
         return self.local.charge(subject, points, limit)
+
+    async def _send_batches(self) -> None:
+        batch: list[tuple[str, int, int, asyncio.Future[tuple[int, int, int] | None]]] = []
+        try:
+            while self._pending:
+                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                results = await self._run(batch)
+                for i, (*_, future) in enumerate(batch):
+                    if not future.done():
+                        future.set_result(results[i] if results is not None else None)
+        finally:
+            self._sender = None
+            # Cut short (the process stopping): whoever still waits counts locally.
+            for *_, future in [*batch, *self._pending]:
+                if not future.done():
+                    future.set_result(None)
+            self._pending = []
+
+    async def _run(
+        self, batch: list[tuple[str, int, int, asyncio.Future[tuple[int, int, int] | None]]]
+    ) -> list[tuple[int, int, int]] | None:
+        """Each charge's (allowed, now_ms, tat_ms), or None when Redis did not answer."""
+        assert self.store is not None and self._script is not None
+        script = self._script
+        keys_ = [key for key, *_ in batch]
+        args: list[int] = [PERIOD_S * 1000]
+        for _, points, limit, _ in batch:
+            args += (points, limit)
+
+        async def run(r: Redis) -> object:
+            return await script(keys=keys_, args=args, client=r)
+
+        got = await self.store.call(run)
+        if isinstance(got, Unavailable) or not isinstance(got, list) or len(got) != 3 * len(batch):
+            return None
+        values = [int(v) for v in got]
+        return [(values[i], values[i + 1], values[i + 2]) for i in range(0, len(values), 3)]
 
 
 @dataclass(frozen=True, slots=True)
