@@ -102,8 +102,8 @@ def main() -> None:
         )
     if args.baseline_root:
         base = api_server("baseline", args.database_url, args.redis_url)
-        # The baseline's modules come first on the path; its app is `app:app` (built on attribute access).
-        argv = [*base.argv[:-2], "--app-dir", str(args.baseline_root.resolve()), "app:app"]
+        # The baseline's modules come first on the path; its app is built by the same factory.
+        argv = [*base.argv[:-2], "--app-dir", str(args.baseline_root.resolve()), *base.argv[-2:]]
         variants["hit, baseline"] = replace(base, argv=argv)
     constant = Server(
         "constant",
