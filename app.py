@@ -175,6 +175,7 @@ def create_app(
             preload = semantic.preload_in_background()
         # What is built by now (the schema, the modules) lives as long as the process: kept out of the collector's
         # full passes, which otherwise scan all of it and stall a request for tens of milliseconds.
+        rate_limiter = RateLimiter(cache if redis is not None else None)
         gc.freeze()
         try:
             yield {
@@ -183,7 +184,7 @@ def create_app(
                 "redis": redis,
                 "cache": cache,
                 "near": near,
-                "rate_limiter": RateLimiter(cache if redis is not None else None),
+                "rate_limiter": rate_limiter,
                 "chat": chat,
             }
         finally:
@@ -193,6 +194,7 @@ def create_app(
                 await asyncio.gather(watcher, return_exceptions=True)
                 near.close()
             await chat.aclose()
+            await rate_limiter.aclose()
             await cache.aclose()
             try:
                 # Connections still out (a request cut short by the grace period) are closed, not awaited.
