@@ -2,12 +2,14 @@
 
 The request line (one per request) is written by `emit()`: when the JSON handler `configure()` installed is the
 only one that would see it, the line is built as one dict and written to the handler's stream in bytes, without a
-LogRecord, a formatter or the handler's lock (as structlog does with orjson and a bytes logger); the same fields,
-the same line. Anything else (another handler, a filter, text format, a test's log capture) gets a record.
+LogRecord, a formatter or the handler's lock (as structlog does with orjson and a bytes logger), the lines of
+FLUSH_AFTER_S written out together; the same fields, the same line. Anything else (another handler, a filter,
+text format, a test's log capture) gets a record.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import time
@@ -93,15 +95,42 @@ def emit(logger: logging.Logger, message: str, fields: dict[str, Any]) -> None:
     raw = getattr(stream, "buffer", None)
     try:
         if raw is not None:
-            # Past the text layer to its byte buffer (the one stderr's text layer writes through, so lines stay in
-            # order), flushed per line as the handler would.
+            # Past the text layer to its byte buffer: the one stderr's text layer writes through, so lines stay in
+            # order (any other line flushes these first).
             raw.write(line)
-            raw.flush()
+            _flush_soon(raw)
         else:
             stream.write(line.decode())
             stream.flush()
     except (OSError, ValueError):
         handler.handleError(logging.makeLogRecord({"msg": message, "name": logger.name}))
+
+
+# Request lines are written out together, at most FLUSH_AFTER_S after the first of them (or when the buffer is
+# full, or the process exits: logging's shutdown flushes the stream): a write(2) per request costs more than
+# building its line. A process killed outright loses at most that long's lines.
+FLUSH_AFTER_S: Final = 0.05
+_flush_due: list[bool] = [False]
+
+
+def _flush_soon(raw: Any) -> None:
+    if _flush_due[0]:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raw.flush()  # not serving: nothing to gather
+        return
+    _flush_due[0] = True
+    loop.call_later(FLUSH_AFTER_S, _flush, raw)
+
+
+def _flush(raw: Any) -> None:
+    _flush_due[0] = False
+    try:
+        raw.flush()
+    except (OSError, ValueError):
+        pass  # a closed or broken stream: the next line's write reports it
 
 
 # The formatted second, kept until the clock moves to the next one.

@@ -102,6 +102,19 @@ async def test_the_request_line_is_the_formatters_line_and_needs_no_log_record(d
     assert datetime.fromisoformat(fast["time"]).tzinfo is not None
 
 
+async def test_request_lines_reach_the_file_within_the_flush_delay(database_url, tmp_path) -> None:
+    path = tmp_path / "api.log"
+    with path.open("w") as stream:
+        async with served(database_url) as (client, _):
+            with json_logging_to(stream):
+                for i in range(3):
+                    await client.post("/graphql", json={"query": QUERY}, headers={"X-Request-Id": f"file-{i}"})
+                await asyncio.sleep(logs.FLUSH_AFTER_S * 4)
+                lines = [json.loads(line) for line in path.read_text().splitlines()]
+    ids = [line["request_id"] for line in lines if line["logger"] == "wovepaper.request"]
+    assert ids == ["file-0", "file-1", "file-2"]
+
+
 def _request_lines(stream: io.TextIOWrapper) -> list[dict[str, Any]]:
     lines = [json.loads(line) for line in stream.buffer.getvalue().splitlines()]  # type: ignore[attr-defined]
     return [line for line in lines if line["logger"] == "wovepaper.request"]
