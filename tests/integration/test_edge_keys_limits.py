@@ -216,5 +216,6 @@ async def test_concurrent_charges_share_round_trips_and_workers_share_the_budget
         # Charges made together go to Redis together (each worker's first one alone, the rest in one call).
         assert all(store.metrics.calls <= 3 for store in stores), [s.metrics.calls for s in stores]
     finally:
-        for store in stores:
+        for limiter, store in zip(workers, stores, strict=True):
+            await limiter.aclose()
             await store.aclose()
