@@ -95,7 +95,7 @@ class Front:
         out.private = identity.viewer_id is not None
         receive = limited(receive, self.max_body_bytes)
         try:
-            if scope["path"] == GRAPHQL_PATH and scope["method"] in GRAPHQL_METHODS:
+            if scope["method"] in GRAPHQL_METHODS and _route_path(scope) == GRAPHQL_PATH:
                 self._budget(state, identity, out)
                 await self.graphql(scope, receive, send)
             else:
@@ -154,6 +154,15 @@ class _Out:
         if self.request_id is not None:
             headers.append((b"x-request-id", self.request_id.encode()))
         return {**message, "headers": headers}
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the router matches: without the `root_path` a proxy's prefix put in front (`--root-path`)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] == "/":
+        return path[len(root) :]
+    return path
 
 
 def _vary_origin(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

@@ -219,3 +219,24 @@ async def test_concurrent_charges_share_round_trips_and_workers_share_the_budget
         for limiter, store in zip(workers, stores, strict=True):
             await limiter.aclose()
             await store.aclose()
+
+
+async def test_budgets_hold_behind_a_path_prefix(seeded: Any, redis_url: str, cache_namespace: str) -> None:
+    # Served as `uvicorn --root-path /api` behind a proxy that keeps the prefix: the paths carry it.
+    application = create_app(
+        settings_for(
+            seeded.dsn, REDIS_URL=redis_url, cache_namespace=f"{cache_namespace}-k{next(_ns)}", anon_points_per_hour=1
+        ),
+        query_logger=StatementCounter(),
+    )
+    async with application.router.lifespan_context(application) as state:
+
+        async def with_state(scope: Any, receive: Any, send: Any) -> None:
+            await application({**scope, "state": dict(state or {})}, receive, send)
+
+        transport = httpx.ASGITransport(app=with_state, root_path="/api")
+        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test") as client:
+            first = await client.post("/api/graphql", json=TYPENAME)
+            assert first.status_code == 200 and first.headers["x-ratelimit-remaining"] == "0"
+            refused = await client.post("/api/graphql", json=TYPENAME)
+            assert refused.status_code == 429
