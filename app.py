@@ -16,7 +16,6 @@ import asyncpg
 import redis.asyncio as aioredis
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -31,13 +30,12 @@ from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
 from db.queries.embeddings import has_embeddings
 from edge.api_keys import ApiKeyAuthenticator
-from edge.body_limit import BodySizeLimit
 from edge.cacheable import cacheable_operations
-from edge.identity import BearerAuthenticator, IdentityMiddleware, KeyAuthenticator, parse_networks
+from edge.front import Front
+from edge.identity import BearerAuthenticator, KeyAuthenticator, parse_networks
 from edge.jwt import JwtAuthenticator, build_bearer_authenticator
 from edge.persisted import PersistedDocuments, build_manifest
-from edge.private import PrivateResponses
-from edge.ratelimit import RateLimiter, RateLimitHeaders, RateLimitPolicy
+from edge.ratelimit import RateLimiter, RateLimitPolicy
 from edge.request import RequestParser
 from edge.response_cache import CdnPolicy, ResponseCache
 from resolvers.chat_stream import chat_stream
@@ -48,7 +46,6 @@ from settings import Settings, cors_origin_list, get_settings
 from telemetry import logs
 from telemetry import metrics as telemetry_metrics
 from telemetry.ingest_progress import IngestProgressCollector
-from telemetry.requests import RequestTelemetry
 from telemetry.tracing import instrument
 
 OPERATIONS_DIR = Path(__file__).resolve().parent / "frontend_contract" / "operations"
@@ -106,29 +103,22 @@ def create_app(
     manifest = build_manifest(OPERATIONS_DIR)
     cacheable = cacheable_operations(manifest.values())
     telemetry_metrics.set_operation_names(op.name for op in cacheable)
-    # The edge, in the order a request passes it (telemetry, CORS, the body limit and identity are app middleware):
-    # rate-limit headers -> request parsing -> persisted documents -> whole-response cache -> GraphQL.
-    graphql_endpoint = RateLimitHeaders(
-        RequestParser(
-            PersistedDocuments(
-                ResponseCache(
-                    GraphQLView(schema, settings),
-                    operations=cacheable,
-                    schema=schema._schema,
-                    # A new schema never serves old entries.
-                    schema_version=hashlib.sha256(schema.as_str().encode()).hexdigest()[:12],
-                    ttl_s=min(settings.cache_ttl_s, RESPONSE_TTL_S),
-                    cdn=CdnPolicy(settings.cdn_max_age_s, settings.cdn_stale_while_revalidate_s),
-                ),
-                manifest={k.removeprefix("sha256:"): v for k, v in manifest.items()},
-                mode=settings.trusted_documents,
-            )
-        ),
-        policy=RateLimitPolicy(
-            enabled=settings.rate_limits == "on",
-            anonymous_points_per_hour=settings.anon_points_per_hour,
-            key_points_per_hour=settings.key_points_per_hour,
-        ),
+    # The GraphQL steps, in the order a request passes them after the edge's checks (edge/front.py): request parsing
+    # -> persisted documents -> whole-response cache -> GraphQL.
+    graphql_endpoint = RequestParser(
+        PersistedDocuments(
+            ResponseCache(
+                GraphQLView(schema, settings),
+                operations=cacheable,
+                schema=schema._schema,
+                # A new schema never serves old entries.
+                schema_version=hashlib.sha256(schema.as_str().encode()).hexdigest()[:12],
+                ttl_s=min(settings.cache_ttl_s, RESPONSE_TTL_S),
+                cdn=CdnPolicy(settings.cdn_max_age_s, settings.cdn_stale_while_revalidate_s),
+            ),
+            manifest={k.removeprefix("sha256:"): v for k, v in manifest.items()},
+            mode=settings.trusted_documents,
+        )
     )
     cors_origins = cors_origin_list(settings.cors_origins)
 
@@ -185,6 +175,7 @@ def create_app(
             preload = semantic.preload_in_background()
         # What is built by now (the schema, the modules) lives as long as the process: kept out of the collector's
         # full passes, which otherwise scan all of it and stall a request for tens of milliseconds.
+        rate_limiter = RateLimiter(cache if redis is not None else None)
         gc.freeze()
         try:
             yield {
@@ -193,7 +184,7 @@ def create_app(
                 "redis": redis,
                 "cache": cache,
                 "near": near,
-                "rate_limiter": RateLimiter(cache if redis is not None else None),
+                "rate_limiter": rate_limiter,
                 "chat": chat,
             }
         finally:
@@ -203,6 +194,7 @@ def create_app(
                 await asyncio.gather(watcher, return_exceptions=True)
                 near.close()
             await chat.aclose()
+            await rate_limiter.aclose()
             await cache.aclose()
             try:
                 # Connections still out (a request cut short by the grace period) are closed, not awaited.
@@ -284,25 +276,28 @@ def create_app(
             Route("/chat", chat_stream, methods=["POST"]),
         ],
         middleware=[
-            Middleware(RequestTelemetry),
-            # The site's browser-side calls (co-author network, search as you type); preflights end here.
             Middleware(
-                CORSMiddleware,
-                allow_origins=cors_origins,
-                allow_credentials="*" not in cors_origins,
-                allow_methods=["GET", "POST"],
-                allow_headers=["content-type", "authorization", "x-api-key"],
-                expose_headers=RATE_LIMIT_HEADERS,
-                max_age=600,
-            ),
-            Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes),
-            Middleware(
-                IdentityMiddleware,
+                Front,
+                graphql=graphql_endpoint,
+                policy=RateLimitPolicy(
+                    enabled=settings.rate_limits == "on",
+                    anonymous_points_per_hour=settings.anon_points_per_hour,
+                    key_points_per_hour=settings.key_points_per_hour,
+                ),
+                # The site's browser-side calls (co-author network, search as you type); preflights end here.
+                cors={
+                    "allow_origins": cors_origins,
+                    "allow_credentials": "*" not in cors_origins,
+                    "allow_methods": ["GET", "POST"],
+                    "allow_headers": ["content-type", "authorization", "x-api-key"],
+                    "expose_headers": RATE_LIMIT_HEADERS,
+                    "max_age": 600,
+                },
+                max_body_bytes=settings.max_body_bytes,
                 trusted_proxies=parse_networks(settings.trusted_proxies.split(",")),
                 key_authenticator=key_authenticator or ApiKeyAuthenticator(),
                 bearer_authenticator=bearer_authenticator,
             ),
-            Middleware(PrivateResponses),
         ],
         lifespan=lifespan,
     )

@@ -12,7 +12,8 @@ all warmed (each body sent twice) before wrk starts. Variants:
 - hit: the API, response cache warm (the in-process tier in front of Redis);
 - hit, Redis tier only: the same with `WOVEPAPER_NEAR_CACHE_MB=0` (every hit reads Redis);
 - hit, rate limit on (`--rate-limit`): the budget charged in Redis on every request;
-- hit, baseline (`--baseline-root`): the API of another checkout (e.g. `git archive <commit>`), same settings.
+- hit, baseline (`--baseline-root`): the API of another checkout (e.g. `git archive <commit>`), same settings
+  (and with the rate limit charged too, with `--rate-limit`).
 Variants alternate order every round; CPU per request is the server process's user + system time from
 /proc/<pid>/stat over the wrk run divided by the requests wrk completed. The load average is printed.
 """
@@ -102,9 +103,12 @@ def main() -> None:
         )
     if args.baseline_root:
         base = api_server("baseline", args.database_url, args.redis_url)
-        # The baseline's modules come first on the path; its app is `app:app` (built on attribute access).
-        argv = [*base.argv[:-2], "--app-dir", str(args.baseline_root.resolve()), "app:app"]
+        # The baseline's modules come first on the path; its app is built by the same factory.
+        argv = [*base.argv[:-2], "--app-dir", str(args.baseline_root.resolve()), *base.argv[-2:]]
         variants["hit, baseline"] = replace(base, argv=argv)
+        if args.rate_limit:
+            limited = api_server("baseline rl", args.database_url, args.redis_url, WOVEPAPER_RATE_LIMITS="on")
+            variants["hit, rate limit on, baseline"] = replace(limited, argv=argv)
     constant = Server(
         "constant",
         [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log"]

@@ -1,4 +1,5 @@
-"""Who is asking: resolved once per request and carried in `scope["state"]["identity"]`.
+"""Who is asking: resolved once per request by the edge (edge/front.py) and carried in
+`scope["state"]["identity"]`.
 
 A request is anonymous, keyed (a partner's or the site server's `X-Api-Key`) or a signed-in viewer
 (the site's `Authorization: Bearer <JWT>`); both can hold at once (the site's server, its key, a reader's
@@ -12,9 +13,9 @@ import ipaddress
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
-from edge.errors import EdgeError, send_error
+from edge.errors import EdgeError
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,33 +89,19 @@ def _header(scope: Scope, wanted: bytes) -> str | None:
     return None
 
 
-class IdentityMiddleware:
-    """Sets `scope["state"]["identity"]`; a presented credential that does not verify is a 401."""
+class Identifier:
+    """Who is asking; a presented credential that does not verify is an EdgeError (HTTP 401)."""
 
     def __init__(
         self,
-        app: ASGIApp,
         *,
         trusted_proxies: Sequence[Network] = (),
         key_authenticator: KeyAuthenticator | None = None,
         bearer_authenticator: BearerAuthenticator | None = None,
     ) -> None:
-        self.app = app
         self.trusted_proxies = tuple(trusted_proxies)
         self.key_authenticator = key_authenticator
         self.bearer_authenticator = bearer_authenticator
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        try:
-            identity = await self.identify(scope)
-        except EdgeError as exc:
-            await send_error(send, exc)
-            return
-        scope.setdefault("state", {})["identity"] = identity
-        await self.app(scope, receive, send)
 
     async def identify(self, scope: Scope) -> Identity:
         ip = client_ip(scope, self.trusted_proxies)

@@ -9,6 +9,8 @@ whole (nothing is spent, nothing runs). When Redis is unavailable each process c
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import math
 import time
 from collections import OrderedDict
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from redis.asyncio import Redis
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import NoScriptError
 
 from db.cache import keys
 from db.cache.store import CacheStore, Unavailable
@@ -28,25 +31,38 @@ RESOURCE: Final = "graphql"
 # Clients a process remembers while Redis is down (least recently seen forgotten first).
 LOCAL_SUBJECTS: Final = 100_000
 
-# KEYS[1] the client's theoretical arrival time (ms); ARGV points, limit, period (ms).
-# Returns {allowed, now_ms, tat_ms}: tat is the new one when allowed, the unchanged one when refused.
+# Charges of one batch, in order: KEYS[i] the i-th client's theoretical arrival time (ms); ARGV[1] the period (ms),
+# then points and limit of each charge. Returns {allowed, now_ms, tat_ms} for each: tat is the new one when
+# allowed, the unchanged one when refused. One clock for the batch; a client charged twice sees its first charge.
 _CHARGE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local points = tonumber(ARGV[1])
-local limit = tonumber(ARGV[2])
-local period = tonumber(ARGV[3])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tat < now then tat = now end
-local new_tat = tat + points * period / limit
-if new_tat - now > period then
-  return {0, now, math.floor(tat)}
+local period = tonumber(ARGV[1])
+local out = {}
+for i = 1, #KEYS do
+  local points = tonumber(ARGV[2 * i])
+  local limit = tonumber(ARGV[2 * i + 1])
+  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if tat < now then tat = now end
+  local new_tat = tat + points * period / limit
+  if new_tat - now > period then
+    out[#out + 1] = 0
+    out[#out + 1] = now
+    out[#out + 1] = math.floor(tat)
+  else
+    if points > 0 then
+      redis.call('SET', KEYS[i], string.format('%d', math.ceil(new_tat)), 'PX', math.ceil(new_tat - now) + 1000)
+    end
+    out[#out + 1] = 1
+    out[#out + 1] = now
+    out[#out + 1] = math.ceil(new_tat)
+  end
 end
-if points > 0 then
-  redis.call('SET', KEYS[1], string.format('%d', math.ceil(new_tat)), 'PX', math.ceil(new_tat - now) + 1000)
-end
-return {1, now, math.ceil(new_tat)}
+return out
 """
+_CHARGE_SHA: Final = hashlib.sha1(_CHARGE.encode()).hexdigest()
+# Most charges sent in one script call.
+MAX_BATCH: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,27 +136,95 @@ class LocalLimiter:
 
 
 class RateLimiter:
-    """One per process: Redis through the cache store's breaker, the local limiter behind it."""
+    """One per process: Redis through the cache store's breaker, the local limiter behind it.
+
+    Charges go to Redis in batches, one script call at a time: those made while a call is out wait for it and go
+    together in the next one. Under load a request so costs a share of a round trip, not one; each charge is still
+    decided in Redis, in order, so several workers share a budget exactly."""
 
     def __init__(self, store: CacheStore | None, *, local: LocalLimiter | None = None) -> None:
         self.store = store
         self.local = local or LocalLimiter()
-        self._script = store.redis.register_script(_CHARGE) if store is not None and store.redis else None
+        # A connection of its own, outside the client's pool: the batches take turns on it, so it needs no pool,
+        # and a command on it costs half what one through the client does. No socket timeout of its own (each
+        # read would start a task): the store bounds the whole call, and a call cut short closes the connection.
+        self._conn: AbstractConnection | None = None
+        if store is not None and store.redis is not None:
+            pool = store.redis.connection_pool
+            self._conn = pool.connection_class(**{**pool.connection_kwargs, "socket_timeout": None})
+        self._pending: list[tuple[str, int, int, asyncio.Future[tuple[int, int, int] | None]]] = []
+        self._sender: asyncio.Task[None] | None = None
 
     async def charge(self, subject: str, points: int, limit: int) -> Decision:
         points = max(0, points)
-        if self.store is not None and self._script is not None:
-            script = self._script
-            key = keys.rate_limit(self.store.namespace, subject)
-
-            async def run(r: Redis) -> object:
-                return await script(keys=[key], args=[points, limit, PERIOD_S * 1000], client=r)
-
-            got = await self.store.call(run)
-            if not isinstance(got, Unavailable) and isinstance(got, list) and len(got) == 3:
-                allowed, now_ms, tat_ms = (int(v) for v in got)
+        if self.store is not None and self._conn is not None:
+            future: asyncio.Future[tuple[int, int, int] | None] = asyncio.get_running_loop().create_future()
+            self._pending.append((keys.rate_limit(self.store.namespace, subject), points, limit, future))
+            if self._sender is None:
+                # A task of its own: a request cancelled while waiting cancels no batch.
+                self._sender = asyncio.get_running_loop().create_task(self._send_batches())
+            got = await future
+            if got is not None:
+                allowed, now_ms, tat_ms = got
                 return decide(allowed=bool(allowed), points=points, limit=limit, now_ms=now_ms, tat_ms=tat_ms)
         return self.local.charge(subject, points, limit)
+
+    async def _send_batches(self) -> None:
+        batch: list[tuple[str, int, int, asyncio.Future[tuple[int, int, int] | None]]] = []
+        try:
+            while self._pending:
+                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                results = await self._run(batch)
+                for i, (*_, future) in enumerate(batch):
+                    if not future.done():
+                        future.set_result(results[i] if results is not None else None)
+        finally:
+            self._sender = None
+            # Cut short (the process stopping): whoever still waits counts locally.
+            for *_, future in [*batch, *self._pending]:
+                if not future.done():
+                    future.set_result(None)
+            self._pending = []
+
+    async def _run(
+        self, batch: list[tuple[str, int, int, asyncio.Future[tuple[int, int, int] | None]]]
+    ) -> list[tuple[int, int, int]] | None:
+        """Each charge's (allowed, now_ms, tat_ms), or None when Redis did not answer."""
+        assert self.store is not None and self._conn is not None
+        conn = self._conn
+        keys_ = [key for key, *_ in batch]
+        args: list[int] = [PERIOD_S * 1000]
+        for _, points, limit, _ in batch:
+            args += (points, limit)
+
+        async def run(_: Redis) -> object:
+            try:
+                return await _evaluate(conn, keys_, args)
+            except BaseException:
+                # Its reply may still come: never to be read as the next call's.
+                await conn.disconnect(nowait=True)
+                raise
+
+        got = await self.store.call(run)
+        if isinstance(got, Unavailable) or not isinstance(got, list) or len(got) != 3 * len(batch):
+            return None
+        values = [int(v) for v in got]
+        return [(values[i], values[i + 1], values[i + 2]) for i in range(0, len(values), 3)]
+
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            await self._conn.disconnect()
+
+
+async def _evaluate(conn: AbstractConnection, keys_: list[str], args: list[int]) -> object:
+    """The charge script by its hash; sent whole when Redis does not know it (a restart, SCRIPT FLUSH)."""
+    await conn.send_command("EVALSHA", _CHARGE_SHA, len(keys_), *keys_, *args, check_health=False)
+    try:
+        return await conn.read_response()
+    except NoScriptError:
+        await conn.send_command("EVAL", _CHARGE, len(keys_), *keys_, *args, check_health=False)
+        return await conn.read_response()
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,37 +257,3 @@ class Budget:
         else:
             self.decision = await self.limiter.charge(self.subject, points, self.limit)
         return self.decision
-
-
-class RateLimitHeaders:
-    """Puts a `Budget` (on the lifespan's `rate_limiter`) in `scope["state"]["budget"]`, and the
-    rate-limit headers on every response.
-
-    The cost is charged by whoever learns it (GraphQL before it executes, the response cache on a hit);
-    a response that charged nothing (an error before GraphQL ran) shows the budget as it stands.
-    """
-
-    def __init__(self, app: ASGIApp, *, policy: RateLimitPolicy) -> None:
-        self.app = app
-        self.policy = policy
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = scope.get("state") or {}
-        limiter = state.get("rate_limiter")
-        identity = state.get("identity")
-        if scope["type"] != "http" or not isinstance(limiter, RateLimiter) or not isinstance(identity, Identity):
-            await self.app(scope, receive, send)
-            return
-        budget = Budget(limiter, self.policy, identity)
-        state["budget"] = budget
-        if not budget.enabled:
-            await self.app(scope, receive, send)  # no headers to add
-            return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                decision = budget.decision or await budget.charge(0)
-                message = {**message, "headers": [*message.get("headers", []), *decision.headers()]}
-            await send(message)
-
-        await self.app(scope, receive, with_headers)

@@ -1,9 +1,18 @@
-"""Structured logs: one JSON object per line, with the fields a record carries in `extra`."""
+"""Structured logs: one JSON object per line, with the fields a record carries in `extra`.
+
+The request line (one per request) is written by `emit()`: when the JSON handler `configure()` installed is the
+only one that would see it, the line is built as one dict and written to the handler's stream in bytes, without a
+LogRecord, a formatter or the handler's lock (as structlog does with orjson and a bytes logger), the lines of
+FLUSH_AFTER_S written out together; the same fields, the same line. Anything else (another handler, a filter,
+text format, a test's log capture) gets a record.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -31,13 +40,19 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+# The handler `configure("json")` installed on the root logger: the one `emit()` may write past.
+_json_handler: logging.StreamHandler[Any] | None = None
+
+
 def configure(fmt: str, level: str = "info") -> None:
     """Send every log line to stderr as JSON (`fmt="json"`) or as plain text; uvicorn's loggers too."""
+    global _json_handler
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    _json_handler = handler if fmt == "json" else None
     # What a record would gather and no line prints (the logging HOWTO's "Optimization"): the caller's frame,
     # thread and process names.
     logging._srcfile = None
@@ -53,3 +68,79 @@ def configure(fmt: str, level: str = "info") -> None:
         logger.propagate = True
     # One line per request comes from wovepaper.request; uvicorn's access line would repeat it.
     logging.getLogger("uvicorn.access").disabled = True
+
+
+def emit(logger: logging.Logger, message: str, fields: dict[str, Any]) -> None:
+    """`logger.info(message, extra=fields)`, written directly when only the JSON handler would see the record."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    handler = _json_handler
+    root = logging.root
+    if (
+        handler is None
+        or logger.handlers
+        or not logger.propagate
+        or logger.filters
+        or len(root.handlers) != 1
+        or root.handlers[0] is not handler
+        or root.filters
+        or handler.filters
+        or handler.level > logging.INFO
+    ):
+        logger.info("%s", message, extra=fields)
+        return
+    entry = {"time": _now(), "level": "info", "logger": logger.name, "message": message, **fields}
+    line = orjson.dumps(entry, default=str) + b"\n"
+    stream = handler.stream
+    raw = getattr(stream, "buffer", None)
+    try:
+        if raw is not None:
+            # Past the text layer to its byte buffer: the one stderr's text layer writes through, so lines stay in
+            # order (any other line flushes these first).
+            raw.write(line)
+            _flush_soon(raw)
+        else:
+            stream.write(line.decode())
+            stream.flush()
+    except (OSError, ValueError):
+        handler.handleError(logging.makeLogRecord({"msg": message, "name": logger.name}))
+
+
+# Request lines are written out together, at most FLUSH_AFTER_S after the first of them (or when the buffer is
+# full, or the process exits: logging's shutdown flushes the stream): a write(2) per request costs more than
+# building its line. A process killed outright loses at most that long's lines.
+FLUSH_AFTER_S: Final = 0.05
+_flush_due: list[bool] = [False]
+
+
+def _flush_soon(raw: Any) -> None:
+    if _flush_due[0]:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raw.flush()  # not serving: nothing to gather
+        return
+    _flush_due[0] = True
+    loop.call_later(FLUSH_AFTER_S, _flush, raw)
+
+
+def _flush(raw: Any) -> None:
+    _flush_due[0] = False
+    try:
+        raw.flush()
+    except (OSError, ValueError):
+        pass  # a closed or broken stream: the next line's write reports it
+
+
+# The formatted second, kept until the clock moves to the next one.
+_second: list[Any] = [-1, ""]
+
+
+def _now() -> str:
+    """JsonFormatter's `time` (UTC, milliseconds), formatting the date and time once a second."""
+    ms = int(time.time() * 1000)
+    second, millis = divmod(ms, 1000)
+    if _second[0] != second:
+        _second[0], _second[1] = second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{_second[1]}.{millis:03d}+00:00"

@@ -18,7 +18,9 @@ from typer.testing import CliRunner
 import localservers
 from app import create_app
 from cli import app as cli_app
+from db.cache.store import CacheStore, create_redis
 from edge.api_keys import ApiKeyAuthenticator
+from edge.ratelimit import RateLimiter
 from tests.integration.graph_support import StatementCounter, seeded_database, serving, settings_for
 
 _ns = itertools.count()
@@ -195,3 +197,46 @@ async def test_limiting_goes_on_per_process_while_redis_is_down(seeded: Any, cac
         if server.process.poll() is None:
             os.kill(server.pid, signal.SIGCONT)
         server.stop()
+
+
+async def test_concurrent_charges_share_round_trips_and_workers_share_the_budget_exactly(
+    redis_url: str, cache_namespace: str
+) -> None:
+    namespace = f"{cache_namespace}-k{next(_ns)}"
+    stores = [CacheStore(create_redis(redis_url, timeout_s=1.0), namespace=namespace, ttl_s=60) for _ in range(2)]
+    # Two workers' limiters, one client charging 1 point 30 times at once through each, 45 points an hour.
+    workers = [RateLimiter(store) for store in stores]
+    try:
+        decisions = await asyncio.gather(*(w.charge("ip:198.51.100.4", 1, 45) for w in workers for _ in range(30)))
+        assert sum(d.allowed for d in decisions) == 45
+        refused = [d for d in decisions if not d.allowed]
+        assert all(d.remaining == 0 and d.retry_after >= 1 for d in refused)
+        # What Redis says afterwards agrees: nothing left, whichever worker asks.
+        assert (await workers[0].charge("ip:198.51.100.4", 0, 45)).remaining == 0
+        # Charges made together go to Redis together (each worker's first one alone, the rest in one call).
+        assert all(store.metrics.calls <= 3 for store in stores), [s.metrics.calls for s in stores]
+    finally:
+        for limiter, store in zip(workers, stores, strict=True):
+            await limiter.aclose()
+            await store.aclose()
+
+
+async def test_budgets_hold_behind_a_path_prefix(seeded: Any, redis_url: str, cache_namespace: str) -> None:
+    # Served as `uvicorn --root-path /api` behind a proxy that keeps the prefix: the paths carry it.
+    application = create_app(
+        settings_for(
+            seeded.dsn, REDIS_URL=redis_url, cache_namespace=f"{cache_namespace}-k{next(_ns)}", anon_points_per_hour=1
+        ),
+        query_logger=StatementCounter(),
+    )
+    async with application.router.lifespan_context(application) as state:
+
+        async def with_state(scope: Any, receive: Any, send: Any) -> None:
+            await application({**scope, "state": dict(state or {})}, receive, send)
+
+        transport = httpx.ASGITransport(app=with_state, root_path="/api")
+        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test") as client:
+            first = await client.post("/api/graphql", json=TYPENAME)
+            assert first.status_code == 200 and first.headers["x-ratelimit-remaining"] == "0"
+            refused = await client.post("/api/graphql", json=TYPENAME)
+            assert refused.status_code == 429

@@ -4,19 +4,27 @@ summed over `serve --workers N`, and OpenTelemetry spans when switched on."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import logging
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
 
 import httpx
 import pytest
 
 from app import create_app
 from settings import Settings
+from telemetry import logs
 from telemetry.logs import JsonFormatter
 from tests.integration.inprocess import served
 from tests.server_process import start_api
 
 QUERY = "query Names { researchers(first: 2) { nodes { id name } } }"
+# Fields of a request line that differ between two requests.
+VARYING = frozenset({"time", "duration_ms", "sql_ms", "request_id"})
 
 
 async def test_request_id_is_echoed_or_made(database_url) -> None:
@@ -41,6 +49,75 @@ async def test_one_json_line_per_request_with_its_operation_and_statements(datab
     line = json.loads(JsonFormatter().format(records[0]))
     assert line["request_id"] == "req-1" and line["operation"] == "Names" and line["status"] == 200
     assert line["statements"] >= 1 and line["duration_ms"] > 0 and line["level"] == "info"
+
+
+@contextlib.contextmanager
+def json_logging_to(stream: io.TextIOWrapper) -> Iterator[None]:
+    """`wovepaper serve`'s logging (telemetry.logs.configure("json")) with its handler writing to `stream`."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level, logs._json_handler)
+    logs.configure("json")
+    root.handlers[0].stream = stream  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+        logs._json_handler = saved[2]
+
+
+async def test_the_request_line_is_the_formatters_line_and_needs_no_log_record(database_url) -> None:
+    direct = io.TextIOWrapper(io.BytesIO(), line_buffering=True)
+    through_records = io.TextIOWrapper(io.BytesIO(), line_buffering=True)
+    made: list[str] = []
+    factory = logging.getLogRecordFactory()
+
+    def counting(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = factory(*args, **kwargs)
+        made.append(record.name)
+        return record
+
+    logging.setLogRecordFactory(counting)
+    try:
+        async with served(database_url) as (client, _):
+            with json_logging_to(direct):
+                await client.post("/graphql", json={"query": QUERY}, headers={"X-Request-Id": "req-direct"})
+            assert "wovepaper.request" not in made  # written straight to the stream
+            with json_logging_to(through_records):
+                # A second handler sees every record: the line then goes through logging, as any other.
+                second = logging.StreamHandler(io.StringIO())
+                logging.getLogger().addHandler(second)
+                await client.post("/graphql", json={"query": QUERY}, headers={"X-Request-Id": "req-records"})
+            assert "wovepaper.request" in made
+    finally:
+        logging.setLogRecordFactory(factory)
+    (fast,) = _request_lines(direct)
+    (slow,) = _request_lines(through_records)
+    assert fast.keys() == slow.keys()
+    assert {k: v for k, v in fast.items() if k not in VARYING} == {
+        k: v for k, v in slow.items() if k not in VARYING
+    }
+    assert fast["request_id"] == "req-direct" and fast["message"] == "POST /graphql 200"
+    assert fast["level"] == "info" and fast["operation"] == "Names" and fast["statements"] >= 1
+    assert datetime.fromisoformat(fast["time"]).tzinfo is not None
+
+
+async def test_request_lines_reach_the_file_within_the_flush_delay(database_url, tmp_path) -> None:
+    path = tmp_path / "api.log"
+    with path.open("w") as stream:
+        async with served(database_url) as (client, _):
+            with json_logging_to(stream):
+                for i in range(3):
+                    await client.post("/graphql", json={"query": QUERY}, headers={"X-Request-Id": f"file-{i}"})
+                await asyncio.sleep(logs.FLUSH_AFTER_S * 4)
+                lines = [json.loads(line) for line in path.read_text().splitlines()]
+    ids = [line["request_id"] for line in lines if line["logger"] == "wovepaper.request"]
+    assert ids == ["file-0", "file-1", "file-2"]
+
+
+def _request_lines(stream: io.TextIOWrapper) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in stream.buffer.getvalue().splitlines()]  # type: ignore[attr-defined]
+    return [line for line in lines if line["logger"] == "wovepaper.request"]
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edge.errors import EdgeError
-from edge.identity import ApiKey, IdentityMiddleware, client_ip, parse_networks
+from edge.identity import ApiKey, Identifier, client_ip, parse_networks
 
 TRUSTED = parse_networks(["10.0.0.0/8", "::1"])
 
@@ -32,17 +32,17 @@ def test_garbage_hop_falls_back_to_the_peer() -> None:
     assert client_ip(scope("10.1.1.1", (b"x-forwarded-for", b"not-an-ip")), TRUSTED) == "10.1.1.1"
 
 
-async def _identify(mw: IdentityMiddleware, *headers: tuple[bytes, bytes]) -> object:
+async def _identify(mw: Identifier, *headers: tuple[bytes, bytes]) -> object:
     return await mw.identify(scope("198.51.100.1", *headers))
 
 
 async def test_anonymous_without_credentials() -> None:
-    identity = await _identify(IdentityMiddleware(app=None))  # type: ignore[arg-type]
+    identity = await _identify(Identifier())
     assert identity.anonymous  # type: ignore[attr-defined]
 
 
 async def test_a_credential_nobody_can_verify_is_refused() -> None:
-    mw = IdentityMiddleware(app=None)  # type: ignore[arg-type]
+    mw = Identifier()
     with pytest.raises(EdgeError) as err:
         await _identify(mw, (b"x-api-key", b"wp_x"))
     assert (err.value.status, err.value.code) == (401, "UNAUTHENTICATED")
@@ -59,7 +59,7 @@ async def test_authenticators_fill_the_identity() -> None:
     async def bearer(scope: object, token: str) -> str:
         return "viewer-" + token
 
-    mw = IdentityMiddleware(app=None, key_authenticator=key, bearer_authenticator=bearer)  # type: ignore[arg-type]
+    mw = Identifier(key_authenticator=key, bearer_authenticator=bearer)
     identity = await _identify(mw, (b"x-api-key", b"wp_abcdefgh"), (b"authorization", b"Bearer t1"))
     assert identity.viewer_id == "viewer-t1"  # type: ignore[attr-defined]
     assert identity.api_key.name == "partner"  # type: ignore[attr-defined]

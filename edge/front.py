@@ -1,0 +1,174 @@
+"""The edge as one ASGI layer: every request passes its checks in one place, and every response gets its headers
+from one `send`.
+
+In order: the request id and timing (telemetry/requests.py), CORS (Starlette's middleware answers preflights and
+requests carrying an `Origin`; any other response gets `Vary: Origin` as it would from it), the body limit (413),
+identity (401), then `/graphql` goes straight to the GraphQL steps (the budget, parsing, persisted documents, the
+response cache, GraphQL) and any other route to the application's router. On the way out: the rate-limit
+headers of `/graphql` answers, `Cache-Control: private, no-store` for signed-in readers, `X-Request-Id`; once
+sent, the request's metrics and log line.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Final
+
+from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from edge.body_limit import TooLarge, declared_too_large, limited, reject
+from edge.errors import EdgeError, send_error
+from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network
+from edge.private import private
+from edge.ratelimit import Budget, RateLimiter, RateLimitPolicy
+from telemetry.requests import report, request_id
+
+GRAPHQL_PATH: Final = "/graphql"
+# Methods the GraphQL steps answer; any other goes to the router (405).
+GRAPHQL_METHODS: Final = frozenset({"GET", "POST", "HEAD"})
+VARY_ORIGIN: Final = b"Origin"
+
+
+class Front:
+    """Starlette middleware (`Middleware(Front, graphql=..., ...)`); `app` is the rest of Starlette's stack."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        graphql: ASGIApp,
+        policy: RateLimitPolicy,
+        cors: dict[str, Any],
+        max_body_bytes: int,
+        trusted_proxies: Sequence[Network] = (),
+        key_authenticator: KeyAuthenticator | None = None,
+        bearer_authenticator: BearerAuthenticator | None = None,
+    ) -> None:
+        self.app = app
+        self.graphql = graphql
+        self.policy = policy
+        self.max_body_bytes = max_body_bytes
+        self.identifier = Identifier(
+            trusted_proxies=trusted_proxies,
+            key_authenticator=key_authenticator,
+            bearer_authenticator=bearer_authenticator,
+        )
+        self.cors = CORSMiddleware(self._checked, **cors)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = request_id(scope)
+        state: dict[str, Any] = scope.setdefault("state", {})
+        state["request_id"] = rid
+        started = time.perf_counter()
+        out = _Out(send, rid)
+        try:
+            if any(name == b"origin" for name, _ in scope["headers"]):
+                await self.cors(scope, receive, out)
+            else:
+                out.vary = True
+                await self._checked(scope, receive, out)
+        finally:
+            report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
+
+    async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """After CORS: the body limit, identity, then the route."""
+        out = send if isinstance(send, _Out) else None
+        if declared_too_large(scope, self.max_body_bytes):
+            await reject(send, self.max_body_bytes)
+            return
+        try:
+            identity = await self.identifier.identify(scope)
+        except EdgeError as exc:
+            await send_error(send, exc)
+            return
+        state = scope["state"]
+        state["identity"] = identity
+        if out is None:
+            # Behind CORS's own send: the headers below are added on a send of this layer's.
+            out = _Out(send, None)
+            send = out
+        out.private = identity.viewer_id is not None
+        receive = limited(receive, self.max_body_bytes)
+        try:
+            if scope["method"] in GRAPHQL_METHODS and _route_path(scope) == GRAPHQL_PATH:
+                self._budget(state, identity, out)
+                await self.graphql(scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
+        except TooLarge:
+            if out.started:
+                raise
+            await reject(send, self.max_body_bytes)
+
+    def _budget(self, state: dict[str, Any], identity: Identity, out: _Out) -> None:
+        """The request's handle on its client's budget (`state["budget"]`), charged by whoever learns the cost."""
+        limiter = state.get("rate_limiter")
+        if not isinstance(limiter, RateLimiter):
+            return
+        budget = Budget(limiter, self.policy, identity)
+        state["budget"] = budget
+        if budget.enabled:
+            out.budget = budget
+
+
+class _Out:
+    """The one `send` of a request: what the response says (status, X-Cache) and the headers the edge adds."""
+
+    __slots__ = ("budget", "cache", "private", "request_id", "send", "started", "status", "vary")
+
+    def __init__(self, send: Send, rid: str | None) -> None:
+        self.send = send
+        self.request_id = rid
+        self.status = 500
+        self.cache = ""
+        self.started = False
+        self.vary = False
+        self.private = False
+        self.budget: Budget | None = None
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = await self._start(message)
+        await self.send(message)
+
+    async def _start(self, message: Message) -> Message:
+        self.started = True
+        self.status = message["status"]
+        headers = list(message.get("headers", ()))
+        for name, value in headers:
+            if name == b"x-cache":
+                self.cache = value.decode()
+        if self.budget is not None:
+            # An answer that charged nothing (an error before GraphQL ran) shows the budget as it stands.
+            decision = self.budget.decision or await self.budget.charge(0)
+            headers += decision.headers()
+        if self.private:
+            headers = private(headers)
+        if self.vary:
+            headers = _vary_origin(headers)
+        if self.request_id is not None:
+            headers.append((b"x-request-id", self.request_id.encode()))
+        return {**message, "headers": headers}
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the router matches: without the `root_path` a proxy's prefix put in front (`--root-path`)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] == "/":
+        return path[len(root) :]
+    return path
+
+
+def _vary_origin(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """What Starlette's CORS middleware does to a response without an `Origin`: `Vary` gains `Origin`."""
+    vary = [v for k, v in headers if k.lower() == b"vary"]
+    if not vary:
+        headers.append((b"vary", VARY_ORIGIN))
+        return headers
+    return [*((k, v) for k, v in headers if k.lower() != b"vary"), (b"vary", b", ".join([*vary, VARY_ORIGIN]))]
