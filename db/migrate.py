@@ -52,14 +52,17 @@ async def pending_migrations(conn: asyncpg.Connection) -> list[Migration]:
     return [m for m in available_migrations() if m.version not in done]
 
 
-async def migrate(conn: asyncpg.Connection) -> list[str]:
-    """Apply what is pending, each file in its own transaction; return the versions applied."""
+async def migrate(conn: asyncpg.Connection, *, before: str | None = None) -> list[str]:
+    """Apply what is pending, each file in its own transaction; return the versions applied. `before`: only the
+    migrations older than that version (a database as an earlier release left it, for upgrade tests)."""
     await conn.execute("SELECT pg_advisory_lock($1)", LOCK_KEY)
     try:
         await conn.execute(CREATE_TABLE)
         done = await applied_versions(conn)
         applied: list[str] = []
         for m in available_migrations():
+            if before is not None and m.version >= before:
+                break
             if m.version in done:
                 if done[m.version] != m.checksum:
                     raise MigrationError(f"migration {m.version} was changed after it was applied")

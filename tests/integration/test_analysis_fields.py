@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from db.migrate import available_migrations, migrate
+from db.migrate import migrate
 from db.queries.writes.analyses import AnalysisRecord, upsert_analyses
 from db.records import PAPER_TYPES
 from schema.enums import PaperType
@@ -59,14 +59,7 @@ async def test_migration_moves_stored_analyses_to_the_enum_and_the_0_to_1_scale(
     conn = await asyncpg.connect(dsn)
     try:
         # The schema as it was before analysis by a model: migrations up to 0011.
-        await conn.execute(
-            "CREATE TABLE schema_migrations (version text PRIMARY KEY, checksum text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        for m in available_migrations():
-            if m.version < "0012":
-                await conn.execute(m.sql)
-                await conn.execute("INSERT INTO schema_migrations VALUES ($1, $2)", m.version, m.checksum)
+        await migrate(conn, before="0012")
         for n, (kind, score) in enumerate([("theoretical", 6.5), ("methods", 10.0), ("poem", 0.5), (None, None)]):
             await conn.execute(
                 """INSERT INTO papers (arxiv_id, slug, title, abstract, primary_category, published, updated,

@@ -27,6 +27,16 @@ async def test_migrate_applies_everything_then_is_a_noop(make_database) -> None:
         await conn.close()
 
 
+async def test_migrate_before_a_version_leaves_the_database_as_an_earlier_release_did(make_database) -> None:
+    conn = await asyncpg.connect(await make_database("mig_before"))
+    try:
+        versions = [m.version for m in available_migrations()]
+        assert await migrate(conn, before="0010") == [v for v in versions if v < "0010"]
+        assert await migrate(conn) == [v for v in versions if v >= "0010"]
+    finally:
+        await conn.close()
+
+
 async def test_concurrent_migrate_applies_each_file_once(make_database) -> None:
     dsn = await make_database("mig_concurrent")
     conns = [await asyncpg.connect(dsn) for _ in range(2)]

@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from db.migrate import available_migrations, migrate
+from db.migrate import migrate
 from db.queries.aggregates import fetch_researcher_stats
 from db.queries.figures import fetch_career_figures, refresh_figures
 from db.queries.ingest_state import tombstone_papers
@@ -272,14 +272,7 @@ async def test_the_migration_stores_every_researchers_figures(make_database) -> 
     c = await asyncpg.connect(await make_database("scope_figures_migration"))
     try:
         # The schema as it was before the figures were stored, with researchers written through the ingest.
-        await c.execute(
-            "CREATE TABLE schema_migrations (version text PRIMARY KEY, checksum text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        for m in available_migrations():
-            if m.version < "0017":
-                await c.execute(m.sql)
-                await c.execute("INSERT INTO schema_migrations VALUES ($1, $2)", m.version, m.checksum)
+        await migrate(c, before="0017")
         ids = await build_world(c, "1108", refresh=False)
         assert await migrate(c) == ["0017_researcher_scope_figures"]
         await assert_every_page_true(c, career_columns=False)
