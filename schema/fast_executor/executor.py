@@ -70,30 +70,33 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             manager = self.middleware_manager
             self._fast_enabled = manager is None or not manager.middlewares
             # Collections (and their plans) are shared across requests when no variable can change them.
-            self._shared = self._fast_enabled and shared.is_static(self.operation, self.fragments)
+            self._shared = shared.for_operation(self.operation, self.fragments) if self._fast_enabled else None
 
         def collect_subfields(self, return_type: GraphQLObjectType, field_details_list: FieldDetailsList) -> Any:
-            if not self._shared:
+            common = self._shared
+            if common is None:
                 return super().collect_subfields(return_type, field_details_list)
             key = (return_type, id(field_details_list))
             cached = self._relevant_sub_fields.get(key)
             if cached is not None:
                 return cached[1]
-            nodes, collection = shared.collected(return_type, field_details_list)
+            nodes, collection = common.collected_for(return_type, field_details_list)
             if collection is None:
                 collection = super().collect_subfields(return_type, field_details_list)
-                shared.remember(return_type, nodes, collection)
+                common.remember(return_type, nodes, collection)
             self._relevant_sub_fields[key] = (field_details_list, collection)
             return collection
 
         def _plan(self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet) -> Plan:
-            common = shared.PLANS.get(id(grouped_field_set))
-            if common is not None and common[0] is grouped_field_set:
-                if common[1] is None:
+            common = self._shared
+            entry = common.plans.get(id(grouped_field_set)) if common is not None else None
+            if common is not None and entry is not None and entry[0] is grouped_field_set:
+                if entry[1] is None:
                     plan = self._new_plan(parent_type, grouped_field_set)
-                    shared.PLANS[id(grouped_field_set)] = (grouped_field_set, plan)
+                    common.plans[id(grouped_field_set)] = (grouped_field_set, plan)
                     return plan
-                return common[1]
+                found: Plan = entry[1]
+                return found
             cached = self._fast_plans.get(id(grouped_field_set))
             if cached is not None:
                 return cached[1]

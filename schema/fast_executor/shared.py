@@ -2,28 +2,46 @@
 
 graphql-core collects a field's sub-selection (fragments spread, fields merged by response name) once per request,
 and the executor plans the collected fields once per request too; on a page of one object (a paper's page) that is
-a tenth of the request's CPU. Parsed documents are cached, so the same field nodes come back with every request of
-a document: what they collect to is remembered by those nodes' identities, as long as no variable can change it
-(a document without directives and fragment arguments). Entries keep their nodes alive, so an id is never reused
-while its entry is here; the tables are emptied when they grow past their bound (documents leave the parse cache).
+a tenth of the request's CPU. Parsed documents are cached, so the same nodes come back with every request of a
+document: what they collect to is remembered by those nodes' identities, as long as no variable can change it (a
+document without directives and fragment arguments). What is remembered hangs off the operation node by a weak
+reference, so it lives exactly as long as the parsed document does (the parse cache's bound is its bound).
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Any
+from weakref import finalize, ref
 
 from graphql import DirectiveNode, FragmentSpreadNode, Node, OperationDefinitionNode, visit
 from graphql.execution.collect_fields import CollectedFields, FieldDetailsList
 from graphql.language import Visitor
 
-MAX_ENTRIES: Final = 20_000
 
-# By the operation node's id: (the node, whether its collections are the same whatever the variables).
-_STATIC: dict[int, tuple[OperationDefinitionNode, bool]] = {}
-# By (type, field nodes' ids): (the nodes, the collection).
-_COLLECTED: dict[tuple[Any, ...], tuple[tuple[Any, ...], CollectedFields]] = {}
-# By a shared grouped field set's id: (the set, its plan).
-PLANS: dict[int, tuple[object, tuple[list[Any], bool] | None]] = {}
+@dataclass(slots=True)
+class Shared:
+    """One operation's collections, by (type, field nodes' ids), and the plans of their grouped field sets, by the
+    set's id (None until made). The entries hold their nodes and sets, so an id is not reused while it is here."""
+
+    collected: dict[tuple[Any, ...], tuple[tuple[Any, ...], CollectedFields]] = field(default_factory=dict)
+    plans: dict[int, tuple[object, Any]] = field(default_factory=dict)
+
+    def collected_for(self, return_type: Any, fdl: FieldDetailsList) -> tuple[tuple[Any, ...], CollectedFields | None]:
+        """The field nodes of `fdl`, and what another request collected them to (None: not yet)."""
+        nodes = tuple(fd.node for fd in fdl)
+        hit = self.collected.get((return_type, *map(id, nodes)))
+        return (nodes, hit[1]) if hit is not None else (nodes, None)
+
+    def remember(self, return_type: Any, nodes: tuple[Any, ...], collection: CollectedFields) -> None:
+        self.collected[(return_type, *map(id, nodes))] = (nodes, collection)
+        grouped = collection.grouped_field_set
+        self.plans[id(grouped)] = (grouped, None)
+
+
+# By the operation node's id (nodes compare and hash by content, so not by the node itself): a weak reference to
+# it and its Shared, or None when variables can change its collections. The entry goes when the node does.
+_BY_OPERATION: dict[int, tuple[ref[OperationDefinitionNode], Shared | None]] = {}
 
 
 class _Variable(Visitor):
@@ -49,33 +67,16 @@ def _finds(node: Node) -> bool:
     return visitor.found
 
 
-def is_static(operation: OperationDefinitionNode, fragments: dict[str, Any]) -> bool:
-    """Whether the operation's collections are the same for any variables (its own directives do not count)."""
-    hit = _STATIC.get(id(operation))
-    if hit is not None and hit[0] is operation:
-        return hit[1]
+def for_operation(operation: OperationDefinitionNode, fragments: dict[str, Any]) -> Shared | None:
+    """The operation's shared collections; None when variables can change them (its own directives do not count)."""
+    key = id(operation)
+    entry = _BY_OPERATION.get(key)
+    if entry is not None and entry[0]() is operation:
+        return entry[1]
     static = not _finds(operation.selection_set) and not any(
         _finds(getattr(f, "definition", f)) for f in fragments.values()
     )
-    if len(_STATIC) >= MAX_ENTRIES:
-        _STATIC.clear()
-    _STATIC[id(operation)] = (operation, static)
-    return static
-
-
-def collected(return_type: Any, field_details_list: FieldDetailsList) -> tuple[tuple[Any, ...], CollectedFields | None]:
-    """The key of this collection, and the collection when another request made it."""
-    nodes = tuple(fd.node for fd in field_details_list)
-    key = (return_type, *map(id, nodes))
-    hit = _COLLECTED.get(key)
-    return (nodes, hit[1]) if hit is not None else (nodes, None)
-
-
-def remember(return_type: Any, nodes: tuple[Any, ...], collection: CollectedFields) -> None:
-    """Share a collection; its grouped field set's plan is shared too, once made (`PLANS` holds None until then)."""
-    if len(_COLLECTED) >= MAX_ENTRIES:
-        _COLLECTED.clear()
-        PLANS.clear()
-    _COLLECTED[(return_type, *map(id, nodes))] = (nodes, collection)
-    grouped = collection.grouped_field_set
-    PLANS[id(grouped)] = (grouped, None)
+    shared = Shared() if static else None
+    _BY_OPERATION[key] = (ref(operation), shared)
+    finalize(operation, _BY_OPERATION.pop, key, None)
+    return shared

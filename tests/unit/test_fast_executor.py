@@ -580,3 +580,23 @@ def test_an_object_met_again_answers_as_graphql_core(damage: tuple[str, Any] | N
         assert errors == [] and len(people) > len(set(people))  # someone is met more than once
     elif isinstance(damage[1], Exception):
         assert len({tuple(path) for _, path in errors}) >= 2  # person 1 is on several papers: an error at each
+
+
+def test_what_is_shared_lives_as_long_as_the_parsed_document() -> None:
+    """Nothing outlives the parse cache's copy of a document: a flood of distinct documents holds no memory here,
+    and an equal document parsed again is another document (parsed nodes compare equal by content)."""
+    import gc
+
+    from graphql import parse
+
+    from schema.fast_executor import shared
+
+    gc.collect()
+    before = len(shared._BY_OPERATION)
+    document, again = parse(STATIC_QUERY), parse(STATIC_QUERY)
+    for d in (document, again):
+        _run_parsed(FAST, d, {"withNick": True, "skipTags": False}, FastExecutor)
+    assert len(shared._BY_OPERATION) == before + 2
+    del document, again, d
+    gc.collect()
+    assert len(shared._BY_OPERATION) == before
