@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+from weakref import ref
 
 from graphql import FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode, SelectionSetNode
 from strawberry import Info
@@ -173,9 +174,10 @@ def split_page(rows: Sequence[T], first: int) -> tuple[list[T], bool]:
 # -- lookahead -------------------------------------------------------------------------------------
 
 # Answers per (field nodes, path): parsed documents are cached, so the same nodes come back on every request of a
-# document and the walk below is done once. Entries keep their nodes alive so that an id is never reused while its
-# answer is here; the table is emptied when it grows past the bound (documents come and go from the parse cache).
-_ANSWERS: dict[tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[FieldNode, ...], bool]] = {}
+# document and the walk below is done once. Entries hold their nodes weakly (a document leaves with the parse cache,
+# whatever is here) and an answer counts only while its nodes are the very ones asked about, so a reused id never
+# answers for another document; the table is emptied when it grows past the bound.
+_ANSWERS: dict[tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[ref[FieldNode], ...], bool]] = {}
 _MAX_ANSWERS = 8192
 
 
@@ -199,7 +201,7 @@ class Lookahead:
         """Whether the selection below these nodes reaches `path`."""
         key = (tuple(map(id, self.nodes)), path)
         hit = _ANSWERS.get(key)
-        if hit is not None:
+        if hit is not None and all(r() is n for r, n in zip(hit[0], self.nodes, strict=True)):
             return hit[1]
         level: list[FieldNode] = list(self.nodes)
         for name in path:
@@ -209,7 +211,7 @@ class Lookahead:
         answer = bool(level)
         if len(_ANSWERS) >= _MAX_ANSWERS:
             _ANSWERS.clear()
-        _ANSWERS[key] = (self.nodes, answer)
+        _ANSWERS[key] = (tuple(map(ref, self.nodes)), answer)
         return answer
 
     def _named(self, selection_set: SelectionSetNode | None, name: str) -> Iterable[FieldNode]:

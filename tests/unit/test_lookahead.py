@@ -61,3 +61,16 @@ def test_answers_are_per_set_of_merged_nodes_not_per_first_node() -> None:
     assert not alone.selects("institutions")
     assert merged.selects("institutions")
     assert not alone.selects("institutions")  # the merged answer did not stick to the shared first node
+
+
+def test_answers_keep_no_document_alive() -> None:
+    """A flood of distinct documents leaves nothing here once the parse cache lets them go."""
+    import gc
+    import weakref
+
+    look = _root('{ paper(id: "1") { authors { name } } }')
+    node = weakref.ref(look.nodes[0])
+    assert look.selects("authors") and look.selects("authors")  # the second from the table
+    del look
+    gc.collect()
+    assert node() is None
