@@ -58,5 +58,4 @@ class Keyed:
 
 def keyed(template: str, keys: Sequence[Any], pg_type: str = "bigint", param: int = 1) -> tuple[str, Any]:
     """A statement built at run time (its clauses vary) in the form for `keys`, with the keys' argument."""
-    many, one = _forms(pg_type, str(param))
-    return (_fill(template, one), keys[0]) if len(keys) == 1 else (_fill(template, many), list(keys))
+    return Keyed.of(template, pg_type, param).bind(keys)
