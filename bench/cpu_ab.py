@@ -16,43 +16,16 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
-from bench.run import BENCH, body_for, cpu_by_owner, database_name, free_port, sample_variables
-
-
-def start(root: Path, database_url: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    factory = "def create_app" in (root / "app.py").read_text()
-    target = ["app:create_app", "--factory"] if factory else ["app:app"]
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "WOVEPAPER_SEMANTIC_PRELOAD": "false",
-        "WOVEPAPER_RATE_LIMITS": "off",
-    }
-    env.pop("REDIS_URL", None)
-    uvicorn = ["-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--log-level", "warning"]
-    log = (BENCH / "results" / "cpu_ab.log").open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, *uvicorn, *target], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=log
-    )
-    return proc, f"http://127.0.0.1:{port}"
+from bench.run import api_server, body_for, cpu_by_owner, database_name, running, sample_variables
 
 
 async def drive(url: str, bodies: list[str], n: int, concurrency: int) -> None:
     async with httpx.AsyncClient(timeout=60) as client:
-        for _ in range(240):
-            try:
-                await client.get(url + "/healthz")
-                break
-            except httpx.TransportError:
-                await asyncio.sleep(0.25)
         sent = 0
 
         async def worker() -> None:
@@ -76,20 +49,17 @@ def main() -> None:
     parser.add_argument("checkouts", nargs="+", type=Path)
     args = parser.parse_args()
     database = database_name(args.database_url)
+    os.environ.pop("REDIS_URL", None)  # no Redis: every page computed in PostgreSQL
     variables = asyncio.run(sample_variables(args.database_url, args.operation, 500, 0.42))
     bodies = [body_for("wovepaper", args.operation, v) for v in variables]
     results: dict[Path, list[tuple[float, float]]] = {c: [] for c in args.checkouts}
     for round_no in range(args.rounds):
         for checkout in args.checkouts if round_no % 2 == 0 else args.checkouts[::-1]:
-            proc, url = start(checkout, args.database_url)
-            try:
+            with running(api_server(f"cpu_ab-{round_no}", checkout, args.database_url)) as (pid, url):
                 asyncio.run(drive(url, bodies, 80, args.concurrency))
-                (api0, db0), t0 = cpu_by_owner(proc.pid, database), time.monotonic()
+                (api0, db0), t0 = cpu_by_owner(pid, database), time.monotonic()
                 asyncio.run(drive(url, bodies, args.requests, args.concurrency))
-                (api1, db1), t1 = cpu_by_owner(proc.pid, database), time.monotonic()
-            finally:
-                proc.terminate()
-                proc.wait()
+                (api1, db1), t1 = cpu_by_owner(pid, database), time.monotonic()
             api, db = (api1 - api0) * 1000 / args.requests, (db1 - db0) * 1000 / args.requests
             results[checkout].append((api, db))
             print(f"round {round_no} {checkout}: API {api:.2f} ms, database {db:.2f} ms CPU a request, "

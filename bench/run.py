@@ -52,28 +52,33 @@ class Server:
     cwd: Path = ROOT
 
 
-def servers(database_url: str, redis_url: str | None, baseline: Path | None = None) -> dict[str, Server]:
-    py = str(ROOT / ".venv" / "bin" / "python")
-    uvicorn = ["-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log", "--log-level", "warning"]
-    # The embedding model (semantic search) loads in a background thread at start-up by default; that
-    # costs seconds of CPU once, then nothing. The benchmark sends no semantic search, so it measures
-    # the steady state without it rather than the start-up.
-    # wrk sends tens of thousands of requests from one address: the anonymous budget would refuse most of them.
-    api_env = {"DATABASE_URL": database_url, "WOVEPAPER_SEMANTIC_PRELOAD": "false", "WOVEPAPER_RATE_LIMITS": "off"}
+PY = str(ROOT / ".venv" / "bin" / "python")
+UVICORN = ["-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log", "--log-level", "warning"]
+
+
+def api_server(name: str, root: Path, database_url: str, redis_url: str | None = None) -> Server:
+    """The API of the checkout at `root`, one worker, rate limits off, no embedding-model preload.
+
+    The embedding model (semantic search) loads in a background thread at start-up by default; that costs seconds
+    of CPU once, then nothing, and the benchmarks send no semantic search. wrk sends tens of thousands of requests
+    from one address: the anonymous budget would refuse most of them. Checkouts from before the app factory export
+    a module-level `app`."""
+    env = {"DATABASE_URL": database_url, "WOVEPAPER_SEMANTIC_PRELOAD": "false", "WOVEPAPER_RATE_LIMITS": "off"}
     if redis_url:
-        api_env["REDIS_URL"] = redis_url
+        env["REDIS_URL"] = redis_url
+    factory = "def create_app" in (root / "app.py").read_text()
+    target = ["app:create_app", "--factory"] if factory else ["app:app"]
+    return Server(name, [PY, *UVICORN, *target], env, cwd=root)
+
+
+def servers(database_url: str, redis_url: str | None, baseline: Path | None = None) -> dict[str, Server]:
     # `baseline`: the API from another checkout (an earlier commit, `git archive <commit> | tar -x -C <dir>`), run by
     # the same interpreter and packages, for an old-versus-new comparison in the same rounds.
-    extra = {}
-    if baseline:
-        # Checkouts from before the app factory export a module-level `app`.
-        factory = "def create_app" in (baseline / "app.py").read_text()
-        target = ["app:create_app", "--factory"] if factory else ["app:app"]
-        extra["baseline"] = Server("baseline", [py, *uvicorn, *target], api_env, cwd=baseline)
+    extra = {"baseline": api_server("baseline", baseline, database_url, redis_url)} if baseline else {}
     return {
         **extra,
-        "floor": Server("floor", [py, *uvicorn, "bench.floor:app"], {"DATABASE_URL": database_url}),
-        "wovepaper": Server("wovepaper", [py, *uvicorn, "app:create_app", "--factory"], api_env),
+        "floor": Server("floor", [PY, *UVICORN, "bench.floor:app"], {"DATABASE_URL": database_url}),
+        "wovepaper": api_server("wovepaper", ROOT, database_url, redis_url),
         "postgraphile": Server(
             "postgraphile", [str(NODE22), str(BENCH / "postgraphile" / "server.mjs")], {"DATABASE_URL": database_url}
         ),
