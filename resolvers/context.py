@@ -41,6 +41,9 @@ class Context:
     budget: Budget | None = None
     # The measured cost of the running operation (schema/extensions.py sets it before execution).
     cost: Any = None
+    # Whether the executor passes JSON written by PostgreSQL through to the answer (schema/fast_executor/ sets it):
+    # resolvers may then fetch a selection's answer as JSON text instead of rows.
+    passes_json: bool = False
 
     def renew(self) -> None:
         """Fresh loaders, to run the operation again: the first run's cached failures must not answer it."""

@@ -179,6 +179,8 @@ def split_page(rows: Sequence[T], first: int) -> tuple[list[T], bool]:
 # answers for another document; the table is emptied when it grows past the bound.
 _ANSWERS: dict[tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[ref[FieldNode], ...], bool]] = {}
 _MAX_ANSWERS = 8192
+# The same for `Lookahead.only`: the one node found (weakly; it lives in the same document), or None.
+_ONLY: dict[tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[ref[FieldNode], ...], ref[FieldNode] | None]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +215,23 @@ class Lookahead:
             _ANSWERS.clear()
         _ANSWERS[key] = (tuple(map(ref, self.nodes)), answer)
         return answer
+
+    def only(self, *path: str) -> FieldNode | None:
+        """The one field node at `path` below these nodes; None when there is none or more than one (at any level)."""
+        key = (tuple(map(id, self.nodes)), path)
+        hit = _ONLY.get(key)
+        if hit is not None and all(r() is n for r, n in zip(hit[0], self.nodes, strict=True)):
+            return hit[1]() if hit[1] is not None else None
+        level: list[FieldNode] = list(self.nodes)
+        for name in path:
+            level = [child for node in level for child in self._named(node.selection_set, name)]
+            if len(level) != 1:
+                break
+        found = level[0] if len(level) == 1 and path else None
+        if len(_ONLY) >= _MAX_ANSWERS:
+            _ONLY.clear()
+        _ONLY[key] = (tuple(map(ref, self.nodes)), ref(found) if found is not None else None)
+        return found
 
     def _named(self, selection_set: SelectionSetNode | None, name: str) -> Iterable[FieldNode]:
         for s in selection_set.selections if selection_set is not None else ():

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 
+from orjson import Fragment
 from strawberry.dataloader import DataLoader
 
 from db.connection import Conn
@@ -21,6 +22,7 @@ from db.filters import (
     Withdrawn,
     paper_filter_clauses,
 )
+from db.queries.authors_json import fetch_authors_json
 from db.queries.institutions import InstitutionRow, fetch_institutions_by_paper_ids
 from db.queries.papers import (
     AuthorshipRow,
@@ -35,6 +37,7 @@ from db.queries.papers import (
     page_papers_of_owners,
 )
 from db.queries.researchers import ResearcherRow
+from resolvers.authors_json import AuthorsJson, authors_json
 from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput
 from resolvers.ids import PaperKeyKind, parse_paper_id
@@ -177,6 +180,8 @@ class AuthorsWanted:
     authors: bool
     researchers: bool
     institutions: bool
+    # The selection's answer as PostgreSQL writes it, when it qualifies (resolvers/authors_json.py).
+    json: AuthorsJson | None = None
 
     @classmethod
     def of(cls, look: Lookahead) -> AuthorsWanted:
@@ -184,6 +189,7 @@ class AuthorsWanted:
             selects_node(look, "authors"),
             selects_node(look, "authors", "researcher"),
             selects_node(look, "authors", "institutions"),
+            authors_json(look.only("nodes", "authors") or look.only("edges", "node", "authors")),
         )
 
     @classmethod
@@ -193,6 +199,7 @@ class AuthorsWanted:
             look.selects("authors"),
             look.selects("authors", "researcher"),
             look.selects("authors", "institutions"),
+            authors_json(look.only("authors")),
         )
 
 
@@ -316,6 +323,18 @@ async def prefetch_authors(ctx: Context, look: Lookahead, papers: Sequence[Paper
 
 async def fetch_authors(ctx: Context, papers: Sequence[PaperRow], wanted: AuthorsWanted) -> None:
     ids = list(dict.fromkeys(p.id for p in papers))
+    if wanted.json is not None and ctx.passes_json:
+        async with ctx.pool.acquire() as conn:
+            texts = await fetch_authors_json(conn, wanted.json.statement, ids)
+        node = wanted.json.node
+        for p in papers:
+            text = texts.get(p.id)
+            if text is not None:
+                p.prefetched_authors_json = (node, Fragment(text))
+        papers = [p for p in papers if p.id not in texts]
+        if not papers:
+            return
+        ids = [pid for pid in ids if pid not in texts]
     async with ctx.pool.acquire() as conn:
         authorships = await fetch_authorships(conn, ids, with_researchers=wanted.researchers)
         links = await fetch_institutions_by_paper_ids(conn, ids) if wanted.institutions else []

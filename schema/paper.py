@@ -139,7 +139,7 @@ class Paper(Node):
     authors: list[AuthorshipRow] | Awaitable[list[AuthorshipRow]] = strawberry.field(
         resolver=_authors,
         graphql_type=list[Authorship],
-        metadata={"prefetched": "prefetched_authors"},
+        metadata={"prefetched": "prefetched_authors", "json": "prefetched_authors_json"},
         description="The authors, in order.",
     )
     categories: list[str] = strawberry.field(description="arXiv categories, primary first.")

@@ -71,6 +71,8 @@ class PaperRow:
     s2_corpus_id: int | None
     openalex_id: str | None
     prefetched_authors: list[AuthorshipRow] | None = None
+    # Or their answer already written as JSON (db/queries/authors_json.py), with the selection it answers.
+    prefetched_authors_json: tuple[object, object] | None = None
 
 
 PAPERS = RowShape(PaperRow)

@@ -24,7 +24,6 @@ from db.slugs import entity_slug
 ExternalIdKind = Literal["s2", "openalex", "orcid"]
 
 
-
 @dataclass(slots=True)
 class ResearcherRow:
     id: int

@@ -12,6 +12,7 @@ from graphql.execution.executor import Executor, to_nodes
 from graphql.pyutils import Path, Undefined
 from graphql.pyutils.gather_with_cancel import gather_with_cancel
 from graphql.type import GraphQLField
+from orjson import Fragment
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from schema.fast_executor import shared
@@ -24,6 +25,7 @@ from schema.fast_executor.plan import (
     INT_MIN,
     LIST,
     OBJ,
+    PASSTHROUGH,
     PREFETCHED,
     SCALAR,
     SLOW,
@@ -71,6 +73,9 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             self._fast_enabled = manager is None or not manager.middlewares
             # Collections (and their plans) are shared across requests when no variable can change them.
             self._shared = shared.for_operation(self.operation, self.fragments) if self._fast_enabled else None
+            # Answers written as JSON (an orjson.Fragment) pass through this executor untouched: tell the resolvers.
+            if self._fast_enabled and hasattr(self.context_value, "passes_json"):
+                self.context_value.passes_json = True
 
         def collect_subfields(self, return_type: GraphQLObjectType, field_details_list: FieldDetailsList) -> Any:
             common = self._shared
@@ -150,7 +155,7 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                             if (code != INT or INT_MIN <= value <= INT_MAX) and (code != FLOAT or isfinite(value)):
                                 results[name] = value
                                 continue
-                        elif value is None and nullable and kind != PREFETCHED:
+                        elif value is None and nullable and kind == BASIC:
                             results[name] = None
                             continue
                         plain = False
@@ -181,6 +186,8 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             """A field read off its source that is not an exact leaf: an object, a list, a scalar, or None."""
             name, fdl, field_def, kind, _, spec, nullable, code, detail, _ = entry
             assert field_def is not None and spec is not None
+            if kind == PASSTHROUGH and type(value) is Fragment:
+                return value  # the answer, written for this field node (resolvers/authors_json.py)
             field_path = Path(path, name, parent_type.name)
             if code == LIST and (type(value) is list or type(value) is tuple):
                 # A page's lists (its papers, their authors) straight to the list's completion.
@@ -193,7 +200,7 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                     return result
                 return self._await_completed(result, field_def.type, fdl, field_path)
             if value is None:
-                if kind == PREFETCHED:
+                if kind >= PREFETCHED:
                     # Not prefetched: the field's resolver (a DataLoader) answers.
                     return self.execute_field(parent_type, source_value, fdl, field_path, None)
                 if nullable:

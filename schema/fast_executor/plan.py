@@ -31,6 +31,8 @@ GENERIC: Final = 0
 TYPENAME: Final = 1
 BASIC: Final = 2
 PREFETCHED: Final = 3
+# A prefetched field whose answer may also come already written as JSON (an orjson.Fragment), for one field node.
+PASSTHROUGH: Final = 4
 
 # Type codes of a completion spec.
 STR: Final = 0
@@ -159,7 +161,10 @@ def static_plan(field_def: GraphQLField) -> tuple[int, Callable[[Any], Any] | No
         attr = metadata.get("prefetched") if isinstance(metadata, Mapping) else None
         plain = not field_def.args and not definition.extensions and not getattr(definition, "permission_classes", None)
         derive = _derived(definition) if isinstance(metadata, Mapping) and metadata.get("derived") else None
-        if isinstance(attr, str) and plain:
+        json_attr = metadata.get("json") if isinstance(metadata, Mapping) else None
+        if isinstance(attr, str) and isinstance(json_attr, str) and plain:
+            static = (PASSTHROUGH, attrgetter(json_attr, attr), _spec(field_def.type))
+        elif isinstance(attr, str) and plain:
             static = (PREFETCHED, attrgetter(attr), _spec(field_def.type))
         elif derive is not None and plain:
             static = (BASIC, derive, _spec(field_def.type))
@@ -167,6 +172,19 @@ def static_plan(field_def: GraphQLField) -> tuple[int, Callable[[Any], Any] | No
     _STATIC[id(field_def)] = (field_def, static)
     return static
 
+
+def _passthrough(both: Any, fdl: FieldDetailsList) -> tuple[int, Callable[[Any], Any]]:
+    """A getter of the written answer when it was written for this very field node, else of the rows."""
+    node = fdl[0].node if len(fdl) == 1 else None
+    if node is None:
+        # Merged from several nodes: no written answer is for all of them.
+        return PREFETCHED, lambda source: both(source)[1]
+
+    def get(source: Any) -> Any:
+        written, rows = both(source)
+        return written[1] if written is not None and written[0] is node else rows
+
+    return PASSTHROUGH, get
 
 
 def plan_field(schema: GraphQLSchema, parent_type: GraphQLObjectType, name: str, fdl: FieldDetailsList) -> PlanEntry:
@@ -187,4 +205,6 @@ def plan_field(schema: GraphQLSchema, parent_type: GraphQLObjectType, name: str,
     kind, getter, spec = static_plan(field_def)
     if kind == GENERIC or spec is None:
         return generic
+    if kind == PASSTHROUGH:
+        kind, getter = _passthrough(getter, fdl)
     return (name, fdl, field_def, kind, getter, spec, *spec, _EXACT.get(spec[1]))

@@ -1,0 +1,206 @@
+"""Author lists written as JSON by PostgreSQL (db/queries/authors_json.py) answer exactly what rows answer.
+
+The same documents run through graphql-core's executor (which reads rows) and the FastExecutor (which passes the
+written JSON through), on authors chosen to be awkward: quotes, backslashes, control characters and non-ASCII in
+names, empty slugs, null countries and affiliations, several institutions in name order, unmatched authors,
+collaborations, papers without authors, and an id past a 32-bit integer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import orjson
+import pytest
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+
+from db.migrate import migrate
+from db.pool import create_pool
+from db.queries.authors_json import AuthorsStatement, Shape, ShapeRefused, Value
+from resolvers.context import Context
+from schema import build_schema
+from settings import Settings
+
+AWKWARD = 'Quote " back\\slash \n\t\x01 Ünïcødé 北京 😀'
+PAGE = """query($first: Int) { papers(first: $first, sort: OLDEST) { nodes { arxivId authors { %s } } } }"""
+ONE = """query($id: String!) { paper(id: $id) { arxivId authors { %s } } }"""
+FULL = """position name affiliation isCollaboration __typename
+  researcher { id databaseId slug name __typename }
+  institutions { id databaseId slug rorId name country __typename }"""
+
+
+@pytest.fixture(scope="module")
+async def archive(make_database: Any) -> AsyncIterator[dict[str, Any]]:
+    dsn = await make_database("authors_json")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+        inst = {}
+        for ror, name, slug, country in [
+            ("0161xgx34", "Zeta Institute", "zeta-institute", "CA"),
+            ("042nb2s44", "alpha lab", "", None),
+            ("057zh3y96", AWKWARD, "awkward", "JP"),
+        ]:
+            inst[ror] = await conn.fetchval(
+                "INSERT INTO institutions (ror_id, name, name_slug, country) VALUES ($1, $2, $3, $4) RETURNING id",
+                ror,
+                name,
+                slug,
+                country,
+            )
+        plain = await conn.fetchval(
+            "INSERT INTO researchers (name, name_slug) VALUES ('Ada Lovelace', 'ada') RETURNING id"
+        )
+        odd = await conn.fetchval("INSERT INTO researchers (name, name_slug) VALUES ($1, '') RETURNING id", AWKWARD)
+        papers = []
+        for i, authors in enumerate(
+            [
+                # (name, researcher, affiliation, collaboration, institutions)
+                [
+                    ("Ada L.", plain, None, False, ["0161xgx34", "042nb2s44", "057zh3y96"]),
+                    (AWKWARD, odd, 'Dept. "of" \\ Things', False, ["057zh3y96"]),
+                    ("Nobody Matched", None, None, False, []),
+                    ("ATLAS Collaboration", None, None, True, ["0161xgx34"]),
+                ],
+                [],
+                [("Ada L.", plain, "MIT", False, [])],
+            ]
+        ):
+            pid = await conn.fetchval(
+                """INSERT INTO papers (arxiv_id, version, slug, title, abstract, authors_text, categories,
+                       primary_category, published, updated, author_count, matched_count)
+                   VALUES ($1, 1, $1, 'T', 'A', 'x', '{cs.LG}', 'cs.LG', $2, $2, $3, 0) RETURNING id""",
+                f"2401.0000{i}",
+                datetime(2024, 1, 1 + i, tzinfo=UTC),
+                len(authors),
+            )
+            papers.append(pid)
+            for position, (name, rid, affiliation, collab, rors) in enumerate(authors, start=1):
+                await conn.execute(
+                    """INSERT INTO authorships (paper_id, position, name, researcher_id, affiliation, is_collaboration)
+                       VALUES ($1, $2, $3, $4, $5, $6)""",
+                    pid,
+                    position,
+                    name,
+                    rid,
+                    affiliation,
+                    collab,
+                )
+                for ror in rors:
+                    await conn.execute(
+                        "INSERT INTO authorship_institutions (paper_id, position, institution_id) VALUES ($1, $2, $3)",
+                        pid,
+                        position,
+                        inst[ror],
+                    )
+    finally:
+        await conn.close()
+    settings = Settings(DATABASE_URL=dsn)
+    pool = await create_pool(dsn)
+    schemas = {
+        "rows": build_schema(settings, extensions=[], execution_context_class=StrawberryGraphQLCoreExecutionContext),
+        "json": build_schema(settings, extensions=[]),
+    }
+
+    async def run(kind: str, document: str, variables: dict[str, Any]) -> tuple[Any, list[Any], bool]:
+        result = await schemas[kind].execute(
+            document, variable_values=variables, context_value=Context.create(pool, settings)
+        )
+        written = "Fragment" in repr(result.data)
+        errors = sorted((e.message, str(e.path)) for e in result.errors or [])
+        return orjson.loads(orjson.dumps(result.data)), errors, written
+
+    yield {"run": run, "dsn": dsn, "papers": papers, "odd": odd}
+    await pool.close()
+
+
+async def both(archive: dict[str, Any], document: str, variables: dict[str, Any]) -> tuple[Any, Any, bool]:
+    rows = await archive["run"]("rows", document, variables)
+    written = await archive["run"]("json", document, variables)
+    assert not rows[2], "graphql-core's executor never gets written JSON"
+    return rows[:2], written[:2], written[2]
+
+
+@pytest.mark.parametrize("document", [PAGE, ONE])
+async def test_written_json_answers_what_rows_answer(archive: dict[str, Any], document: str) -> None:
+    variables = {"first": 10} if document is PAGE else {"id": "2401.00000"}
+    rows, written, was_written = await both(archive, document % FULL, variables)
+    assert was_written
+    assert written == rows
+    data = written[0]
+    paper = data["papers"]["nodes"][0] if document is PAGE else data["paper"]
+    assert [a["name"] for a in paper["authors"]] == ["Ada L.", AWKWARD, "Nobody Matched", "ATLAS Collaboration"]
+    # Institutions in name order (code point order in the project's databases), then id.
+    assert [i["name"] for i in paper["authors"][0]["institutions"]] == [AWKWARD, "Zeta Institute", "alpha lab"]
+    assert paper["authors"][1]["researcher"]["slug"] == str(archive["odd"])
+    if document is PAGE:
+        assert data["papers"]["nodes"][1]["authors"] == []
+
+
+async def test_aliases_and_order_are_the_documents(archive: dict[str, Any]) -> None:
+    selection = "z: name p: position who: researcher { n: name i: id } at: institutions { c: country r: rorId }"
+    rows, written, was_written = await both(archive, PAGE % selection, {"first": 10})
+    assert was_written and written == rows
+    first = written[0]["papers"]["nodes"][0]["authors"][0]
+    assert list(first) == ["z", "p", "who", "at"] and list(first["who"]) == ["n", "i"]
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [
+        "name researcher { name hIndex }",  # a field with a resolver
+        "name ... on Authorship { position }",  # a fragment
+        "name position @include(if: true)",  # a directive
+        "name researcher { name } r2: researcher { slug }",  # two researchers
+    ],
+)
+async def test_other_selections_are_answered_from_rows(archive: dict[str, Any], selection: str) -> None:
+    rows, written, was_written = await both(archive, PAGE % selection, {"first": 10})
+    assert not was_written
+    assert written == rows
+
+
+async def test_two_author_selections_of_one_paper(archive: dict[str, Any]) -> None:
+    document = """query($id: String!) { a: paper(id: $id) { authors { name } }
+        b: paper(id: $id) { authors { position researcher { slug } } } }"""
+    rows, written, _ = await both(archive, document, {"id": "2401.00000"})
+    assert written == rows
+    assert written[0]["b"]["authors"][0] == {
+        "position": 1,
+        "researcher": {"slug": rows[0]["b"]["authors"][0]["researcher"]["slug"]},
+    }
+
+
+async def test_an_id_past_32_bits_gives_graphql_s_error(archive: dict[str, Any]) -> None:
+    conn = await asyncpg.connect(archive["dsn"])
+    try:
+        await conn.execute(
+            "INSERT INTO researchers (id, name, name_slug) VALUES (2147483648, 'Big', 'big') ON CONFLICT DO NOTHING"
+        )
+        await conn.execute(
+            "UPDATE authorships SET researcher_id = 2147483648 WHERE paper_id = $1 AND position = 1",
+            archive["papers"][2],
+        )
+        rows, written, _ = await both(archive, ONE % "name researcher { databaseId }", {"id": "2401.00002"})
+    finally:
+        await conn.execute("UPDATE authorships SET researcher_id = NULL WHERE researcher_id = 2147483648")
+        await conn.execute("DELETE FROM researchers WHERE id = 2147483648")
+        await conn.close()
+    assert written == rows
+    assert rows[1] and "32-bit" in rows[1][0][0]
+
+
+def test_only_names_are_written_into_the_statement() -> None:
+    name = Value("column", "name")
+    AuthorsStatement.of(Shape((("ok_Key1", name),)))
+    for shape in [
+        Shape((("a'b", name),)),
+        Shape((('a"b', name),)),
+        Shape((("k", Value("constant", "x' || pg_sleep(1) || '")),)),
+        Shape((("k", Value("column", "abstract")),)),
+    ]:
+        with pytest.raises(ShapeRefused):
+            AuthorsStatement.of(shape)
