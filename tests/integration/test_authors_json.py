@@ -26,6 +26,7 @@ from settings import Settings
 
 AWKWARD = 'Quote " back\\slash \n\t\x01 Ünïcødé 北京 😀'
 PAGE = """query($first: Int) { papers(first: $first, sort: OLDEST) { nodes { arxivId authors { %s } } } }"""
+EDGES = """query($first: Int) { papers(first: $first) { edges { node { authors { %s } } } } }"""
 ONE = """query($id: String!) { paper(id: $id) { arxivId authors { %s } } }"""
 FULL = """position name affiliation isCollaboration __typename
   researcher { id databaseId slug name __typename }
@@ -138,6 +139,11 @@ async def test_written_json_answers_what_rows_answer(archive: dict[str, Any], do
     assert paper["authors"][1]["researcher"]["slug"] == str(archive["odd"])
     if document is PAGE:
         assert data["papers"]["nodes"][1]["authors"] == []
+
+
+async def test_edges_of_a_connection_are_written_too(archive: dict[str, Any]) -> None:
+    rows, written, was_written = await both(archive, EDGES % FULL, {"first": 10})
+    assert was_written and written == rows
 
 
 async def test_aliases_and_order_are_the_documents(archive: dict[str, Any]) -> None:
