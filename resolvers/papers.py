@@ -22,7 +22,6 @@ from db.filters import (
     Withdrawn,
     paper_filter_clauses,
 )
-from db.queries.authors_json import fetch_authors_json
 from db.queries.institutions import InstitutionRow, fetch_institutions_by_paper_ids
 from db.queries.papers import (
     AuthorshipRow,
@@ -37,7 +36,7 @@ from db.queries.papers import (
     page_papers_of_owners,
 )
 from db.queries.researchers import ResearcherRow
-from resolvers.authors_json import AuthorsJson, authors_json
+from db.queries.written import fetch_authors_json, fetch_paper_written
 from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput
 from resolvers.ids import PaperKeyKind, parse_paper_id
@@ -45,6 +44,7 @@ from resolvers.institutions import lookup_institution_id
 from resolvers.pages import ListQuery, OwnerLists, read_page, with_after
 from resolvers.pagination import NOTHING, Connection, Lookahead, PageRequest, page_request, selects_node, wants_total
 from resolvers.researchers import lookup_researcher_id
+from resolvers.written import AuthorsJson, PaperJson, authors_json, paper_json
 
 MAX_CATEGORY_LENGTH = 40
 _EXTERNAL_KINDS: dict[PaperKeyKind, PaperExternalIdKind] = {
@@ -71,9 +71,15 @@ class PaperFilterArgs:
 
 async def resolve_paper(ctx: Context, paper_id: str, look: Lookahead = NOTHING) -> PaperRow | None:
     """A paper by any id form it has (withdrawn papers too: a look-up names one paper). What `look` selects of
-    its authors (their researchers, institutions) comes in one more statement."""
-    row = await _find_paper(ctx, paper_id)
-    if row is not None and row.prefetched_authors is None:
+    its authors (their researchers, institutions) comes in one more statement, or in the same one when
+    PostgreSQL writes the answer (resolvers/written.py)."""
+    written = paper_json(look.only("authors"), look.only("versions")) if ctx.passes_json else None
+    key = parse_paper_id(paper_id)
+    if written is not None and key.kind in ("arxiv", "slug", "id"):
+        row = await _find_written(ctx, key.kind, key.value, key.slug, written)
+    else:
+        row = await _find_paper(ctx, paper_id)
+    if row is not None and row.prefetched_authors is None and row.prefetched_authors_json is None:
         wanted = AuthorsWanted.of_paper(look)
         if wanted.authors:
             # Batched: several papers looked up in one request (aliases) share the statements. The versions, when
@@ -97,6 +103,27 @@ def _authors_loader(ctx: Context) -> DataLoader[tuple[PaperRow, AuthorsWanted], 
 
     # Rows are not hashable: a key is cached by the row's identity and the shape asked.
     return DataLoader(load, cache_key_fn=lambda key: (id(key[0]), key[1]), max_batch_size=100)
+
+
+async def _find_written(ctx: Context, kind: str, value: str, slug: str | None, written: PaperJson) -> PaperRow | None:
+    """_find_paper's look-up, in one statement with the paper's lists written as JSON."""
+    async with ctx.pool.acquire() as conn:
+        found = None
+        if kind == "slug" and slug is not None:
+            found = await fetch_paper_written(conn, written.statements["slug"], slug)
+        if found is None and kind != "id":
+            found = await fetch_paper_written(conn, written.statements["arxiv"], value)
+        if found is None and kind == "id":
+            found = await fetch_paper_written(conn, written.statements["id"], int(value))
+    if found is None:
+        return None
+    row, authors, versions = found
+    if authors is not None:
+        row.prefetched_authors_json = (written.authors, Fragment(authors))
+    if versions is not None and written.versions is not None:
+        row.prefetched_versions_json = (written.versions, Fragment(versions))
+    ctx.loaders.prime_papers([row])
+    return row
 
 
 async def _find_paper(ctx: Context, paper_id: str) -> PaperRow | None:

@@ -160,7 +160,10 @@ class Paper(Node):
         "unless `PaperFilter.withdrawn` asks for it."
     )
     versions: list[VersionRow] = strawberry.field(
-        resolver=_versions, graphql_type=list[PaperVersion], description="Every version, oldest first."
+        resolver=_versions,
+        graphql_type=list[PaperVersion],
+        metadata={"prefetched": "prefetched_versions", "json": "prefetched_versions_json"},
+        description="Every version, oldest first.",
     )
     external_ids: PaperExternalIds = derived(_external_ids)
     modified_at: datetime = strawberry.field(

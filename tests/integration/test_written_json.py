@@ -1,9 +1,10 @@
-"""Author lists written as JSON by PostgreSQL (db/queries/authors_json.py) answer exactly what rows answer.
+"""A paper's lists written as JSON by PostgreSQL (db/queries/written.py) answer exactly what rows answer.
 
 The same documents run through graphql-core's executor (which reads rows) and the FastExecutor (which passes the
-written JSON through), on authors chosen to be awkward: quotes, backslashes, control characters and non-ASCII in
+written JSON through), on data chosen to be awkward: quotes, backslashes, control characters and non-ASCII in
 names, empty slugs, null countries and affiliations, several institutions in name order, unmatched authors,
-collaborations, papers without authors, and an id past a 32-bit integer.
+collaborations, papers without authors, timestamps with and without microseconds or in another zone, an infinite
+one, an id past a 32-bit integer, and a paper named every way `paper(id:)` accepts.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import pytest
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from db.migrate import migrate
+from db.paging import encode_global_id, paper_global_id
 from db.pool import create_pool
-from db.queries.authors_json import AuthorsStatement, Shape, ShapeRefused, Value
+from db.queries.written import AuthorsStatement, Shape, ShapeRefused, Value
 from resolvers.context import Context
 from schema import build_schema
 from settings import Settings
@@ -28,6 +30,8 @@ AWKWARD = 'Quote " back\\slash \n\t\x01 Ünïcødé 北京 😀'
 PAGE = """query($first: Int) { papers(first: $first, sort: OLDEST) { nodes { arxivId authors { %s } } } }"""
 EDGES = """query($first: Int) { papers(first: $first) { edges { node { authors { %s } } } } }"""
 ONE = """query($id: String!) { paper(id: $id) { arxivId authors { %s } } }"""
+PAPER = """query($id: String!) { paper(id: $id) { arxivId title authors { %s }
+  versions { version submittedAt sizeKb sourceType __typename } } }"""
 FULL = """position name affiliation isCollaboration __typename
   researcher { id databaseId slug name __typename }
   institutions { id databaseId slug rorId name country __typename }"""
@@ -73,7 +77,7 @@ async def archive(make_database: Any) -> AsyncIterator[dict[str, Any]]:
             pid = await conn.fetchval(
                 """INSERT INTO papers (arxiv_id, version, slug, title, abstract, authors_text, categories,
                        primary_category, published, updated, author_count, matched_count)
-                   VALUES ($1, 1, $1, 'T', 'A', 'x', '{cs.LG}', 'cs.LG', $2, $2, $3, 0) RETURNING id""",
+                   VALUES ($1, 1, $1 || '-t', 'T', 'A', 'x', '{cs.LG}', 'cs.LG', $2, $2, $3, 0) RETURNING id""",
                 f"2401.0000{i}",
                 datetime(2024, 1, 1 + i, tzinfo=UTC),
                 len(authors),
@@ -97,6 +101,21 @@ async def archive(make_database: Any) -> AsyncIterator[dict[str, Any]]:
                         position,
                         inst[ror],
                     )
+        for pid, version, submitted, size, source in [
+            (papers[0], 1, "2024-01-01 00:00:00+00", 120, "D"),
+            (papers[0], 2, "2024-01-02 03:04:05.12+00", None, None),
+            (papers[0], 3, "2024-01-03 03:04:05.000001+05", 0, "I"),
+            (papers[1], 1, "infinity", 1, AWKWARD),
+        ]:
+            await conn.execute(
+                """INSERT INTO paper_versions (paper_id, version, submitted_at, size_kb, source_type)
+                   VALUES ($1, $2, $3::text::timestamptz, $4, $5)""",
+                pid,
+                version,
+                submitted,
+                size,
+                source,
+            )
     finally:
         await conn.close()
     settings = Settings(DATABASE_URL=dsn)
@@ -139,6 +158,36 @@ async def test_written_json_answers_what_rows_answer(archive: dict[str, Any], do
     assert paper["authors"][1]["researcher"]["slug"] == str(archive["odd"])
     if document is PAGE:
         assert data["papers"]["nodes"][1]["authors"] == []
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        "2401.00000",
+        "2401.00000v2",
+        "arXiv:2401.00000",
+        "2401.00000-t",
+        "2401.00000-another-title",
+        "2401.00001",
+        "2401.09999",
+        encode_global_id("Paper", 1),
+        paper_global_id("2401.00000"),
+    ],
+)
+async def test_a_paper_with_its_lists_in_one_statement(archive: dict[str, Any], named: str) -> None:
+    rows, written, was_written = await both(archive, PAPER % FULL, {"id": named})
+    assert written == rows
+    paper = written[0]["paper"]
+    if named == "2401.09999":
+        assert paper is None
+        return
+    assert was_written
+    if paper["arxivId"] == "2401.00000":
+        assert [v["submittedAt"] for v in paper["versions"]] == [
+            "2024-01-01T00:00:00+00:00",
+            "2024-01-02T03:04:05.120000+00:00",
+            "2024-01-02T22:04:05.000001+00:00",
+        ]
 
 
 async def test_edges_of_a_connection_are_written_too(archive: dict[str, Any]) -> None:
