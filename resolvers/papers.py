@@ -275,8 +275,11 @@ def _owner_lists(ctx: Context) -> OwnerLists[OwnerPageKey, PaperRow]:
 def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, look: Lookahead) -> ListQuery[PaperRow]:
     """Papers passing `clauses`; a page read on its own primes the loaders and prefetches what `look` selects."""
 
+    written = AuthorsWanted.of(look).json if ctx.passes_json else None
+    authors = written.statement if written is not None else None
+
     async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> list[PaperRow]:
-        return await page_papers(conn, with_after(clauses, after), sort, limit=limit, offset=offset)
+        return await page_papers(conn, with_after(clauses, after), sort, limit=limit, offset=offset, authors=authors)
 
     async def count(conn: Conn) -> int:
         return await count_papers(conn, clauses)
@@ -351,8 +354,13 @@ async def prefetch_authors(ctx: Context, look: Lookahead, papers: Sequence[Paper
 async def fetch_authors(ctx: Context, papers: Sequence[PaperRow], wanted: AuthorsWanted) -> None:
     ids = list(dict.fromkeys(p.id for p in papers))
     if wanted.json is not None and ctx.passes_json:
-        async with ctx.pool.acquire() as conn:
-            texts = await fetch_authors_json(conn, wanted.json.statement, ids)
+        statement = wanted.json.statement
+        # Written already by the statement that read the page, when it could (a category's page).
+        texts = {p.id: p.written_authors[1] for p in papers if p.written_authors and p.written_authors[0] is statement}
+        missing = [pid for pid in ids if pid not in texts]
+        if missing:
+            async with ctx.pool.acquire() as conn:
+                texts.update(await fetch_authors_json(conn, statement, missing))
         node = wanted.json.node
         for p in papers:
             text = texts.get(p.id)

@@ -47,7 +47,7 @@ def _ids(direction: str, where: str, limit: str, offset: str) -> str:
     )
 
 
-def _numbered(columns: str, sort: Sort, direction: str) -> str:
+def _numbered(columns: str, sort: Sort, direction: str, joins: str) -> str:
     # $1 category, $2 limit, $3 offset. Rows [offset, offset + limit) of the list are, read from the other end,
     # rows [total - offset - limit, total - offset): the second half of a category is read from the back.
     # The two branches' one-time filters leave only one of them running.
@@ -61,7 +61,7 @@ def _numbered(columns: str, sort: Sort, direction: str) -> str:
 WITH n AS MATERIALIZED (
     SELECT coalesce((SELECT c.papers FROM category_counts c WHERE c.category = $1::text), 0)::bigint AS total
 )
-SELECT {columns} FROM papers p
+SELECT {columns} FROM papers p {joins}
 WHERE p.id = ANY (ARRAY(
     SELECT f.paper_id FROM ({front_ids}) f WHERE (SELECT 2 * $3::bigint <= total FROM n)
     UNION ALL
@@ -70,16 +70,17 @@ WHERE p.id = ANY (ARRAY(
 ORDER BY {sort.order_by}"""
 
 
-def _after(columns: str, sort: Sort, direction: str) -> str:
+def _after(columns: str, sort: Sort, direction: str, joins: str) -> str:
     # $1 category, $2 and $3 the cursor's (published, id), $4 limit.
     ids = _ids(direction, f" AND {_AFTER[direction]}", "$4::bigint", "0")
-    return f"SELECT {columns} FROM papers p WHERE p.id = ANY (ARRAY({ids})) ORDER BY {sort.order_by}"
+    return f"SELECT {columns} FROM papers p {joins} WHERE p.id = ANY (ARRAY({ids})) ORDER BY {sort.order_by}"
 
 
 def page_statement(
-    clauses: Sequence[Clause], sort: Sort, columns: str, *, limit: int, offset: int
+    clauses: Sequence[Clause], sort: Sort, columns: str, *, limit: int, offset: int, joins: str = ""
 ) -> tuple[str, list[object]] | None:
-    """The page's statement and arguments when the index serves this list (None: it does not)."""
+    """The page's statement and arguments when the index serves this list (None: it does not). `joins` join each
+    of the page's papers `p` (a LATERAL join runs for the page's rows only: they are picked by id first)."""
     direction = _DIRECTION.get(sort.name)
     if direction is None:
         return None
@@ -87,8 +88,8 @@ def page_statement(
     if category is None or len(clauses) > 3:
         return None
     if len(clauses) == 2:
-        return _numbered(columns, sort, direction), [category, limit, offset]
+        return _numbered(columns, sort, direction, joins), [category, limit, offset]
     after = clauses[2]
     if after.fragment is not sort.after or offset:
         return None
-    return _after(columns, sort, direction), [category, *after.args, limit]
+    return _after(columns, sort, direction, joins), [category, *after.args, limit]

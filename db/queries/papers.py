@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 import asyncpg
 
@@ -75,9 +75,23 @@ class PaperRow:
     # Or their answers already written as JSON (db/queries/written.py), each with the field node it answers.
     prefetched_authors_json: tuple[object, object] | None = None
     prefetched_versions_json: tuple[object, object] | None = None
+    # The authors written by the statement that read the row: how (db/queries/written.py) and the JSON text.
+    written_authors: tuple[object, str] | None = None
 
 
 PAPERS = RowShape(PaperRow)
+
+
+class WrittenAuthors(Protocol):
+    """How a statement reading papers `p` also writes their authors (db/queries/written.AuthorsStatement)."""
+
+    @property
+    def lateral(self) -> str: ...
+    @property
+    def columns(self) -> str: ...
+    def read(self, record: asyncpg.Record) -> str | None: ...
+
+
 # Every field of a PaperRow, named as the field.
 PAPER_COLUMNS = select_list("p", PAPERS.fields)
 
@@ -174,11 +188,27 @@ async def fetch_authorships(
 
 
 async def page_papers(
-    conn: Conn, clauses: Sequence[Clause], sort: Sort, *, limit: int, offset: int = 0
+    conn: Conn,
+    clauses: Sequence[Clause],
+    sort: Sort,
+    *,
+    limit: int,
+    offset: int = 0,
+    authors: WrittenAuthors | None = None,
 ) -> list[PaperRow]:
-    listed = category_lists.page_statement(clauses, sort, PAPER_COLUMNS, limit=limit, offset=offset)
+    """A page of papers. `authors`: when the page is a category's (its rows picked by id first), their authors are
+    written in the same statement into each row's `written_authors` (with `authors`, which says in what shape)."""
+    joins = authors.lateral if authors is not None else ""
+    columns = f"{PAPER_COLUMNS}, {authors.columns}" if authors is not None else PAPER_COLUMNS
+    listed = category_lists.page_statement(clauses, sort, columns, limit=limit, offset=offset, joins=joins)
     if listed is not None:
-        return [paper_from_record(r) for r in await conn.fetch(listed[0], *listed[1])]
+        records = await conn.fetch(listed[0], *listed[1])
+        rows = [paper_from_record(r) for r in records]
+        if authors is not None:
+            for row, record in zip(rows, records, strict=True):
+                text = authors.read(record)
+                row.written_authors = (authors, text) if text is not None else None
+        return rows
     where, args = compose(clauses)
     n = len(args)
     sql = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE {where} ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}"

@@ -176,14 +176,21 @@ def _versions(record: asyncpg.Record) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class AuthorsStatement:
-    """The statement writing each paper's author list in one shape, for a page of papers."""
+    """Each paper's author list written in one shape: `keyed`, the statement for a page of paper ids; `lateral` and
+    `columns`, the join and columns that write them beside papers `p` another statement reads (`read` one)."""
 
     keyed: Keyed
+    lateral: str
+    columns: str = "aw.authors, aw.authors_top"
 
     @classmethod
     def of(cls, shape: Shape) -> AuthorsStatement:
-        lateral = _authors_lateral(shape, "k.paper_id")
-        return cls(Keyed.of(f"SELECT k.paper_id, aw.authors, aw.authors_top FROM {{keys}} AS k(paper_id)\n{lateral}"))
+        by_key = _authors_lateral(shape, "k.paper_id")
+        keyed = Keyed.of(f"SELECT k.paper_id, aw.authors, aw.authors_top FROM {{keys}} AS k(paper_id)\n{by_key}")
+        return cls(keyed, _authors_lateral(shape, "p.id"))
+
+    def read(self, record: asyncpg.Record) -> str | None:
+        return _authors(record)
 
 
 async def fetch_authors_json(conn: Conn, statement: AuthorsStatement, paper_ids: Sequence[int]) -> dict[int, str]:

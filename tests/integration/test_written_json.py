@@ -28,6 +28,11 @@ from settings import Settings
 
 AWKWARD = 'Quote " back\\slash \n\t\x01 Ünïcødé 北京 😀'
 PAGE = """query($first: Int) { papers(first: $first, sort: OLDEST) { nodes { arxivId authors { %s } } } }"""
+CATEGORY = """query($sort: PaperSort, $page: Int) {
+  papers(filter: {category: "cs.LG"}, sort: $sort, first: 1, page: $page) {
+    totalCount nodes { arxivId authors { %s } }
+  }
+}"""
 EDGES = """query($first: Int) { papers(first: $first) { edges { node { authors { %s } } } } }"""
 ONE = """query($id: String!) { paper(id: $id) { arxivId authors { %s } } }"""
 PAPER = """query($id: String!) { paper(id: $id) { arxivId title authors { %s }
@@ -188,6 +193,15 @@ async def test_a_paper_with_its_lists_in_one_statement(archive: dict[str, Any], 
             "2024-01-02T03:04:05.120000+00:00",
             "2024-01-02T22:04:05.000001+00:00",
         ]
+
+
+@pytest.mark.parametrize("sort", ["NEWEST", "OLDEST", "MOST_CITED"])
+async def test_a_category_page_writes_its_authors_in_its_own_statement(archive: dict[str, Any], sort: str) -> None:
+    document = CATEGORY % FULL
+    for page in (1, 2, 3):
+        rows, written, was_written = await both(archive, document, {"sort": sort, "page": page})
+        assert was_written and written == rows
+        assert len(written[0]["papers"]["nodes"]) == 1
 
 
 async def test_edges_of_a_connection_are_written_too(archive: dict[str, Any]) -> None:
