@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Sequence
+from copy import copy
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -36,7 +37,7 @@ from db.queries.papers import (
     page_papers_of_owners,
 )
 from db.queries.researchers import ResearcherRow
-from db.queries.written import fetch_authors_json, fetch_paper_written
+from db.queries.written import PaperStatement, fetch_authors_json, fetch_papers_written
 from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput
 from resolvers.ids import PaperKeyKind, parse_paper_id
@@ -105,16 +106,19 @@ def _authors_loader(ctx: Context) -> DataLoader[tuple[PaperRow, AuthorsWanted], 
     return DataLoader(load, cache_key_fn=lambda key: (id(key[0]), key[1]), max_batch_size=100)
 
 
+WrittenKey = tuple[str, str | int, PaperJson]
+Written = tuple[PaperRow, str | None, str | None]
+
+
 async def _find_written(ctx: Context, kind: str, value: str, slug: str | None, written: PaperJson) -> PaperRow | None:
-    """_find_paper's look-up, in one statement with the paper's lists written as JSON."""
-    async with ctx.pool.acquire() as conn:
-        found = None
-        if kind == "slug" and slug is not None:
-            found = await fetch_paper_written(conn, written.statements["slug"], slug)
-        if found is None and kind != "id":
-            found = await fetch_paper_written(conn, written.statements["arxiv"], value)
-        if found is None and kind == "id":
-            found = await fetch_paper_written(conn, written.statements["id"], int(value))
+    """_find_paper's look-up, with the paper's lists written as JSON in the same statement (batched: papers looked
+    up in one request share it)."""
+    loader = ctx.loaders.named("written_papers", lambda: _written_loader(ctx))
+    found: Written | None = None
+    if kind == "slug" and slug is not None:
+        found = await loader.load(("slug", slug, written))
+    if found is None:
+        found = await loader.load(("id", int(value), written) if kind == "id" else ("arxiv", value, written))
     if found is None:
         return None
     row, authors, versions = found
@@ -124,6 +128,31 @@ async def _find_written(ctx: Context, kind: str, value: str, slug: str | None, w
         row.prefetched_versions_json = (written.versions, Fragment(versions))
     ctx.loaders.prime_papers([row])
     return row
+
+
+def _written_loader(ctx: Context) -> DataLoader[WrittenKey, Written | None]:
+    async def load(keys: list[WrittenKey]) -> list[Written | None]:
+        # Aliases ask with their own field nodes but, mostly, the same statement: one per statement.
+        by_statement: defaultdict[PaperStatement, list[str | int]] = defaultdict(list)
+        for kind, value, written in keys:
+            by_statement[written.statements[kind]].append(value)
+        found: dict[PaperStatement, dict[str | int, Written]] = {}
+        async with ctx.pool.acquire() as conn:
+            for statement, values in by_statement.items():
+                found[statement] = await fetch_papers_written(conn, statement, list(dict.fromkeys(values)))
+        answers: list[Written | None] = []
+        given: set[int] = set()
+        for kind, value, written in keys:
+            hit = found[written.statements[kind]].get(value)
+            if hit is not None and id(hit[0]) in given:
+                # The same paper for another selection: its own row, to carry its own written answers.
+                hit = (copy(hit[0]), hit[1], hit[2])
+            if hit is not None:
+                given.add(id(hit[0]))
+            answers.append(hit)
+        return answers
+
+    return DataLoader(load, max_batch_size=100)
 
 
 async def _find_paper(ctx: Context, paper_id: str) -> PaperRow | None:

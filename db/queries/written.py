@@ -203,37 +203,39 @@ async def fetch_authors_json(conn: Conn, statement: AuthorsStatement, paper_ids:
     return found
 
 
-# How one paper is looked up: the column its key is.
-PAPER_KEYS: Final = {"arxiv": "p.arxiv_id = $1::text", "slug": "p.slug = $1::text", "id": "p.id = $1::bigint"}
+# How papers are looked up: the column their key is, and its type.
+PAPER_KEYS: Final = {"arxiv": ("p.arxiv_id", "text"), "slug": ("p.slug", "text"), "id": ("p.id", "bigint")}
 
 
 @dataclass(frozen=True, slots=True)
 class PaperStatement:
-    """One paper by a key, with its authors and (`versions` not None) its versions written in the shapes given."""
+    """Papers by one kind of key, with their authors and (`versions`) their versions written in the shapes given;
+    both forms of db/keys.py (one key, a batch)."""
 
-    text: str
+    keyed: Keyed
     versions: bool
 
     @classmethod
     def of(cls, key: str, authors: Shape, versions: Shape | None) -> PaperStatement:
         if key not in PAPER_KEYS:
             raise ShapeRefused(f"papers are not looked up by {key!r}")
+        column, pg_type = PAPER_KEYS[key]
         laterals = [_authors_lateral(authors, "p.id")]
-        columns = "aw.authors, aw.authors_top"
+        columns = f"{column} AS written_key, aw.authors, aw.authors_top"
         if versions is not None:
             laterals.append(_versions_lateral(versions, "p.id"))
             columns += ", vw.versions, vw.versions_finite"
-        text = (
-            f"SELECT {PAPER_COLUMNS}, {columns}\nFROM papers p\n" + "\n".join(laterals) + f"\nWHERE {PAPER_KEYS[key]}"
-        )
-        return cls(text, versions is not None)
+        joins = "\n".join(laterals)
+        template = f"SELECT {PAPER_COLUMNS}, {columns}\nFROM papers p\n{joins}\nWHERE {column} {{in_keys}}"
+        return cls(Keyed.of(template, pg_type), versions is not None)
 
 
-async def fetch_paper_written(
-    conn: Conn, statement: PaperStatement, key: str | int
-) -> tuple[PaperRow, str | None, str | None] | None:
-    """The paper, its authors and its versions as JSON text (None: not written, or not asked for)."""
-    record = await conn.fetchrow(statement.text, key)
-    if record is None:
-        return None
-    return paper_from_record(record), _authors(record), _versions(record) if statement.versions else None
+async def fetch_papers_written(
+    conn: Conn, statement: PaperStatement, keys: Sequence[str | int]
+) -> dict[str | int, tuple[PaperRow, str | None, str | None]]:
+    """By key, the paper, its authors and its versions as JSON text (None: not written, or not asked for)."""
+    found: dict[str | int, tuple[PaperRow, str | None, str | None]] = {}
+    for record in await conn.fetch(*statement.keyed.bind(keys)):
+        versions = _versions(record) if statement.versions else None
+        found[record["written_key"]] = (paper_from_record(record), _authors(record), versions)
+    return found

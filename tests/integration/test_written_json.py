@@ -25,6 +25,7 @@ from db.queries.written import AuthorsStatement, Shape, ShapeRefused, Value
 from resolvers.context import Context
 from schema import build_schema
 from settings import Settings
+from tests.integration.graph_support import StatementCounter
 
 AWKWARD = 'Quote " back\\slash \n\t\x01 Ünïcødé 北京 😀'
 PAGE = """query($first: Int) { papers(first: $first, sort: OLDEST) { nodes { arxivId authors { %s } } } }"""
@@ -124,7 +125,8 @@ async def archive(make_database: Any) -> AsyncIterator[dict[str, Any]]:
     finally:
         await conn.close()
     settings = Settings(DATABASE_URL=dsn)
-    pool = await create_pool(dsn)
+    counter = StatementCounter()
+    pool = await create_pool(dsn, query_logger=counter)
     schemas = {
         "rows": build_schema(settings, extensions=[], execution_context_class=StrawberryGraphQLCoreExecutionContext),
         "json": build_schema(settings, extensions=[]),
@@ -138,7 +140,7 @@ async def archive(make_database: Any) -> AsyncIterator[dict[str, Any]]:
         errors = sorted((e.message, str(e.path)) for e in result.errors or [])
         return orjson.loads(orjson.dumps(result.data)), errors, written
 
-    yield {"run": run, "dsn": dsn, "papers": papers, "odd": odd}
+    yield {"run": run, "dsn": dsn, "papers": papers, "odd": odd, "counter": counter}
     await pool.close()
 
 
@@ -202,6 +204,22 @@ async def test_a_category_page_writes_its_authors_in_its_own_statement(archive: 
         rows, written, was_written = await both(archive, document, {"sort": sort, "page": page})
         assert was_written and written == rows
         assert len(written[0]["papers"]["nodes"]) == 1
+
+
+async def test_papers_looked_up_together_share_one_statement(archive: dict[str, Any]) -> None:
+    aliases = " ".join(f'p{i}: paper(id: "2401.0000{i}") {{ arxivId authors {{ name }} }}' for i in range(3))
+    # The same paper again, by its slug and by its arXiv id (another selection of the same statement).
+    again = 'again: paper(id: "2401.00000-t") { arxivId authors { name } }'
+    again += ' twice: paper(id: "2401.00000") { authors { name } }'
+    document = f'query {{ {aliases} {again} missing: paper(id: "2401.09999") {{ arxivId authors {{ name }} }} }}'
+    rows = await archive["run"]("rows", document, {})
+    archive["counter"].reset()
+    written = await archive["run"]("json", document, {})
+    assert written[2] and written[:2] == rows[:2]
+    assert written[0]["missing"] is None and written[0]["p2"]["authors"] == [{"name": "Ada L."}]
+    assert written[0]["again"] == written[0]["p0"] and written[0]["twice"]["authors"] == written[0]["p0"]["authors"]
+    # The slug look-up and the arXiv id look-ups: one statement each, whatever the number of aliases.
+    assert archive["counter"].count == 2, archive["counter"].statements
 
 
 async def test_edges_of_a_connection_are_written_too(archive: dict[str, Any]) -> None:
