@@ -236,7 +236,7 @@ class AuthorsWanted:
     authors: bool
     researchers: bool
     institutions: bool
-    # The selection's answer as PostgreSQL writes it, when it qualifies (resolvers/authors_json.py).
+    # The selection's answer as PostgreSQL writes it, when it qualifies (resolvers/written.py).
     json: AuthorsJson | None = None
 
     @classmethod

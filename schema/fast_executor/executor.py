@@ -187,7 +187,7 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             name, fdl, field_def, kind, _, spec, nullable, code, detail, _ = entry
             assert field_def is not None and spec is not None
             if kind == PASSTHROUGH and type(value) is Fragment:
-                return value  # the answer, written for this field node (resolvers/authors_json.py)
+                return value  # the answer, written for this field node (resolvers/written.py)
             field_path = Path(path, name, parent_type.name)
             if code == LIST and (type(value) is list or type(value) is tuple):
                 # A page's lists (its papers, their authors) straight to the list's completion.
