@@ -206,7 +206,8 @@ class HarvestRun:
                 # Until then this transaction holds rows of its own papers only, which the page before never
                 # needs (pages that share a paper are not written at once). Figure rows are shared: taking one
                 # before this wait could make the page before wait on this one, for ever, since PostgreSQL
-                # cannot see a wait that passes through Python.
+                # cannot see a wait that passes through Python. Category counts, shared too, change at commit
+                # (migration 0018).
                 log.debug("page %d written; waiting for page %d to commit", checkpoint.number, checkpoint.number - 1)
                 await asyncio.shield(before)
             # A re-harvest that changed an author list can drop matches: keep stored figures true.

@@ -125,6 +125,32 @@ ORDER BY {order} LIMIT $2 OFFSET $3
 """
 
 
+async def test_two_writers_of_one_category_do_not_wait_on_each_other(make_database) -> None:  # type: ignore[no-untyped-def]
+    # The harvest's later page may write first and then wait, outside PostgreSQL, for the earlier page to commit:
+    # the earlier page's writes must not wait on the later one's (a count row taken at write time did).
+    dsn = await make_database(f"lists_{uuid.uuid4().hex[:12]}")
+    conn, later = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    await migrate(conn)
+    try:
+        async with later.transaction():
+            await upsert_papers(later, [paper("2401.00002", ["cs.LG"], day=2)])
+            async with conn.transaction():
+                await conn.execute("SET LOCAL lock_timeout = '2s'")
+                await upsert_papers(conn, [paper("2401.00001", ["cs.LG", "stat.ML"], day=1)])
+            # Committed while the later one is open: the earlier page's count is in.
+            assert await conn.fetchval("SELECT papers FROM category_counts WHERE category = 'cs.LG'") == 1
+        await assert_true(conn)
+        assert await conn.fetchval("SELECT count(*) FROM category_count_changes") == 0
+        # A rebuild in the transaction that wrote: the changes it noted are not counted twice.
+        async with conn.transaction():
+            await upsert_papers(conn, [paper("2401.00003", ["cs.LG"], day=3)])
+            await conn.execute("SELECT wp_rebuild_paper_listing()")
+        await assert_true(conn)
+    finally:
+        await later.close()
+        await conn.close()
+
+
 async def test_pages_and_counts_equal_the_generic_statements(demo_database_url: str) -> None:
     conn = await asyncpg.connect(demo_database_url)
     try:

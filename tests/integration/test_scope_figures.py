@@ -274,7 +274,7 @@ async def test_the_migration_stores_every_researchers_figures(make_database) -> 
         # The schema as it was before the figures were stored, with researchers written through the ingest.
         await migrate(c, before="0017")
         ids = await build_world(c, "1108", refresh=False)
-        assert await migrate(c) == ["0017_researcher_scope_figures"]
+        assert await migrate(c, before="0018") == ["0017_researcher_scope_figures"]
         await assert_every_page_true(c, career_columns=False)
         assert (await page_figures(c, ids["R"]))[0] == (5, 42, 2, 4, 5)
     finally:
