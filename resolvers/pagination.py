@@ -173,14 +173,14 @@ def split_page(rows: Sequence[T], first: int) -> tuple[list[T], bool]:
 
 # -- lookahead -------------------------------------------------------------------------------------
 
-# Answers per (field nodes, path): parsed documents are cached, so the same nodes come back on every request of a
-# document and the walk below is done once. Entries hold their nodes weakly (a document leaves with the parse cache,
+# Walks per (field nodes, path): parsed documents are cached, so the same nodes come back on every request of a
+# document and a walk is done once. Entries hold their nodes weakly (a document leaves with the parse cache,
 # whatever is here) and an answer counts only while its nodes are the very ones asked about, so a reused id never
 # answers for another document; the table is emptied when it grows past the bound.
-_ANSWERS: dict[tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[ref[FieldNode], ...], bool]] = {}
-_MAX_ANSWERS = 8192
-# The same for `Lookahead.only`: the one node found (weakly; it lives in the same document), or None.
-_ONLY: dict[tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[ref[FieldNode], ...], ref[FieldNode] | None]] = {}
+_WALKS: dict[
+    tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[ref[FieldNode], ...], bool, ref[FieldNode] | None]
+] = {}
+_MAX_WALKS = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,37 +201,30 @@ class Lookahead:
 
     def selects(self, *path: str) -> bool:
         """Whether the selection below these nodes reaches `path`."""
-        key = (tuple(map(id, self.nodes)), path)
-        hit = _ANSWERS.get(key)
-        if hit is not None and all(r() is n for r, n in zip(hit[0], self.nodes, strict=True)):
-            return hit[1]
-        level: list[FieldNode] = list(self.nodes)
-        for name in path:
-            level = [child for node in level for child in self._named(node.selection_set, name)]
-            if not level:
-                break
-        answer = bool(level)
-        if len(_ANSWERS) >= _MAX_ANSWERS:
-            _ANSWERS.clear()
-        _ANSWERS[key] = (tuple(map(ref, self.nodes)), answer)
-        return answer
+        return self._walk(path)[0]
 
     def only(self, *path: str) -> FieldNode | None:
         """The one field node at `path` below these nodes; None when there is none or more than one (at any level)."""
+        return self._walk(path)[1]
+
+    def _walk(self, path: tuple[str, ...]) -> tuple[bool, FieldNode | None]:
+        """Whether `path` is reached, and the one node reached when every level on the way had one."""
         key = (tuple(map(id, self.nodes)), path)
-        hit = _ONLY.get(key)
+        hit = _WALKS.get(key)
         if hit is not None and all(r() is n for r, n in zip(hit[0], self.nodes, strict=True)):
-            return hit[1]() if hit[1] is not None else None
+            return hit[1], hit[2]() if hit[2] is not None else None
         level: list[FieldNode] = list(self.nodes)
+        single = True
         for name in path:
             level = [child for node in level for child in self._named(node.selection_set, name)]
-            if len(level) != 1:
+            single = single and len(level) == 1
+            if not level:
                 break
-        found = level[0] if len(level) == 1 and path else None
-        if len(_ONLY) >= _MAX_ANSWERS:
-            _ONLY.clear()
-        _ONLY[key] = (tuple(map(ref, self.nodes)), ref(found) if found is not None else None)
-        return found
+        found = level[0] if single and path else None
+        if len(_WALKS) >= _MAX_WALKS:
+            _WALKS.clear()
+        _WALKS[key] = (tuple(map(ref, self.nodes)), bool(level), ref(found) if found is not None else None)
+        return bool(level), found
 
     def _named(self, selection_set: SelectionSetNode | None, name: str) -> Iterable[FieldNode]:
         for s in selection_set.selections if selection_set is not None else ():

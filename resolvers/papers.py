@@ -123,9 +123,9 @@ async def _find_written(ctx: Context, kind: str, value: str, slug: str | None, w
         return None
     row, authors, versions = found
     if authors is not None:
-        row.prefetched_authors_json = (written.authors, Fragment(authors))
+        row.prefetched_authors_json = (written.authors(), Fragment(authors))
     if versions is not None and written.versions is not None:
-        row.prefetched_versions_json = (written.versions, Fragment(versions))
+        row.prefetched_versions_json = (written.versions(), Fragment(versions))
     ctx.loaders.prime_papers([row])
     return row
 
@@ -304,8 +304,8 @@ def _owner_lists(ctx: Context) -> OwnerLists[OwnerPageKey, PaperRow]:
 def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, look: Lookahead) -> ListQuery[PaperRow]:
     """Papers passing `clauses`; a page read on its own primes the loaders and prefetches what `look` selects."""
 
-    written = AuthorsWanted.of(look).json if ctx.passes_json else None
-    authors = written.statement if written is not None else None
+    wanted = AuthorsWanted.of(look)
+    authors = wanted.json.statement if wanted.json is not None and ctx.passes_json else None
 
     async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> list[PaperRow]:
         return await page_papers(conn, with_after(clauses, after), sort, limit=limit, offset=offset, authors=authors)
@@ -315,8 +315,8 @@ def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, look: Lookahead)
 
     async def after_read(nodes: list[PaperRow]) -> None:
         ctx.loaders.prime_papers(nodes)
-        if nodes:
-            await prefetch_authors(ctx, look, nodes)
+        if nodes and wanted.authors:
+            await fetch_authors(ctx, nodes, wanted)
 
     return ListQuery(sort, rows, count, after_read)
 
@@ -390,7 +390,7 @@ async def fetch_authors(ctx: Context, papers: Sequence[PaperRow], wanted: Author
         if missing:
             async with ctx.pool.acquire() as conn:
                 texts.update(await fetch_authors_json(conn, statement, missing))
-        node = wanted.json.node
+        node = wanted.json.node()
         for p in papers:
             text = texts.get(p.id)
             if text is not None:

@@ -88,9 +88,10 @@ def _of(node: FieldNode | None, type_name: str) -> Shape | None:
 
 @dataclass(frozen=True, eq=False, slots=True)
 class AuthorsJson:
-    """The statement writing a page's answers of one `authors` field node."""
+    """The statement writing a page's answers of one `authors` field node (held weakly, as here: the request that
+    uses it holds its document)."""
 
-    node: FieldNode
+    node: ref[FieldNode]
     statement: AuthorsStatement
 
 
@@ -99,8 +100,8 @@ class PaperJson:
     """The statements reading one paper with its `authors` answer (and its `versions` answer, when that node
     qualifies too), by how the paper is named (db/queries/written.PAPER_KEYS)."""
 
-    authors: FieldNode
-    versions: FieldNode | None
+    authors: ref[FieldNode]
+    versions: ref[FieldNode] | None
     statements: dict[str, PaperStatement] = field(default_factory=dict)
 
 
@@ -117,7 +118,7 @@ def authors_json(node: FieldNode | None) -> AuthorsJson | None:
     if hit is not None and hit[0]() is node:
         return hit[1]
     shape = _of(node, "Authorship")
-    made = AuthorsJson(node, AuthorsStatement.of(shape)) if shape is not None else None
+    made = AuthorsJson(ref(node), AuthorsStatement.of(shape)) if shape is not None else None
     if len(_AUTHORS) >= _MAX_MADE:
         _AUTHORS.clear()
     _AUTHORS[id(node)] = (ref(node), made)
@@ -137,7 +138,7 @@ def paper_json(authors: FieldNode | None, versions: FieldNode | None) -> PaperJs
     versions_shape = _of(versions, "PaperVersion")
     made = None
     if authors_shape is not None:
-        made = PaperJson(authors, versions if versions_shape is not None else None)
+        made = PaperJson(ref(authors), ref(versions) if versions is not None and versions_shape is not None else None)
         for kind in PAPER_KEYS:
             made.statements[kind] = PaperStatement.of(kind, authors_shape, versions_shape)
     if len(_PAPERS) >= _MAX_MADE:

@@ -162,7 +162,7 @@ class Paper(Node):
     versions: list[VersionRow] = strawberry.field(
         resolver=_versions,
         graphql_type=list[PaperVersion],
-        metadata={"prefetched": "prefetched_versions", "json": "prefetched_versions_json"},
+        metadata={"json": "prefetched_versions_json"},
         description="Every version, oldest first.",
     )
     external_ids: PaperExternalIds = derived(_external_ids)

@@ -71,7 +71,6 @@ class PaperRow:
     s2_corpus_id: int | None
     openalex_id: str | None
     prefetched_authors: list[AuthorshipRow] | None = None
-    prefetched_versions: list[VersionRow] | None = None
     # Or their answers already written as JSON (db/queries/written.py), each with the field node it answers.
     prefetched_authors_json: tuple[object, object] | None = None
     prefetched_versions_json: tuple[object, object] | None = None

@@ -5,8 +5,8 @@ objects, argument dicts and going through ``complete_value``. For a page of ~800
 is most of a request's CPU. This executor reads "basic" Strawberry fields (no resolver, no
 extensions), resolver fields marked ``metadata={"prefetched": "<attr>"}`` whose attribute
 is already set, and ``metadata={"derived": True}`` fields (a function of the source alone) straight off the
-source object, and completes exactly-typed values inline. A prefetched field that also names a ``"json"``
-attribute takes the answer held there, an ``orjson.Fragment`` PostgreSQL wrote (resolvers/written.py), as it is,
+source object, and completes exactly-typed values inline. A field marked ``metadata={"json": "<attr>"}`` (prefetched or
+not) takes the answer held in that attribute, an ``orjson.Fragment`` PostgreSQL wrote (resolvers/written.py), as it is,
 when it was written for that very field node; resolvers know the executor does this from ``context.passes_json``.
 
 Anything unusual - a None in a non-null position, a value of the wrong type, an awaitable, an

@@ -162,8 +162,8 @@ def static_plan(field_def: GraphQLField) -> tuple[int, Callable[[Any], Any] | No
         plain = not field_def.args and not definition.extensions and not getattr(definition, "permission_classes", None)
         derive = _derived(definition) if isinstance(metadata, Mapping) and metadata.get("derived") else None
         json_attr = metadata.get("json") if isinstance(metadata, Mapping) else None
-        if isinstance(attr, str) and isinstance(json_attr, str) and plain:
-            static = (PASSTHROUGH, attrgetter(json_attr, attr), _spec(field_def.type))
+        if isinstance(json_attr, str) and plain:
+            static = (PASSTHROUGH, _written_and_rows(json_attr, attr), _spec(field_def.type))
         elif isinstance(attr, str) and plain:
             static = (PREFETCHED, attrgetter(attr), _spec(field_def.type))
         elif derive is not None and plain:
@@ -171,6 +171,14 @@ def static_plan(field_def: GraphQLField) -> tuple[int, Callable[[Any], Any] | No
     # Keep the definition alive with its entry so its id cannot be reused by another one.
     _STATIC[id(field_def)] = (field_def, static)
     return static
+
+
+def _written_and_rows(json_attr: str, attr: object) -> Callable[[Any], Any]:
+    """(the written answer, the prefetched rows) of a source; no rows attribute: None, and the resolver answers."""
+    if isinstance(attr, str):
+        return attrgetter(json_attr, attr)
+    written_of = attrgetter(json_attr)
+    return lambda source: (written_of(source), None)
 
 
 def _passthrough(both: Any, fdl: FieldDetailsList) -> tuple[int, Callable[[Any], Any]]:
