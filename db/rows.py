@@ -76,6 +76,16 @@ class RowShape(Generic[T]):
         return lambda r: make(*get(r))
 
 
+class CountedRows(list[T]):
+    """A page's rows, with the whole list's count when the statement that read them counted it too (else None)."""
+
+    __slots__ = ("total",)
+
+    def __init__(self, rows: Sequence[T] = (), total: int | None = None) -> None:
+        super().__init__(rows)
+        self.total = total
+
+
 def select_list(alias: str, fields: Sequence[str], *, prefix: str = "") -> str:
     """`alias.field AS prefix+field, ...` for a row type's fields."""
     return ", ".join(f"{alias}.{name} AS {prefix}{name}" if prefix else f"{alias}.{name}" for name in fields)

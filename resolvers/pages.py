@@ -21,6 +21,7 @@ from strawberry.dataloader import DataLoader
 
 from db.connection import Conn
 from db.filters import Clause, Sort
+from db.rows import CountedRows
 from resolvers.context import Context
 from resolvers.pagination import Connection, PageRequest, past_the_end, split_page
 
@@ -36,6 +37,8 @@ class ListQuery(Generic[T]):
     count: Callable[[Conn], Awaitable[int]]
     # Run on a page's rows once read (priming loaders, prefetching what the query selects below them).
     after_read: Callable[[list[T]], Awaitable[None]] | None = None
+    # The page's nodes as written JSON with the field node it answers, when the statement wrote every one.
+    written: Callable[[list[T]], tuple[object, object] | None] | None = None
 
 
 class OwnerKey(Protocol):
@@ -100,15 +103,21 @@ async def read_page(
     if owned is not None:
         lists, key = owned
         page = await ctx.loaders.named(lists.name, lambda: _owner_loader(ctx, lists)).load(key)
-        nodes, has_next, total = page.nodes, page.has_next, page.total
+        nodes, has_next, total, written = page.nodes, page.has_next, page.total, None
     else:
         async with ctx.pool.acquire() as conn:
             rows = await query.rows(conn, request.after, request.first + 1, request.offset)
-            total = await query.count(conn) if want_total else None
+            # Counted by the page's own statement when it could (CountedRows), else by a statement of its own.
+            total = rows.total if isinstance(rows, CountedRows) else None
+            if total is None and want_total:
+                total = await query.count(conn)
         nodes, has_next = split_page(rows, request.first)
         if query.after_read is not None:
             await query.after_read(nodes)
-    return Connection(nodes, sort=query.sort, request=request, has_next_page=has_next, total=total, count=count)
+        written = query.written(nodes) if query.written is not None else None
+    return Connection(
+        nodes, sort=query.sort, request=request, has_next_page=has_next, total=total, count=count, nodes_json=written
+    )
 
 
 def _owner_loader(ctx: Context, lists: OwnerLists[K, T]) -> DataLoader[K, OwnerPage[T]]:

@@ -5,7 +5,8 @@ included) and `category_counts` their number per category, both kept by triggers
 filter is just a category (with the default withdrawn filter), sorted by date, reads its page from the
 index in the list's order: a numbered page in the first half of the category from the front, one in the
 second half from the back (the last page costs what the first does), a cursor page from the cursor on.
-Its `totalCount` is one row of `category_counts`. Any other list takes the generic statements.
+Its `totalCount` is one row of `category_counts`, read by the page's statement when it is asked for with the page.
+Any other list takes the generic statements.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def _ids(direction: str, where: str, limit: str, offset: str) -> str:
     )
 
 
-def _numbered(columns: str, sort: Sort, direction: str, joins: str) -> str:
+def _numbered(columns: str, sort: Sort, direction: str, joins: str, count: bool) -> str:
     # $1 category, $2 limit, $3 offset. Rows [offset, offset + limit) of the list are, read from the other end,
     # rows [total - offset - limit, total - offset): the second half of a category is read from the back.
     # The two branches' one-time filters leave only one of them running.
@@ -61,7 +62,7 @@ def _numbered(columns: str, sort: Sort, direction: str, joins: str) -> str:
 WITH n AS MATERIALIZED (
     SELECT coalesce((SELECT c.papers FROM category_counts c WHERE c.category = $1::text), 0)::bigint AS total
 )
-SELECT {columns} FROM papers p {joins}
+SELECT {columns}{", (SELECT total FROM n) AS listed_total" if count else ""} FROM papers p {joins}
 WHERE p.id = ANY (ARRAY(
     SELECT f.paper_id FROM ({front_ids}) f WHERE (SELECT 2 * $3::bigint <= total FROM n)
     UNION ALL
@@ -70,17 +71,26 @@ WHERE p.id = ANY (ARRAY(
 ORDER BY {sort.order_by}"""
 
 
-def _after(columns: str, sort: Sort, direction: str, joins: str) -> str:
+def _after(columns: str, sort: Sort, direction: str, joins: str, count: bool) -> str:
     # $1 category, $2 and $3 the cursor's (published, id), $4 limit.
     ids = _ids(direction, f" AND {_AFTER[direction]}", "$4::bigint", "0")
-    return f"SELECT {columns} FROM papers p {joins} WHERE p.id = ANY (ARRAY({ids})) ORDER BY {sort.order_by}"
+    total = f", ({COUNT_SQL}) AS listed_total" if count else ""
+    return f"SELECT {columns}{total} FROM papers p {joins} WHERE p.id = ANY (ARRAY({ids})) ORDER BY {sort.order_by}"
 
 
 def page_statement(
-    clauses: Sequence[Clause], sort: Sort, columns: str, *, limit: int, offset: int, joins: str = ""
+    clauses: Sequence[Clause],
+    sort: Sort,
+    columns: str,
+    *,
+    limit: int,
+    offset: int,
+    joins: str = "",
+    count: bool = False,
 ) -> tuple[str, list[object]] | None:
     """The page's statement and arguments when the index serves this list (None: it does not). `joins` join each
-    of the page's papers `p` (a LATERAL join runs for the page's rows only: they are picked by id first)."""
+    of the page's papers `p` (a LATERAL join runs for the page's rows only: they are picked by id first). `count`:
+    each row also holds the list's total, `listed_total`."""
     direction = _DIRECTION.get(sort.name)
     if direction is None:
         return None
@@ -88,8 +98,8 @@ def page_statement(
     if category is None or len(clauses) > 3:
         return None
     if len(clauses) == 2:
-        return _numbered(columns, sort, direction, joins), [category, limit, offset]
+        return _numbered(columns, sort, direction, joins, count), [category, limit, offset]
     after = clauses[2]
     if after.fragment is not sort.after or offset:
         return None
-    return _after(columns, sort, direction, joins), [category, *after.args, limit]
+    return _after(columns, sort, direction, joins, count), [category, *after.args, limit]
