@@ -153,19 +153,16 @@ def owners_page(
     source: str,
     limit: int,
     offset: int,
-    joined: tuple[str, str] = ("", ""),
 ) -> tuple[str, list[object]]:
     """The same page for each owner, in one statement: one LATERAL subquery per owner id, `owner.sql` tying rows
-    to `k.owner_id`. Returns the statement and its arguments; each row starts with its owner's id. `joined`: a
-    join on each row of the pages and the columns it adds (a LATERAL join runs for the pages' rows only)."""
+    to `k.owner_id`. Returns the statement and its arguments; each row starts with its owner's id."""
     where, args = compose(clauses, offset=1)
     n = len(args) + 1
     alias = source.split()[-1]
-    joins, more = joined
     sql, keys = keyed(
-        f"SELECT k.owner_id, {columns}{', ' + more if more else ''} FROM {{keys_ord}} AS k(owner_id, ord)"
+        f"SELECT k.owner_id, {columns} FROM {{keys_ord}} AS k(owner_id, ord)"
         f" CROSS JOIN LATERAL (SELECT {columns} FROM {source} WHERE {owner.sql} AND {where}"
-        f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}) {alias} {joins}"
+        f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}) {alias}"
         f" ORDER BY k.ord, {sort.order_by}",
         owner_ids,
     )

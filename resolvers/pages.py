@@ -67,8 +67,6 @@ class OwnerLists(Generic[K, T]):
     counts: Callable[[Conn, K, list[int]], Awaitable[dict[int, int]]]
     # Run once per batch on every page read (keys in batch order).
     after_read: Callable[[list[tuple[K, list[T]]]], Awaitable[None]] | None = None
-    # A page's nodes as written JSON with the field node it answers, when the statement wrote every one.
-    written: Callable[[K, list[T]], tuple[object, object] | None] | None = None
 
 
 @dataclass(slots=True)
@@ -105,8 +103,7 @@ async def read_page(
     if owned is not None:
         lists, key = owned
         page = await ctx.loaders.named(lists.name, lambda: _owner_loader(ctx, lists)).load(key)
-        nodes, has_next, total = page.nodes, page.has_next, page.total
-        written = lists.written(key, nodes) if lists.written is not None else None
+        nodes, has_next, total, written = page.nodes, page.has_next, page.total, None
     else:
         async with ctx.pool.acquire() as conn:
             rows = await query.rows(conn, request.after, request.first + 1, request.offset)

@@ -51,7 +51,7 @@ from resolvers.institutions import lookup_institution_id
 from resolvers.pages import ListQuery, OwnerLists, read_page, with_after
 from resolvers.pagination import NOTHING, Connection, Lookahead, PageRequest, page_request, selects_node, wants_total
 from resolvers.researchers import lookup_researcher_id
-from resolvers.written import AuthorsJson, NodesJson, PaperJson, authors_json, nodes_json, paper_json
+from resolvers.written import AuthorsJson, PaperJson, authors_json, nodes_json, paper_json
 
 MAX_CATEGORY_LENGTH = 40
 _EXTERNAL_KINDS: dict[PaperKeyKind, PaperExternalIdKind] = {
@@ -276,40 +276,17 @@ class OwnerPageKey:
     request: PageRequest
     want_total: bool
     wanted: AuthorsWanted
-    # The page's nodes written whole by its statement, when they can be (resolvers/written.py).
-    whole: NodesJson | None = None
 
     @property
     def group(self) -> tuple[object, ...]:
-        return (self.owner, self.spec, self.sort, self.request, self.want_total, self.whole)
-
-
-def written_whole(ctx: Context, look: Lookahead) -> NodesJson | None:
-    """How the page's statement writes its `nodes` whole; None when it cannot (only the FastExecutor passes written
-    answers on)."""
-    return nodes_json(look.only("nodes")) if ctx.passes_json else None
-
-
-def _all_written(whole: NodesJson | None, nodes: Sequence[PaperRow]) -> bool:
-    return whole is not None and all(p.written is not None and p.written[0] is whole.statement for p in nodes)
-
-
-def _written_nodes(whole: NodesJson | None, nodes: Sequence[PaperRow]) -> tuple[object, object] | None:
-    """The page's `nodes` answer and the field node it answers, when every node was written."""
-    node = whole.node() if whole is not None else None
-    if node is None or not _all_written(whole, nodes):
-        return None
-    return node, Fragment("[" + ",".join(p.written[1] for p in nodes if p.written is not None) + "]")
+        return (self.owner, self.spec, self.sort, self.request, self.want_total)
 
 
 async def _owner_rows(conn: Conn, head: OwnerPageKey, owner_ids: list[int]) -> dict[int, list[PaperRow]]:
     clauses = with_after(paper_filter_clauses(head.spec), head.request.after)
     owner, sort = OWNER_FILTERS[head.owner], PAPER_SORTS[head.sort]
     limit, offset = head.request.first + 1, head.request.offset
-    written = head.whole.statement if head.whole is not None else None
-    return await page_papers_of_owners(
-        conn, owner, owner_ids, clauses, sort, limit=limit, offset=offset, written=written
-    )
+    return await page_papers_of_owners(conn, owner, owner_ids, clauses, sort, limit=limit, offset=offset)
 
 
 async def _owner_counts(conn: Conn, head: OwnerPageKey, owner_ids: list[int]) -> dict[int, int]:
@@ -318,19 +295,16 @@ async def _owner_counts(conn: Conn, head: OwnerPageKey, owner_ids: list[int]) ->
 
 def _owner_lists(ctx: Context) -> OwnerLists[OwnerPageKey, PaperRow]:
     async def after_read(pages: list[tuple[OwnerPageKey, list[PaperRow]]]) -> None:
-        # Authors for every page of the batch not written whole at once, per lookahead shape (almost always one).
+        # Authors for every page of the batch at once, per lookahead shape (almost always one).
         by_shape: defaultdict[AuthorsWanted, list[PaperRow]] = defaultdict(list)
         for key, nodes in pages:
-            ctx.loaders.prime_papers(nodes)
-            if key.wanted.authors and nodes and not _all_written(key.whole, nodes):
-                by_shape[key.wanted] += nodes
+            by_shape[key.wanted] += nodes
         for wanted, papers in by_shape.items():
-            await fetch_authors(ctx, papers, wanted)
+            ctx.loaders.prime_papers(papers)
+            if wanted.authors and papers:
+                await fetch_authors(ctx, papers, wanted)
 
-    def written(key: OwnerPageKey, nodes: list[PaperRow]) -> tuple[object, object] | None:
-        return _written_nodes(key.whole, nodes)
-
-    return OwnerLists("owner_paper_pages", _owner_rows, _owner_counts, after_read, written)
+    return OwnerLists("owner_paper_pages", _owner_rows, _owner_counts, after_read)
 
 
 def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, look: Lookahead) -> ListQuery[PaperRow]:
@@ -339,7 +313,7 @@ def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, look: Lookahead)
     When PostgreSQL can write the page's `nodes` whole (resolvers/written.py), the page's statement writes them;
     else, when it can write their `authors`, it writes those."""
     wanted = AuthorsWanted.of(look)
-    whole = written_whole(ctx, look)
+    whole = nodes_json(look.only("nodes")) if ctx.passes_json else None
     authors = wanted.json.statement if wanted.json is not None and ctx.passes_json else None
     written: NodesStatement | AuthorsStatement | None = whole.statement if whole is not None else authors
     count = wants_total(look)
@@ -351,13 +325,19 @@ def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, look: Lookahead)
     async def count_all(conn: Conn) -> int:
         return await count_papers(conn, clauses)
 
+    def all_written(nodes: list[PaperRow]) -> bool:
+        return whole is not None and all(p.written is not None and p.written[0] is whole.statement for p in nodes)
+
     async def after_read(nodes: list[PaperRow]) -> None:
         ctx.loaders.prime_papers(nodes)
-        if nodes and wanted.authors and not _all_written(whole, nodes):
+        if nodes and wanted.authors and not all_written(nodes):
             await fetch_authors(ctx, nodes, wanted)
 
     def written_nodes(nodes: list[PaperRow]) -> tuple[object, object] | None:
-        return _written_nodes(whole, nodes)
+        node = whole.node() if whole is not None else None
+        if node is None or not all_written(nodes):
+            return None
+        return node, Fragment("[" + ",".join(p.written[1] for p in nodes if p.written is not None) + "]")
 
     return ListQuery(sort, rows, count_all, after_read, written_nodes)
 
@@ -386,10 +366,7 @@ async def resolve_papers(
     look = Lookahead.of(info)
     want_total = wants_total(look)
     query = paper_list(ctx, paper_filter_clauses(spec), sort_spec, look)
-    wanted = AuthorsWanted.of(look)
-    owner_key = _owner_key(
-        spec, researcher_id, institution_id, sort, request, want_total, wanted, written_whole(ctx, look)
-    )
+    owner_key = _owner_key(spec, researcher_id, institution_id, sort, request, want_total, AuthorsWanted.of(look))
     owned = (_owner_lists(ctx), owner_key) if owner_key is not None else None
     return await read_page(ctx, query, request, want_total=want_total, owned=owned)
 
@@ -402,7 +379,6 @@ def _owner_key(
     request: PageRequest,
     want_total: bool,
     wanted: AuthorsWanted,
-    whole: NodesJson | None,
 ) -> OwnerPageKey | None:
     """The spec split into its owner and the rest, when the list has an owner and still matches something."""
     if spec.matches_nothing:
@@ -410,10 +386,10 @@ def _owner_key(
     if researcher_id is not None and spec.researcher_id == researcher_id:
         owner = f"position_{spec.author_position.lower()}" if spec.author_position else "researcher"
         rest = replace(spec, researcher_id=None, author_position=None)
-        return OwnerPageKey(researcher_id, owner, rest, sort, request, want_total, wanted, whole)
+        return OwnerPageKey(researcher_id, owner, rest, sort, request, want_total, wanted)
     if institution_id is not None and spec.institution_ids[:1] == (institution_id,):
         rest = replace(spec, institution_ids=spec.institution_ids[1:])
-        return OwnerPageKey(institution_id, "institution", rest, sort, request, want_total, wanted, whole)
+        return OwnerPageKey(institution_id, "institution", rest, sort, request, want_total, wanted)
     return None
 
 

@@ -283,32 +283,17 @@ async def page_papers_of_owners(
     *,
     limit: int,
     offset: int = 0,
-    written: Written | None = None,
 ) -> dict[int, list[PaperRow]]:
-    """The same page of papers for each owner (a researcher's or an institution's papers), in one statement.
-    `written`: what the statement also writes of each paper, as in `page_papers`."""
-    joined = (written.lateral, written.columns) if written is not None else ("", "")
+    """The same page of papers for each owner (a researcher's or an institution's papers), in one statement."""
     sql, args = owners_page(
-        owner,
-        owner_ids,
-        clauses,
-        sort,
-        columns=PAPER_COLUMNS,
-        source="papers p",
-        limit=limit,
-        offset=offset,
-        joined=joined,
+        owner, owner_ids, clauses, sort, columns=PAPER_COLUMNS, source="papers p", limit=limit, offset=offset
     )
     pages: dict[int, list[PaperRow]] = {owner_id: [] for owner_id in owner_ids}
     records = await conn.fetch(sql, *args)
     if records:
         read = PAPERS.reader(records[0])
         for r in records:
-            row = read(r)
-            if written is not None:
-                text = written.read(r)
-                row.written = (written, text) if text is not None else None
-            pages[r["owner_id"]].append(row)
+            pages[r["owner_id"]].append(read(r))
     return pages
 
 

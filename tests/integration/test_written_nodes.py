@@ -38,7 +38,6 @@ PAGE = "query($first: Int) { papers(first: $first, sort: OLDEST) { totalCount no
 CATEGORY = """query($page: Int, $sort: PaperSort) {
   papers(filter: {category: "cs.LG"}, sort: $sort, first: 2, page: $page) { totalCount nodes { %s } }
 }"""
-OWNED = "query($id: String!) { researcher(id: $id) { papers(first: 5) { totalCount nodes { %s } } } }"
 LATER = """query($after: String) {
   papers(filter: {category: "cs.LG"}, first: 2, after: $after) { totalCount nodes { %s } }
 }"""
@@ -125,11 +124,6 @@ async def archive(make_database: Any) -> AsyncIterator[dict[str, Any]]:
             papers[0],
             inst,
         )
-        await conn.execute(
-            "INSERT INTO authorships (paper_id, position, name, researcher_id) VALUES ($1, 1, 'Q.', $2)",
-            papers[2],
-            person,
-        )
     finally:
         await conn.close()
     settings = Settings(DATABASE_URL=dsn)
@@ -150,7 +144,7 @@ async def archive(make_database: Any) -> AsyncIterator[dict[str, Any]]:
         errors = sorted((e.message, str(e.path)) for e in result.errors or [])
         return orjson.loads(orjson.dumps(result.data)), errors, written
 
-    yield {"run": run, "dsn": dsn, "papers": papers, "counter": counter, "person": person}
+    yield {"run": run, "dsn": dsn, "papers": papers, "counter": counter}
     await pool.close()
 
 
@@ -225,22 +219,6 @@ async def test_two_nodes_selections_and_edges_beside_them(archive: dict[str, Any
     beside = "query { papers(first: 3) { edges { cursor node { title } } nodes { title abstract } } }"
     rows, written, was_written = await both(archive, beside, {})
     assert written == rows and was_written
-
-
-async def test_a_researcher_s_pages_are_written_in_their_statement(archive: dict[str, Any]) -> None:
-    own = OWNED % FULL
-    rows, written, _ = await both(archive, own, {"id": str(archive["person"])})
-    assert written == rows and written[1] == []
-    # The researcher, the page (authors written in it) and its count.
-    assert len(archive["counter"].statements) == 3
-    assert [n["arxivId"] for n in written[0]["researcher"]["papers"]["nodes"]] == ["2401.00002", "astro-ph/9901001"]
-    # Researchers each with their page, written whole: researchers, their pages, their counts.
-    many = """query { researchers(first: 3) { nodes { name
-        papers(first: 2, sort: OLDEST) { totalCount nodes { title authors { name researcher { slug } } } } } } }"""
-    rows, written, _ = await both(archive, many, {})
-    assert written == rows and len(archive["counter"].statements) == 3
-    pages = [r["papers"]["nodes"] for r in written[0]["researchers"]["nodes"]]
-    assert [len(p) for p in pages] == [2]
 
 
 GUARDS = [
