@@ -42,16 +42,12 @@ def arxiv_doi(arxiv_id: str) -> str:
     return f"10.48550/arXiv.{arxiv_id}"
 
 
-ARXIV_ABS = "https://arxiv.org/abs/"
-ARXIV_PDF = "https://arxiv.org/pdf/"
-
-
 def arxiv_abs_url(arxiv_id: str) -> str:
-    return ARXIV_ABS + arxiv_id
+    return f"https://arxiv.org/abs/{arxiv_id}"
 
 
 def arxiv_pdf_url(arxiv_id: str) -> str:
-    return ARXIV_PDF + arxiv_id
+    return f"https://arxiv.org/pdf/{arxiv_id}"
 
 
 def ror_checksum(body: str) -> str:

@@ -37,8 +37,6 @@ class ListQuery(Generic[T]):
     count: Callable[[Conn], Awaitable[int]]
     # Run on a page's rows once read (priming loaders, prefetching what the query selects below them).
     after_read: Callable[[list[T]], Awaitable[None]] | None = None
-    # The page's nodes as written JSON with the field node it answers, when the statement wrote every one.
-    written: Callable[[list[T]], tuple[object, object] | None] | None = None
 
 
 class OwnerKey(Protocol):
@@ -103,7 +101,7 @@ async def read_page(
     if owned is not None:
         lists, key = owned
         page = await ctx.loaders.named(lists.name, lambda: _owner_loader(ctx, lists)).load(key)
-        nodes, has_next, total, written = page.nodes, page.has_next, page.total, None
+        nodes, has_next, total = page.nodes, page.has_next, page.total
     else:
         async with ctx.pool.acquire() as conn:
             rows = await query.rows(conn, request.after, request.first + 1, request.offset)
@@ -114,10 +112,7 @@ async def read_page(
         nodes, has_next = split_page(rows, request.first)
         if query.after_read is not None:
             await query.after_read(nodes)
-        written = query.written(nodes) if query.written is not None else None
-    return Connection(
-        nodes, sort=query.sort, request=request, has_next_page=has_next, total=total, count=count, nodes_json=written
-    )
+    return Connection(nodes, sort=query.sort, request=request, has_next_page=has_next, total=total, count=count)
 
 
 def _owner_loader(ctx: Context, lists: OwnerLists[K, T]) -> DataLoader[K, OwnerPage[T]]:

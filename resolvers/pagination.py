@@ -101,11 +101,9 @@ class PageInfo:
 
 
 class Connection(Generic[T]):
-    """One page of a list. `total` is set when the query asked for it, else `count` computes it on demand.
-    `nodes_json`: the nodes' answer as PostgreSQL wrote it, with the `nodes` field node it answers
-    (resolvers/written.py), when it wrote every node."""
+    """One page of a list. `total` is set when the query asked for it, else `count` computes it on demand."""
 
-    __slots__ = ("_count", "_sort", "first", "has_next_page", "nodes", "nodes_json", "request", "total")
+    __slots__ = ("_count", "_sort", "first", "has_next_page", "nodes", "request", "total")
 
     def __init__(
         self,
@@ -116,10 +114,8 @@ class Connection(Generic[T]):
         has_next_page: bool,
         total: int | None,
         count: Callable[[], Awaitable[int]],
-        nodes_json: tuple[object, object] | None = None,
     ) -> None:
         self.nodes = nodes
-        self.nodes_json = nodes_json
         self.request = request
         self.first = request.first
         self.has_next_page = has_next_page

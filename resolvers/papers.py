@@ -37,13 +37,7 @@ from db.queries.papers import (
     page_papers_of_owners,
 )
 from db.queries.researchers import ResearcherRow
-from db.queries.written import (
-    AuthorsStatement,
-    NodesStatement,
-    PaperStatement,
-    fetch_authors_json,
-    fetch_papers_written,
-)
+from db.queries.written import PaperStatement, fetch_authors_json, fetch_papers_written
 from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput
 from resolvers.ids import PaperKeyKind, parse_paper_id
@@ -51,7 +45,7 @@ from resolvers.institutions import lookup_institution_id
 from resolvers.pages import ListQuery, OwnerLists, read_page, with_after
 from resolvers.pagination import NOTHING, Connection, Lookahead, PageRequest, page_request, selects_node, wants_total
 from resolvers.researchers import lookup_researcher_id
-from resolvers.written import AuthorsJson, PaperJson, authors_json, nodes_json, paper_json
+from resolvers.written import AuthorsJson, PaperJson, authors_json, paper_json
 
 MAX_CATEGORY_LENGTH = 40
 _EXTERNAL_KINDS: dict[PaperKeyKind, PaperExternalIdKind] = {
@@ -308,38 +302,26 @@ def _owner_lists(ctx: Context) -> OwnerLists[OwnerPageKey, PaperRow]:
 
 
 def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, look: Lookahead) -> ListQuery[PaperRow]:
-    """Papers passing `clauses`; a page read on its own primes the loaders and prefetches what `look` selects.
-
-    When PostgreSQL can write the page's `nodes` whole (resolvers/written.py), the page's statement writes them;
-    else, when it can write their `authors`, it writes those."""
+    """Papers passing `clauses`; a page read on its own primes the loaders and prefetches what `look` selects: its
+    authors written by the statement that reads the page when PostgreSQL can write them (resolvers/written.py),
+    and the list's total with them when the statement can read it (a category's page by date)."""
     wanted = AuthorsWanted.of(look)
-    whole = nodes_json(look.only("nodes")) if ctx.passes_json else None
     authors = wanted.json.statement if wanted.json is not None and ctx.passes_json else None
-    written: NodesStatement | AuthorsStatement | None = whole.statement if whole is not None else authors
     count = wants_total(look)
 
     async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> list[PaperRow]:
         clauses_after = with_after(clauses, after)
-        return await page_papers(conn, clauses_after, sort, limit=limit, offset=offset, written=written, count=count)
+        return await page_papers(conn, clauses_after, sort, limit=limit, offset=offset, written=authors, count=count)
 
     async def count_all(conn: Conn) -> int:
         return await count_papers(conn, clauses)
 
-    def all_written(nodes: list[PaperRow]) -> bool:
-        return whole is not None and all(p.written is not None and p.written[0] is whole.statement for p in nodes)
-
     async def after_read(nodes: list[PaperRow]) -> None:
         ctx.loaders.prime_papers(nodes)
-        if nodes and wanted.authors and not all_written(nodes):
+        if nodes and wanted.authors:
             await fetch_authors(ctx, nodes, wanted)
 
-    def written_nodes(nodes: list[PaperRow]) -> tuple[object, object] | None:
-        node = whole.node() if whole is not None else None
-        if node is None or not all_written(nodes):
-            return None
-        return node, Fragment("[" + ",".join(p.written[1] for p in nodes if p.written is not None) + "]")
-
-    return ListQuery(sort, rows, count_all, after_read, written_nodes)
+    return ListQuery(sort, rows, count_all, after_read)
 
 
 async def resolve_papers(

@@ -1,66 +1,24 @@
-"""A page's `nodes`, a paper's `authors` and `versions` selections, when PostgreSQL can write their answers
-(db/queries/written.py).
+"""A paper's `authors` and `versions` selections, when PostgreSQL can write their answers (db/queries/written.py).
 
-Only a plain selection qualifies: fields of Paper, Authorship, Researcher, Institution and PaperVersion that are a
-column, a global id, a slug, a value computed from columns alone (a paper's URLs) or `__typename`, without
-arguments, directives or fragments, each response name once, at most one `authors`, `researcher` and
-`institutions`. Anything else (a field with a resolver, such as a researcher's `hIndex` or a paper's `versions`) is
-answered from rows, as before. The answer is written for one field node and only that node takes it (the
+Only a plain selection qualifies: fields of Authorship, Researcher, Institution and PaperVersion that are a column,
+a global id, a slug or `__typename`, without arguments, directives or fragments, each response name once, at most
+one `researcher` and one `institutions`. Anything else (a field with a resolver, such as a researcher's `hIndex`)
+is answered from rows, as before. The answer is written for one field node and only that node takes it (the
 executor checks, schema/fast_executor/). What is made here is kept per field node, weakly: the parse cache gives
 every request of a document the same nodes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import Final
 from weakref import ref
 
 from graphql import FieldNode, SelectionSetNode
 
-from db.queries.written import PAPER_KEYS, AuthorsStatement, NodesStatement, PaperStatement, Shape, Value
-
-
-def _columns(**fields: str) -> dict[str, Value]:
-    return {name: Value("column", column) for name, column in fields.items()}
-
+from db.queries.written import PAPER_KEYS, AuthorsStatement, PaperStatement, Shape, Value
 
 _LEAVES: Final[dict[str, dict[str, Value]]] = {
-    "Paper": {
-        "id": Value("global_id", "Paper"),
-        **_columns(
-            databaseId="id",
-            arxivId="arxiv_id",
-            version="version",
-            slug="slug",
-            title="title",
-            abstract="abstract",
-            authorsText="authors_text",
-            categories="categories",
-            primaryCategory="primary_category",
-            published="published",
-            updated="updated",
-            absUrl="abs_url",
-            pdfUrl="pdf_url",
-            doi="doi",
-            journalRef="journal_ref",
-            comments="comments",
-            license="license",
-            withdrawn="withdrawn",
-            modifiedAt="modified_at",
-            citedByCount="cited_by_count",
-            summary="summary",
-            topics="topics",
-            paperType="paper_type",
-            researchField="research_field",
-            novelty="novelty",
-            significanceScore="significance_score",
-            analysed="analysed",
-            analysedAt="analysed_at",
-            analysisModel="analysis_model",
-        ),
-    },
     "Authorship": {
         "position": Value("column", "position"),
         "name": Value("column", "name"),
@@ -88,11 +46,8 @@ _LEAVES: Final[dict[str, dict[str, Value]]] = {
         "sourceType": Value("column", "source_type"),
     },
 }
-# The object fields written inside a type's answer: the field, the type it holds.
-_NESTED: Final[dict[str, dict[str, str]]] = {
-    "Paper": {"authors": "Authorship"},
-    "Authorship": {"researcher": "Researcher", "institutions": "Institution"},
-}
+# Authorship's object fields: the field, the type it holds.
+_NESTED: Final = {"researcher": "Researcher", "institutions": "Institution"}
 
 
 def _shape(selection_set: SelectionSetNode | None, type_name: str) -> Shape | None:
@@ -114,9 +69,9 @@ def _shape(selection_set: SelectionSetNode | None, type_name: str) -> Shape | No
             fields.append((key, Value("constant", type_name)))
         elif name in leaves and s.selection_set is None:
             fields.append((key, leaves[name]))
-        elif name in _NESTED.get(type_name, {}) and name not in nested:
+        elif type_name == "Authorship" and name in _NESTED and name not in nested:
             nested.add(name)
-            inner = _shape(s.selection_set, _NESTED[type_name][name])
+            inner = _shape(s.selection_set, _NESTED[name])
             if inner is None:
                 return None
             fields.append((key, Value(name, shape=inner)))
@@ -150,57 +105,24 @@ class PaperJson:
     statements: dict[str, PaperStatement] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, eq=False, slots=True)
-class NodesJson:
-    """The statement writing a page's papers whole, for one `nodes` field node (held weakly)."""
-
-    node: ref[FieldNode]
-    statement: NodesStatement
-
-
 _MAX_MADE: Final = 4096
 _AUTHORS: dict[int, tuple[ref[FieldNode], AuthorsJson | None]] = {}
-_NODES: dict[int, tuple[ref[FieldNode], NodesJson | None]] = {}
 _PAPERS: dict[tuple[int, int], tuple[ref[FieldNode], ref[FieldNode] | None, PaperJson | None]] = {}
-
-M = TypeVar("M")
-
-
-def _made_once(
-    made: dict[int, tuple[ref[FieldNode], M | None]], node: FieldNode, make: Callable[[], M | None]
-) -> M | None:
-    hit = made.get(id(node))
-    if hit is not None and hit[0]() is node:
-        return hit[1]
-    value = make()
-    if len(made) >= _MAX_MADE:
-        made.clear()
-    made[id(node)] = (ref(node), value)
-    return value
 
 
 def authors_json(node: FieldNode | None) -> AuthorsJson | None:
     """How a page's papers get this `authors` node's answers written; None when the selection does not qualify."""
     if node is None:
         return None
-
-    def make() -> AuthorsJson | None:
-        shape = _of(node, "Authorship")
-        return AuthorsJson(ref(node), AuthorsStatement.of(shape)) if shape is not None else None
-
-    return _made_once(_AUTHORS, node, make)
-
-
-def nodes_json(node: FieldNode | None) -> NodesJson | None:
-    """How a page's papers are written whole for this `nodes` node; None when the selection does not qualify."""
-    if node is None:
-        return None
-
-    def make() -> NodesJson | None:
-        shape = _of(node, "Paper")
-        return NodesJson(ref(node), NodesStatement.of(shape)) if shape is not None else None
-
-    return _made_once(_NODES, node, make)
+    hit = _AUTHORS.get(id(node))
+    if hit is not None and hit[0]() is node:
+        return hit[1]
+    shape = _of(node, "Authorship")
+    made = AuthorsJson(ref(node), AuthorsStatement.of(shape)) if shape is not None else None
+    if len(_AUTHORS) >= _MAX_MADE:
+        _AUTHORS.clear()
+    _AUTHORS[id(node)] = (ref(node), made)
+    return made
 
 
 def paper_json(authors: FieldNode | None, versions: FieldNode | None) -> PaperJson | None:

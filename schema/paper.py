@@ -221,7 +221,7 @@ class PaperConnection:
     total_pages: int = total_pages_field()
     page_info: PageInfo
     edges: list[PaperEdge]
-    nodes: list[Paper] = strawberry.field(metadata={"json": "nodes_json"})
+    nodes: list[Paper]
 
 
 async def paper_page(

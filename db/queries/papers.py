@@ -74,8 +74,7 @@ class PaperRow:
     # Or their answers already written as JSON (db/queries/written.py), each with the field node it answers.
     prefetched_authors_json: tuple[object, object] | None = None
     prefetched_versions_json: tuple[object, object] | None = None
-    # What the statement that read the row wrote of it (its authors, or the whole paper): how
-    # (db/queries/written.py) and the JSON text.
+    # What the statement that read the row wrote of it (its authors): how (db/queries/written.py) and the JSON text.
     written: tuple[object, str] | None = None
 
 

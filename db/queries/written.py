@@ -1,5 +1,5 @@
-"""A paper's lists (its authors, its versions), or a page's papers whole, as JSON text that PostgreSQL writes, for
-answers that pass it on without decoding it.
+"""A paper's lists (its authors, its versions) as JSON text that PostgreSQL writes, for answers that pass it on
+without decoding it.
 
 A page of 24 papers has about 190 authorships, their researchers and their institutions: read as rows, each becomes
 a Python object and then a dict before it is encoded again. Written here, each paper's list arrives as one string.
@@ -11,12 +11,8 @@ The vocabulary of values is the rows' own (db/queries/papers.py, researchers.py,
 global id, a slug, a constant string. Keys and constants must be GraphQL names (`[_A-Za-z][_0-9A-Za-z]*`): they
 are written into the statement, so anything else is refused.
 
-Each list is a LATERAL subquery over a paper `p`, so one statement can read a page's lists (`AuthorsStatement`), a
-paper together with its lists (`PaperStatement`), or a page of papers each written whole (`NodesStatement`).
-
-A value whose text could differ from the API's is not written: the paper's text is NULL when a guard fails (an id
-past a 32-bit integer, an infinite time, a list holding NULL, a type outside the enum, a score PostgreSQL spells
-otherwise than Python), and the caller answers from rows, errors included.
+Each list is a LATERAL subquery over a paper `p`, so one statement can read a page's lists (`AuthorsStatement`) or
+a paper together with its lists (`PaperStatement`).
 """
 
 from __future__ import annotations
@@ -29,10 +25,8 @@ from typing import Final
 import asyncpg
 
 from db.connection import Conn
-from db.ids import ARXIV_ABS, ARXIV_PDF
 from db.keys import Keyed
 from db.queries.papers import PAPER_COLUMNS, PaperRow, paper_from_record
-from db.records import PAPER_TYPES
 
 _NAME: Final = re.compile(r"[_A-Za-z][_0-9A-Za-z]*")
 INT_MAX: Final = 2**31 - 1
@@ -46,10 +40,6 @@ def _timestamp(column: str) -> str:
         f"""|| CASE WHEN to_char({utc}, 'US') = '000000' THEN '' ELSE '.' || to_char({utc}, 'US') END """
         """|| '+00:00"'"""
     )
-
-
-def _nullable(column: str, text: str) -> str:
-    return f"CASE WHEN {column} IS NULL THEN 'null' ELSE {text} END"
 
 
 def _slug(alias: str) -> str:
@@ -81,76 +71,11 @@ _VERSION: Final = {
 }
 
 
-def _text_list(column: str) -> tuple[str, str]:
-    # A one-dimensional array without NULLs (GraphQL's [String!]); to_json writes it without spaces.
-    return (
-        f"coalesce(to_json({column})::text, 'null')",
-        # (CASE: array_position refuses a multidimensional array, and AND may evaluate either side first.)
-        f"CASE WHEN {column} IS NULL THEN true WHEN coalesce(array_ndims({column}), 1) <> 1 THEN false"
-        f" ELSE array_position({column}, NULL) IS NULL END",
-    )
-
-
-def _score(column: str) -> tuple[str, str]:
-    # A float4 as Python writes the float it reads as: integral values with `.0`. Below 1e-4 Python and PostgreSQL
-    # choose different notations, and 1e15 is where PostgreSQL turns to exponents: those are not written.
-    wide = f"{column}::float8"
-    text = f"CASE WHEN {column} = trunc({column}) THEN {wide}::text || '.0' ELSE {wide}::text END"
-    return _nullable(column, text), f"({column} IS NULL OR {column} = 0 OR {wide} BETWEEN 1e-4 AND 1e15 - 1)"
-
-
-_TYPES = ", ".join(f"'{name}'" for name in PAPER_TYPES)
-_TOPICS, _CATEGORIES, _SCORE = _text_list("p.topics"), _text_list("p.categories"), _score("p.significance_score")
-# A paper's values (p) as JSON text, and what must hold for that text to be the API's (absent: always).
-_PAPER: Final = {
-    "id": "p.id::text",
-    "arxiv_id": "to_json(p.arxiv_id)::text",
-    "version": "p.version::text",
-    "slug": "to_json(p.slug)::text",
-    "title": "to_json(p.title)::text",
-    "abstract": "to_json(p.abstract)::text",
-    "authors_text": "to_json(p.authors_text)::text",
-    "categories": "to_json(p.categories)::text",
-    "primary_category": "to_json(p.primary_category)::text",
-    "published": _timestamp("p.published"),
-    "updated": _timestamp("p.updated"),
-    "abs_url": f"to_json('{ARXIV_ABS}' || p.arxiv_id)::text",
-    "pdf_url": f"to_json('{ARXIV_PDF}' || p.arxiv_id)::text",
-    "doi": "coalesce(to_json(p.doi)::text, 'null')",
-    "journal_ref": "coalesce(to_json(p.journal_ref)::text, 'null')",
-    "comments": "coalesce(to_json(p.comments)::text, 'null')",
-    "license": "coalesce(to_json(p.license)::text, 'null')",
-    "withdrawn": "CASE WHEN p.withdrawn THEN 'true' ELSE 'false' END",
-    "modified_at": _timestamp("p.modified_at"),
-    "cited_by_count": "coalesce(p.cited_by_count::text, 'null')",
-    "summary": "coalesce(to_json(p.summary)::text, 'null')",
-    "topics": _TOPICS[0],
-    "paper_type": "coalesce(to_json(p.paper_type)::text, 'null')",
-    "research_field": "coalesce(to_json(p.research_field)::text, 'null')",
-    "novelty": "coalesce(to_json(p.novelty)::text, 'null')",
-    "significance_score": _SCORE[0],
-    "analysed": "CASE WHEN p.analysed THEN 'true' ELSE 'false' END",
-    "analysed_at": _nullable("p.analysed_at", _timestamp("p.analysed_at")),
-    "analysis_model": "coalesce(to_json(p.analysis_model)::text, 'null')",
-}
-_PAPER_GUARDS: Final = {
-    "id": f"p.id <= {2**31 - 1}",
-    "categories": _CATEGORIES[1],
-    "published": "isfinite(p.published)",
-    "updated": "isfinite(p.updated)",
-    "modified_at": "isfinite(p.modified_at)",
-    "topics": _TOPICS[1],
-    "paper_type": f"(p.paper_type IS NULL OR p.paper_type IN ({_TYPES}))",
-    "significance_score": _SCORE[1],
-    "analysed_at": "(p.analysed_at IS NULL OR isfinite(p.analysed_at))",
-}
-
-
 @dataclass(frozen=True, slots=True)
 class Value:
     """One JSON value: `column` of the row, `global_id` of the row (`arg`: the type it names, as
-    db/paging.encode_global_id spells it), `constant` (`arg`), the authorship's `researcher` / `institutions` or the
-    paper's `authors` (`shape`: what to write of each)."""
+    db/paging.encode_global_id spells it), `constant` (`arg`), or the authorship's `researcher` / `institutions`
+    (`shape`: what to write of each)."""
 
     kind: str
     arg: str = ""
@@ -168,15 +93,14 @@ class ShapeRefused(ValueError):
     """A shape names a value this module cannot write."""
 
 
-def _global_id(type_name: str, key: str) -> str:
-    # db/paging.encode_global_id: urlsafe base64 of `Type:key` without padding (and base64's line breaks, which
+def _global_id(type_name: str, alias: str) -> str:
+    # db/paging.encode_global_id: urlsafe base64 of `Type:id` without padding (and base64's line breaks, which
     # PostgreSQL adds every 76 characters, removed).
-    encoded = f"encode(convert_to('{type_name}:' || {key}, 'UTF8'), 'base64')"
+    encoded = f"encode(convert_to('{type_name}:' || {alias}.id, 'UTF8'), 'base64')"
     return f"to_json(rtrim(translate({encoded}, E'+/\\n', '-_'), '='))::text"
 
 
-def _object(shape: Shape, alias: str, columns: dict[str, str], nested: dict[str, str], named: str = "") -> str:
-    """`shape` written from the values of `alias`; `named`: what its global id names (its id by default)."""
+def _object(shape: Shape, alias: str, columns: dict[str, str], nested: dict[str, str]) -> str:
     parts: list[str] = []
     for i, (key, value) in enumerate(shape.fields):
         if not _NAME.fullmatch(key):
@@ -185,7 +109,7 @@ def _object(shape: Shape, alias: str, columns: dict[str, str], nested: dict[str,
         if value.kind == "column" and value.arg in columns:
             parts.append(columns[value.arg])
         elif value.kind == "global_id" and _NAME.fullmatch(value.arg) and "id" in columns:
-            parts.append(_global_id(value.arg, named or f"{alias}.id"))
+            parts.append(_global_id(value.arg, alias))
         elif value.kind == "constant" and _NAME.fullmatch(value.arg):
             parts.append(f"'\"{value.arg}\"'")
         elif value.kind in nested and value.shape is not None:
@@ -267,33 +191,6 @@ class AuthorsStatement:
 
     def read(self, record: asyncpg.Record) -> str | None:
         return _authors(record)
-
-
-@dataclass(frozen=True, slots=True)
-class NodesStatement:
-    """A page's papers, each written whole in one shape: `lateral` and `columns` write it beside papers `p` another
-    statement reads (`read` one: the text, None when a guard failed)."""
-
-    lateral: str
-    columns: str
-
-    @classmethod
-    def of(cls, shape: Shape) -> NodesStatement:
-        guards = [_PAPER_GUARDS[v.arg] for _, v in shape.fields if v.kind == "column" and v.arg in _PAPER_GUARDS]
-        nested: dict[str, str] = {}
-        lateral = ""
-        authors = next((v.shape for _, v in shape.fields if v.kind == "authors"), None)
-        if authors is not None:
-            lateral = _authors_lateral(authors, "p.id")
-            nested["authors"] = "coalesce(aw.authors, '[]')"
-            guards.append(f"(aw.authors_top IS NULL OR aw.authors_top <= {INT_MAX})")
-        text = _object(shape, "p", _PAPER, nested, named="p.arxiv_id")
-        condition = " AND ".join(dict.fromkeys(guards)) or "true"
-        return cls(lateral, f"CASE WHEN {condition} THEN {text} END AS written_node")
-
-    def read(self, record: asyncpg.Record) -> str | None:
-        text: str | None = record["written_node"]
-        return text
 
 
 async def fetch_authors_json(conn: Conn, statement: AuthorsStatement, paper_ids: Sequence[int]) -> dict[int, str]:

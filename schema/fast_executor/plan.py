@@ -31,8 +31,7 @@ GENERIC: Final = 0
 TYPENAME: Final = 1
 BASIC: Final = 2
 PREFETCHED: Final = 3
-# A prefetched field or an attribute whose answer may also come already written as JSON (an orjson.Fragment), for one
-# field node.
+# A prefetched field whose answer may also come already written as JSON (an orjson.Fragment), for one field node.
 PASSTHROUGH: Final = 4
 
 # Type codes of a completion spec.
@@ -151,23 +150,18 @@ def static_plan(field_def: GraphQLField) -> tuple[int, Callable[[Any], Any] | No
     static: tuple[int, Callable[[Any], Any] | None, Spec | None] = (GENERIC, None, None)
     definition = (field_def.extensions or {}).get(DEFINITION_KEY)
     resolve = field_def.resolve
-    metadata = getattr(definition, "metadata", None)
-    json_attr = metadata.get("json") if isinstance(metadata, Mapping) else None
     if definition is None:
         pass
     elif (
         resolve is not None and getattr(resolve, "__name__", None) == "_get_basic_result" and definition.is_basic_field
     ):
-        getter = _getter_for(definition, definition.python_name)
-        if isinstance(json_attr, str) and getter.__class__ is attrgetter:
-            # An attribute whose answer may also come written (a page's nodes): the attribute holds the rows.
-            static = (PASSTHROUGH, _written_and_rows(json_attr, definition.python_name), _spec(field_def.type))
-        else:
-            static = (BASIC, getter, _spec(field_def.type))
+        static = (BASIC, _getter_for(definition, definition.python_name), _spec(field_def.type))
     else:
+        metadata = getattr(definition, "metadata", None)
         attr = metadata.get("prefetched") if isinstance(metadata, Mapping) else None
         plain = not field_def.args and not definition.extensions and not getattr(definition, "permission_classes", None)
         derive = _derived(definition) if isinstance(metadata, Mapping) and metadata.get("derived") else None
+        json_attr = metadata.get("json") if isinstance(metadata, Mapping) else None
         if isinstance(json_attr, str) and plain:
             static = (PASSTHROUGH, _written_and_rows(json_attr, attr), _spec(field_def.type))
         elif isinstance(attr, str) and plain:

@@ -34,6 +34,7 @@ CATEGORY = """query($sort: PaperSort, $page: Int) {
     totalCount nodes { arxivId authors { %s } }
   }
 }"""
+CITED = "query { papers(first: 2, sort: MOST_CITED) { totalCount nodes { arxivId authors { %s } } } }"
 EDGES = """query($first: Int) { papers(first: $first) { edges { node { authors { %s } } } } }"""
 ONE = """query($id: String!) { paper(id: $id) { arxivId authors { %s } } }"""
 PAPER = """query($id: String!) { paper(id: $id) { arxivId title authors { %s }
@@ -200,10 +201,41 @@ async def test_a_paper_with_its_lists_in_one_statement(archive: dict[str, Any], 
 @pytest.mark.parametrize("sort", ["NEWEST", "OLDEST", "MOST_CITED"])
 async def test_a_category_page_writes_its_authors_in_its_own_statement(archive: dict[str, Any], sort: str) -> None:
     document = CATEGORY % FULL
-    for page in (1, 2, 3):
-        rows, written, was_written = await both(archive, document, {"sort": sort, "page": page})
-        assert was_written and written == rows
-        assert len(written[0]["papers"]["nodes"]) == 1
+    for page in (1, 2, 3, 4):
+        rows, written, _ = await both(archive, document, {"sort": sort, "page": page})
+        archive["counter"].reset()
+        written = await archive["run"]("json", document, {"sort": sort, "page": page})
+        assert written[2] == (page < 4) and written[:2] == rows
+        assert len(written[0]["papers"]["nodes"]) == (1 if page < 4 else 0)
+        assert written[0]["papers"]["totalCount"] == 3
+        # By date, the page, its authors and the category's stored total in one statement; past the end no row
+        # holds the total, and it is counted on its own. Sorted otherwise: the page with its authors, the count.
+        by_date = sort != "MOST_CITED" and page < 4
+        assert archive["counter"].count == (1 if by_date else 2), archive["counter"].statements
+
+
+async def test_a_cursor_page_of_a_category_reads_its_total_with_it(archive: dict[str, Any]) -> None:
+    document = """query($after: String) { papers(filter: {category: "cs.LG"}, first: 1, after: $after) {
+        totalCount pageInfo { endCursor } nodes { arxivId authors { name } } } }"""
+    after, seen = None, []
+    for _ in range(3):
+        archive["counter"].reset()
+        data, errors, was_written = await archive["run"]("json", document, {"after": after})
+        assert not errors and was_written and data["papers"]["totalCount"] == 3
+        assert archive["counter"].count == 1, archive["counter"].statements
+        seen += [n["arxivId"] for n in data["papers"]["nodes"]]
+        after = data["papers"]["pageInfo"]["endCursor"]
+    assert sorted(seen) == ["2401.00000", "2401.00001", "2401.00002"]
+
+
+async def test_any_page_writes_its_authors_in_its_own_statement(archive: dict[str, Any]) -> None:
+    document = CITED % FULL
+    rows, _, _ = await both(archive, document, {})
+    archive["counter"].reset()
+    written = await archive["run"]("json", document, {})
+    assert written[2] and written[:2] == rows
+    # The page with its authors written, then the count.
+    assert archive["counter"].count == 2, archive["counter"].statements
 
 
 async def test_papers_looked_up_together_share_one_statement(archive: dict[str, Any]) -> None:

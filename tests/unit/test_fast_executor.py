@@ -488,7 +488,6 @@ async def test_real_schema_same_errors_on_bad_rows(
     monkeypatch.setattr(resolvers.papers, "attach_authors", attach_then_corrupt)
     # Rows for both executors: the damage is done to rows (JSON written by PostgreSQL has none to damage).
     monkeypatch.setattr(resolvers.papers, "authors_json", lambda node: None)
-    monkeypatch.setattr(resolvers.papers, "nodes_json", lambda node: None)
     generic = await real["run"](real["generic"], operation)
     fast = await real["run"](real["fast"], operation)
     assert generic == fast
