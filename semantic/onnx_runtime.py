@@ -47,8 +47,9 @@ def saturates_int8(cpu_flags: str | None = None) -> bool:
 
 
 def batch_graph(files: OnnxFiles) -> Path:
-    """The graph batches run through: the per-channel int8 one, or where its products saturate the query graph."""
-    return files.query if saturates_int8() else files.batch
+    """The graph batches run through: the per-channel int8 one, or where its products saturate the float32 one (on
+    an AVX2-only EPYC: 55 papers/s, against 31.5 through the block graph, whose int8 kernels need VNNI too)."""
+    return files.fp32 if saturates_int8() else files.batch
 
 
 def load_tokenizer(model_dir: Path) -> Any:
