@@ -311,7 +311,7 @@ def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, look: Lookahead)
 
     async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> list[PaperRow]:
         clauses_after = with_after(clauses, after)
-        return await page_papers(conn, clauses_after, sort, limit=limit, offset=offset, written=authors, count=count)
+        return await page_papers(conn, clauses_after, sort, limit=limit, offset=offset, authors=authors, count=count)
 
     async def count_all(conn: Conn) -> int:
         return await count_papers(conn, clauses)
@@ -387,8 +387,8 @@ async def fetch_authors(ctx: Context, papers: Sequence[PaperRow], wanted: Author
     ids = list(dict.fromkeys(p.id for p in papers))
     if wanted.json is not None and ctx.passes_json:
         statement = wanted.json.statement
-        # Written already by the statement that read the page, when it could (a category's page).
-        texts = {p.id: p.written[1] for p in papers if p.written is not None and p.written[0] is statement}
+        # Written already by the statement that read the page, when it could (a list read on its own).
+        texts = {p.id: p.written_authors[1] for p in papers if p.written_authors and p.written_authors[0] is statement}
         missing = [pid for pid in ids if pid not in texts]
         if missing:
             async with ctx.pool.acquire() as conn:

@@ -74,15 +74,15 @@ class PaperRow:
     # Or their answers already written as JSON (db/queries/written.py), each with the field node it answers.
     prefetched_authors_json: tuple[object, object] | None = None
     prefetched_versions_json: tuple[object, object] | None = None
-    # What the statement that read the row wrote of it (its authors): how (db/queries/written.py) and the JSON text.
-    written: tuple[object, str] | None = None
+    # The authors written by the statement that read the row: how (db/queries/written.py) and the JSON text.
+    written_authors: tuple[object, str] | None = None
 
 
 PAPERS = RowShape(PaperRow)
 
 
-class Written(Protocol):
-    """How a statement reading papers `p` also writes something of each as JSON (db/queries/written.py)."""
+class WrittenAuthors(Protocol):
+    """How a statement reading papers `p` also writes their authors (db/queries/written.AuthorsStatement)."""
 
     @property
     def lateral(self) -> str: ...
@@ -193,32 +193,30 @@ async def page_papers(
     *,
     limit: int,
     offset: int = 0,
-    written: Written | None = None,
+    authors: WrittenAuthors | None = None,
     count: bool = False,
 ) -> CountedRows[PaperRow]:
-    """A page of papers. `written`: what the same statement writes of each paper, into each row's `written` (with
-    `written`, which says what it is), joined to the page's rows only. `count`: the list's total too, when the
-    statement can read it with the page (a category's list, from its stored count): the rows' `total`."""
-    joins = written.lateral if written is not None else ""
-    columns = f"{PAPER_COLUMNS}, {written.columns}" if written is not None else PAPER_COLUMNS
+    """A page of papers. `authors`: their authors are written in the same statement, joined to the page's rows only,
+    into each row's `written_authors` (with `authors`, which says in what shape). `count`: the list's total too,
+    when the statement can read it with the page (a category's list, from its stored count): the rows' `total`."""
+    joins = authors.lateral if authors is not None else ""
+    columns = f"{PAPER_COLUMNS}, {authors.columns}" if authors is not None else PAPER_COLUMNS
     listed = category_lists.page_statement(clauses, sort, columns, limit=limit, offset=offset, joins=joins, count=count)
+    counted = count and listed is not None
     if listed is None:
         where, args = compose(clauses)
         n = len(args)
         order = sort.order_by
         sql = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE {where} ORDER BY {order} LIMIT ${n + 1} OFFSET ${n + 2}"
-        if written is None:
-            return CountedRows(PAPERS.build_all(await conn.fetch(sql, *args, limit, offset)))
-        # The page first: what is written is written for its rows only.
-        listed = f"SELECT {columns} FROM ({sql}) p {joins} ORDER BY {sort.order_by}", [*args, limit, offset]
-        count = False
+        # With authors, the page first: they are written for its rows only.
+        page = sql if authors is None else f"SELECT {columns} FROM ({sql}) p {joins} ORDER BY {order}"
+        listed = page, [*args, limit, offset]
     records = await conn.fetch(listed[0], *listed[1])
-    total = records[0]["listed_total"] if count and records else None
-    rows = CountedRows([paper_from_record(r) for r in records], total)
-    if written is not None:
+    rows = CountedRows(PAPERS.build_all(records), records[0]["listed_total"] if counted and records else None)
+    if authors is not None:
         for row, record in zip(rows, records, strict=True):
-            text = written.read(record)
-            row.written = (written, text) if text is not None else None
+            text = authors.read(record)
+            row.written_authors = (authors, text) if text is not None else None
     return rows
 
 
