@@ -104,18 +104,20 @@ def create_app(
     cacheable = cacheable_operations(manifest.values())
     telemetry_metrics.set_operation_names(op.name for op in cacheable)
     # The GraphQL steps, in the order a request passes them after the edge's checks (edge/front.py): request parsing
-    # -> persisted documents -> whole-response cache -> GraphQL.
+    # -> persisted documents -> whole-response cache -> GraphQL. A repeated anonymous request is answered from the
+    # cache's memory before them (`remembered` below).
+    response_cache = ResponseCache(
+        GraphQLView(schema, settings),
+        operations=cacheable,
+        schema=schema._schema,
+        # A new schema never serves old entries.
+        schema_version=hashlib.sha256(schema.as_str().encode()).hexdigest()[:12],
+        ttl_s=min(settings.cache_ttl_s, RESPONSE_TTL_S),
+        cdn=CdnPolicy(settings.cdn_max_age_s, settings.cdn_stale_while_revalidate_s),
+    )
     graphql_endpoint = RequestParser(
         PersistedDocuments(
-            ResponseCache(
-                GraphQLView(schema, settings),
-                operations=cacheable,
-                schema=schema._schema,
-                # A new schema never serves old entries.
-                schema_version=hashlib.sha256(schema.as_str().encode()).hexdigest()[:12],
-                ttl_s=min(settings.cache_ttl_s, RESPONSE_TTL_S),
-                cdn=CdnPolicy(settings.cdn_max_age_s, settings.cdn_stale_while_revalidate_s),
-            ),
+            response_cache,
             manifest={k.removeprefix("sha256:"): v for k, v in manifest.items()},
             mode=settings.trusted_documents,
         )
@@ -279,6 +281,7 @@ def create_app(
             Middleware(
                 Front,
                 graphql=graphql_endpoint,
+                remembered=response_cache.answer_remembered,
                 policy=RateLimitPolicy(
                     enabled=settings.rate_limits == "on",
                     anonymous_points_per_hour=settings.anon_points_per_hour,

@@ -4,15 +4,17 @@ from one `send`.
 In order: the request id and timing (telemetry/requests.py), CORS (Starlette's middleware answers preflights and
 requests carrying an `Origin`; any other response gets `Vary: Origin` as it would from it), the body limit (413),
 identity (401), then `/graphql` goes straight to the GraphQL steps (the budget, parsing, persisted documents, the
-response cache, GraphQL) and any other route to the application's router. On the way out: the rate-limit
-headers of `/graphql` answers, `Cache-Control: private, no-store` for signed-in readers, `X-Request-Id`; once
-sent, the request's metrics and log line.
+response cache, GraphQL) and any other route to the application's router; a GET or POST the response cache
+remembers (`remembered`: the same bytes from an anonymous reader, its answer held in memory) is answered before
+those steps, its budget charged as any. On the way out: the rate-limit headers of `/graphql` answers,
+`Cache-Control: private, no-store` for signed-in readers, `X-Request-Id`; once sent, the request's metrics and
+log line.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from starlette.middleware.cors import CORSMiddleware
@@ -23,12 +25,21 @@ from edge.errors import EdgeError, send_error
 from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network
 from edge.private import private
 from edge.ratelimit import Budget, RateLimiter, RateLimitPolicy
+from edge.request import read_body, replay
 from telemetry.requests import report, request_id
 
 GRAPHQL_PATH: Final = "/graphql"
 # Methods the GraphQL steps answer; any other goes to the router (405).
 GRAPHQL_METHODS: Final = frozenset({"GET", "POST", "HEAD"})
 VARY_ORIGIN: Final = b"Origin"
+REMEMBERED_METHODS: Final = frozenset({"GET", "POST"})
+
+Header = tuple[bytes, bytes]
+# Sends a whole response: status, headers (none of those the edge adds), body.
+Answer = Callable[[int, list[Header], bytes], Awaitable[None]]
+# Answers a request from memory, given its body, through `Answer` or, for a refusal, `Send`; False when it sent
+# nothing.
+Remembered = Callable[[Scope, bytes, Send, Answer], Awaitable[bool]]
 
 
 class Front:
@@ -45,9 +56,11 @@ class Front:
         trusted_proxies: Sequence[Network] = (),
         key_authenticator: KeyAuthenticator | None = None,
         bearer_authenticator: BearerAuthenticator | None = None,
+        remembered: Remembered | None = None,
     ) -> None:
         self.app = app
         self.graphql = graphql
+        self.remembered = remembered
         self.policy = policy
         self.max_body_bytes = max_body_bytes
         self.identifier = Identifier(
@@ -82,7 +95,7 @@ class Front:
             await reject(send, self.max_body_bytes)
             return
         try:
-            identity = await self.identifier.identify(scope)
+            identity = self.identifier.anonymous(scope) or await self.identifier.identify(scope)
         except EdgeError as exc:
             await send_error(send, exc)
             return
@@ -97,6 +110,11 @@ class Front:
         try:
             if scope["method"] in GRAPHQL_METHODS and _route_path(scope) == GRAPHQL_PATH:
                 self._budget(state, identity, out)
+                if self.remembered is not None and scope["method"] in REMEMBERED_METHODS:
+                    body = await read_body(receive) if scope["method"] == "POST" else b""
+                    if await self.remembered(scope, body, out, out.answer):
+                        return
+                    receive = replay(body, receive)
                 await self.graphql(scope, receive, send)
             else:
                 await self.app(scope, receive, send)
@@ -136,13 +154,27 @@ class _Out:
             message = await self._start(message)
         await self.send(message)
 
+    async def answer(self, status: int, headers: list[Header], body: bytes) -> None:
+        """A whole response at once, in two messages built here, `headers` (a list of the caller's) extended in place:
+        an answer from memory, without the copies a response of unknown make gets."""
+        self._note(status, headers)
+        await self.send({"type": "http.response.start", "status": status, "headers": await self._add(headers)})
+        await self.send({"type": "http.response.body", "body": body})
+
     async def _start(self, message: Message) -> Message:
-        self.started = True
-        self.status = message["status"]
         headers = list(message.get("headers", ()))
+        self._note(message["status"], headers)
+        return {**message, "headers": await self._add(headers)}
+
+    def _note(self, status: int, headers: list[Header]) -> None:
+        self.started = True
+        self.status = status
         for name, value in headers:
             if name == b"x-cache":
                 self.cache = value.decode()
+
+    async def _add(self, headers: list[Header]) -> list[Header]:
+        """`headers` with the edge's own."""
         if self.budget is not None:
             # An answer that charged nothing (an error before GraphQL ran) shows the budget as it stands.
             decision = self.budget.decision or await self.budget.charge(0)
@@ -153,7 +185,7 @@ class _Out:
             headers = _vary_origin(headers)
         if self.request_id is not None:
             headers.append((b"x-request-id", self.request_id.encode()))
-        return {**message, "headers": headers}
+        return headers
 
 
 def _route_path(scope: Scope) -> str:
@@ -165,7 +197,7 @@ def _route_path(scope: Scope) -> str:
     return path
 
 
-def _vary_origin(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+def _vary_origin(headers: list[Header]) -> list[Header]:
     """What Starlette's CORS middleware does to a response without an `Origin`: `Vary` gains `Origin`."""
     vary = [v for k, v in headers if k.lower() == b"vary"]
     if not vary:

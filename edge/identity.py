@@ -38,6 +38,8 @@ class Identity:
 
 
 ANONYMOUS_LOCAL = Identity(client_ip="127.0.0.1")
+# The headers that present a credential.
+CREDENTIALS = frozenset({b"x-api-key", b"authorization"})
 
 # Each takes the header's value and answers the identity part, or raises EdgeError (HTTP 401).
 KeyAuthenticator = Callable[[Scope, str], Awaitable[ApiKey]]
@@ -102,6 +104,13 @@ class Identifier:
         self.trusted_proxies = tuple(trusted_proxies)
         self.key_authenticator = key_authenticator
         self.bearer_authenticator = bearer_authenticator
+
+    def anonymous(self, scope: Scope) -> Identity | None:
+        """The identity of a request that presents no credential (nothing to verify); None if it presents one."""
+        for name, _ in scope["headers"]:
+            if name in CREDENTIALS:
+                return None
+        return Identity(client_ip=client_ip(scope, self.trusted_proxies))
 
     async def identify(self, scope: Scope) -> Identity:
         ip = client_ip(scope, self.trusted_proxies)

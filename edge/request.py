@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge.errors import EdgeError, send_error
 
@@ -160,6 +160,20 @@ class RequestParser:
             return
         scope.setdefault("state", {})["graphql_request"] = request
         await self.app(scope, receive, send)
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """`receive` for a request whose body was read already: that body once, then what `receive` brings next."""
+    pending = True
+
+    async def again() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
 
 
 async def read_body(receive: Receive) -> bytes:

@@ -11,7 +11,9 @@ that entity drops it. A response computed while any invalidation ran is not stor
 
 Memory: each worker answers the entries it read or stored lately from its own memory before asking Redis
 (db/cache/near.py), kept true across workers by the tags every invalidation publishes; the key of a request
-is remembered by its variables as sent, so a repeated request is not coerced again.
+is remembered by its variables as sent, so a repeated request is not coerced again, and by the request's bytes
+(method, content type, query string, body), so the edge answers the same request again from memory before it
+is parsed (`answer_remembered`): the same bytes pass the same steps to the same key.
 
 CDN: anonymous GET responses of persisted documents carry `Cache-Control: public`, a strong `ETag` (304
 on `If-None-Match`) and the same tags in `Surrogate-Key` / `Cache-Tag`, so a CDN can hold them and purge
@@ -38,6 +40,7 @@ from db.paging import TokenError, decode_global_id
 from edge.cacheable import CacheableOperation, Lookup
 from edge.entity_keys import database_id, entity_key, paper_key
 from edge.errors import EdgeError, send_error
+from edge.front import Answer, Header
 from edge.identity import Identity
 from edge.ratelimit import Budget
 from edge.request import GraphQLRequest, header
@@ -52,6 +55,12 @@ MAX_TAGS = 2000
 PRIVATE = b"private, no-store"
 # Request variables whose entry key is remembered (forgotten all at once when full).
 KEY_MEMO_SIZE = 20_000
+# Bytes of requests whose entry key is remembered (forgotten all at once when full), and what each costs beyond them.
+REMEMBERED_BYTES = 16 * 1024 * 1024
+REMEMBERED_OVERHEAD = 256
+
+# A request as the steps before the cache read it: method, Content-Type, query string, body.
+RequestBytes = tuple[str, bytes, bytes, bytes]
 
 
 def canonical_variables(variables: object) -> bytes:
@@ -117,6 +126,26 @@ class _Key:
     coerced: Mapping[str, object]
 
 
+@dataclass(frozen=True, slots=True)
+class _Remembered:
+    response_key: str
+    operation: str
+    public: bool
+
+
+def request_bytes(scope: Scope, body: bytes) -> RequestBytes:
+    return (scope["method"], header(scope, b"content-type") or b"", scope.get("query_string", b""), body)
+
+
+def shareable(scope: Scope, identity: object) -> bool:
+    """An anonymous request without credentials: one whose answer is the same for every reader."""
+    return (
+        isinstance(identity, Identity)
+        and identity.anonymous
+        and not any(name in CREDENTIAL_HEADERS for name, _ in scope["headers"])
+    )
+
+
 class ResponseCache:
     """ASGI step in front of GraphQL; the store comes from the lifespan state (`cache`)."""
 
@@ -137,6 +166,38 @@ class ResponseCache:
         self.ttl_s = ttl_s
         self.cdn = cdn
         self._keys: dict[tuple[str, str | None, str, bytes], _Key | None] = {}
+        self._remembered: dict[RequestBytes, _Remembered] = {}
+        self._remembered_bytes = 0
+
+    async def answer_remembered(self, scope: Scope, body: bytes, send: Send, answer: Answer) -> bool:
+        """Answers a request whose bytes this cache has seen from an anonymous reader, when its entry is held in
+        memory, before the request is parsed (through `answer`, or `send` for a refusal); False (nothing sent)
+        otherwise. `body`: the request's body, read."""
+        state = scope["state"]
+        near = state.get("near")
+        if not isinstance(near, NearResponses) or not shareable(scope, state.get("identity")):
+            return False
+        request = state["request_bytes"] = request_bytes(scope, body)
+        remembered = self._remembered.get(request)
+        held = near.get(remembered.response_key) if remembered is not None else None
+        if remembered is None or held is None:
+            return False
+        state["operation"] = remembered.operation
+        if await self._charged(send, state.get("budget"), held.cost):
+            self._count_held(state)
+            inm = header(scope, b"if-none-match")
+            await answer(*self._response(held.body, held.tags, public=remembered.public, inm=inm, etag=held.etag))
+        return True
+
+    def _remember(self, request: object, key: _Key, public: bool) -> None:
+        if not isinstance(request, tuple) or request in self._remembered:
+            return
+        size = len(request[2]) + len(request[3]) + REMEMBERED_OVERHEAD
+        if self._remembered_bytes + size > REMEMBERED_BYTES:
+            self._remembered.clear()
+            self._remembered_bytes = 0
+        self._remembered[request] = _Remembered(key.response_key, key.operation.name, public)
+        self._remembered_bytes += size
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope.get("state") or {}
@@ -145,7 +206,7 @@ class ResponseCache:
         if scope["type"] != "http" or not isinstance(request, GraphQLRequest) or not isinstance(identity, Identity):
             await self.app(scope, receive, send)
             return
-        if not identity.anonymous or any(name in CREDENTIAL_HEADERS for name, _ in scope["headers"]):
+        if not shareable(scope, identity):
             await self.app(scope, receive, _with_headers(send, [(b"cache-control", PRIVATE)]))
             return
         public = request.method == "GET" and request.persisted is not None
@@ -164,11 +225,14 @@ class ResponseCache:
         epoch_key, epoch, since = "", None, 0
         if key is not None:
             assert isinstance(store, CacheStore)
-            held = near.get(key.response_key) if near is not None else None
+            state["operation"] = key.operation.name
+            held = None
+            if near is not None:
+                self._remember(state.get("request_bytes"), key, public)
+                held = near.get(key.response_key)
             if held is not None:
                 if await self._charged(send, budget, held.cost):
-                    store.metrics.response_hits += 1
-                    store.metrics.response_near_hits += 1
+                    self._count_held(state)
                     await self._send(send, held.body, held.tags, public=public, hit=True, inm=inm, etag=held.etag)
                 return
             since = near.mark() if near is not None else 0
@@ -217,9 +281,16 @@ class ResponseCache:
                 if near is not None:
                     near.keep(key.response_key, body, cost=charged, tags=surrogate, since=since)
 
+    @staticmethod
+    def _count_held(state: Mapping[str, object]) -> None:
+        store = state["cache"]
+        assert isinstance(store, CacheStore)
+        store.metrics.response_hits += 1
+        store.metrics.response_near_hits += 1
+
     async def _charged(self, send: Send, budget: object, cost: int) -> bool:
         """Charges a cached answer's cost; False (after answering 429) when the budget refuses it."""
-        if not isinstance(budget, Budget):
+        if not isinstance(budget, Budget) or not budget.enabled:
             return True
         decision = await budget.charge(cost)
         if decision.allowed:
@@ -294,6 +365,21 @@ class ResponseCache:
         inm: bytes | None,
         etag: bytes | None = None,
     ) -> None:
+        status, headers, body = self._response(body, tags, public=public, hit=hit, inm=inm, etag=etag)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _response(
+        self,
+        body: bytes,
+        tags: Sequence[str],
+        *,
+        public: bool,
+        inm: bytes | None,
+        hit: bool = True,
+        etag: bytes | None = None,
+    ) -> tuple[int, list[Header], bytes]:
+        """Status, headers and body of a cached operation's answer (a 304 when `If-None-Match` names it)."""
         headers = [(b"content-type", b"application/json"), (b"x-cache", b"hit" if hit else b"miss")]
         status = 200
         if public:
@@ -308,8 +394,7 @@ class ResponseCache:
             if inm is not None and etag in [t.strip() for t in inm.split(b",")]:
                 status, body = 304, b""
         headers.append((b"content-length", str(len(body)).encode()))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        return status, headers, body
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,11 @@
-"""The cache's counters: this process's own counts (what tests and the store read) and, with every change, the
-Prometheus counter they belong to (`telemetry.metrics`, summed over workers at /metrics)."""
+"""The cache's counters: this process's own counts (what tests and the store read) and the Prometheus counters
+they belong to (`telemetry.metrics`, summed over workers at /metrics), which get what was counted at most
+FOLD_AFTER_S later, or at once when this process answers /metrics (`fold()`): a Prometheus increment takes a lock,
+a share of a request answered from memory, and several counts of a second take one."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Final
 
 from telemetry.metrics import count_cache_event
@@ -26,6 +29,9 @@ EVENTS: Final = {
 }
 
 
+FOLD_AFTER_S: Final = 1.0
+
+
 class _Count:
     """An int attribute whose increments also go to the Prometheus counter of its field."""
 
@@ -38,10 +44,9 @@ class _Count:
         return obj._counts.get(self.name, 0)
 
     def __set__(self, obj: CacheMetrics, value: int) -> None:
-        delta = value - obj._counts.get(self.name, 0)
         obj._counts[self.name] = value
-        if delta > 0:
-            count_cache_event(*self.labels, delta)
+        if not obj._fold_due:
+            obj._fold_soon()
 
 
 class CacheMetrics:
@@ -62,3 +67,24 @@ class CacheMetrics:
 
     def __init__(self) -> None:
         self._counts: dict[str, int] = {}
+        self._exported: dict[str, int] = {}
+        self._fold_due = False
+
+    def fold(self) -> None:
+        """Adds what was counted since the last fold to the Prometheus counters."""
+        self._fold_due = False
+        for name, value in self._counts.items():
+            delta = value - self._exported.get(name, 0)
+            if delta:
+                if delta > 0:
+                    count_cache_event(*EVENTS[name], delta)
+                self._exported[name] = value
+
+    def _fold_soon(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.fold()  # no loop to wait on
+            return
+        self._fold_due = True
+        loop.call_later(FOLD_AFTER_S, self.fold)

@@ -180,7 +180,8 @@ class CacheStore:
             self.report()
 
     def report(self) -> None:
-        """Export the breaker's state (and whether Redis is configured) to the metrics."""
+        """Export the counters, the breaker's state and whether Redis is configured to the metrics."""
+        self.metrics.fold()
         BREAKER_STATE.set(int(self.breaker.state))
         REDIS_CONFIGURED.set(int(self.redis is not None))
 
@@ -428,6 +429,7 @@ class CacheStore:
 
     async def aclose(self) -> None:
         await self.settle()
+        self.metrics.fold()
         if self.redis is not None:
             await self.redis.aclose()
 

@@ -1,7 +1,8 @@
 """The response cache's in-process tier: a hit crosses no network, and stays true across workers.
 
 Two app instances share PostgreSQL and Redis (as two workers do); an invalidation made through either is seen
-by the next request on the other; a lost subscription empties the tier until it is back."""
+by the next request on the other; a lost subscription empties the tier until it is back. A request whose bytes
+were seen before is answered from it before it is parsed, with the same answer, checks and charge."""
 
 from __future__ import annotations
 
@@ -13,15 +14,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 import redis.asyncio as aioredis
 
+import edge.request as edge_request
 from app import create_app
 from db.cache import keys
 from db.cache.invalidation import invalidate
 from db.cache.near import NearResponses
 from db.cache.store import CacheStore
 from db.records import Touched
+from edge.request import GraphQLRequest
+from edge.request import parse_post as real_parse_post
 from settings import Settings
 from tests.integration import test_response_cache as shared
 from tests.integration.inprocess import served
@@ -176,3 +181,81 @@ async def test_without_redis_there_is_no_tier_and_pages_are_answered(resp_db, ca
             r = await post(w.client, RESEARCHER_PAGE, {"id": str(resp_db[1]["A"])})
             assert r.status_code == 200 and "errors" not in r.json()
         assert isinstance(near, NearResponses) and not near.listening() and len(near) == 0
+
+
+def _without_request_id(response: httpx.Response) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in response.headers.multi_items() if k != "x-request-id"]
+
+
+async def test_a_repeated_request_is_answered_before_it_is_parsed_and_alike(
+    resp_db, redis_url, cache_namespace, operations_dir, monkeypatch
+) -> None:
+    parsed: list[bytes] = []
+
+    def parse_post(content_type: bytes, body: bytes) -> GraphQLRequest:
+        parsed.append(body)
+        return real_parse_post(content_type, body)
+
+    monkeypatch.setattr(edge_request, "parse_post", parse_post)
+    variables = {"id": str(resp_db[1]["A"])}
+    origin = "https://site.example"
+    async with worker(resp_db[0], redis_url, f"{cache_namespace}-near{next(_ns)}", cors_origins=origin) as w:
+        await listening(w.near)
+        first = await post(w.client, RESEARCHER_PAGE, variables)
+        assert first.headers["x-cache"] == "miss" and len(parsed) == 1
+        same = await post(w.client, RESEARCHER_PAGE, variables)
+        assert same.headers["x-cache"] == "hit" and len(parsed) == 1  # the same bytes: not parsed again
+        # The same request spelt otherwise is parsed, and its answer from memory is the same, header for header.
+        reordered = orjson.dumps({"variables": variables, "query": RESEARCHER_PAGE})
+        other = await w.client.post("/graphql", content=reordered, headers={"content-type": "application/json"})
+        assert len(parsed) == 2 and other.headers["x-cache"] == "hit"
+        assert same.content == other.content == first.content
+        assert _without_request_id(same) == _without_request_id(other)
+        assert same.headers["x-request-id"] != other.headers["x-request-id"]
+        assert w.store.metrics.response_near_hits == 2
+        # Its request line and latency are the operation's.
+        timed = 'wovepaper_request_duration_seconds_count{operation="ResearcherPage",status="200"}'
+        before = await _metric(w.client, timed)
+        await post(w.client, RESEARCHER_PAGE, variables)
+        assert await _metric(w.client, timed) == before + 1
+
+        # The same bytes from a browser: CORS's headers as on any answer.
+        cors = await post(w.client, RESEARCHER_PAGE, variables, origin=origin)
+        assert cors.headers["x-cache"] == "hit" and cors.headers["access-control-allow-origin"] == origin
+        assert cors.content == first.content and len(parsed) == 2
+
+        # The same bytes with a credential are not answered from memory: a token is verified (and this one is
+        # refused), a cookie's answer is private.
+        token = await post(w.client, RESEARCHER_PAGE, variables, authorization="Bearer not-a-token")
+        assert token.status_code == 401 and token.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+        cookie = await post(w.client, RESEARCHER_PAGE, variables, cookie="session=1")
+        assert cookie.status_code == 200 and cookie.headers["cache-control"] == "private, no-store"
+        assert "x-cache" not in cookie.headers and len(parsed) == 3
+        assert w.store.metrics.response_near_hits == 4
+
+
+async def _metric(client: httpx.AsyncClient, sample: str) -> float:
+    for line in (await client.get("/metrics")).text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def test_a_request_answered_from_memory_is_charged_and_refused_past_its_budget(
+    resp_db, redis_url, cache_namespace, operations_dir
+) -> None:
+    variables = {"id": str(resp_db[1]["A"])}
+    async with worker(resp_db[0], redis_url, f"{cache_namespace}-near{next(_ns)}", rate_limits="on") as w:
+        await listening(w.near)
+        cost = int((await post(w.client, RESEARCHER_PAGE, variables)).headers["x-ratelimit-used"])
+    assert cost > 0
+    ns = f"{cache_namespace}-near{next(_ns)}"
+    async with worker(resp_db[0], redis_url, ns, rate_limits="on", anon_points_per_hour=2 * cost) as w:
+        await listening(w.near)
+        miss = await post(w.client, RESEARCHER_PAGE, variables)
+        hit = await post(w.client, RESEARCHER_PAGE, variables)
+        assert (miss.headers["x-cache"], hit.headers["x-cache"]) == ("miss", "hit")
+        assert hit.headers["x-ratelimit-used"] == str(2 * cost) and hit.headers["x-ratelimit-remaining"] == "0"
+        refused = await post(w.client, RESEARCHER_PAGE, variables)
+        assert refused.status_code == 429 and refused.json()["errors"][0]["extensions"]["code"] == "RATE_LIMITED"
+        assert w.store.metrics.response_near_hits == 1

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from db.cache import metrics as cache_metrics
 from db.cache.metrics import CacheMetrics
 from telemetry import metrics
 
@@ -23,6 +27,29 @@ def test_cache_counters_count_locally_and_in_prometheus() -> None:
     m.hits += 2
     assert m.hits == 3 and m.misses == 0
     assert _value("wovepaper_cache_events_total", {"cache": "aggregate", "event": "hit"}) == before + 3
+
+
+async def test_cache_counters_reach_prometheus_together_soon_or_when_metrics_are_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cache_metrics, "FOLD_AFTER_S", 0.05)
+    hits = {"cache": "response", "event": "hit"}
+    misses = {"cache": "response", "event": "miss"}
+    before_hits, before_misses = (
+        _value("wovepaper_cache_events_total", hits),
+        _value("wovepaper_cache_events_total", misses),
+    )
+    m = CacheMetrics()
+    for _ in range(5):
+        m.response_hits += 1
+    assert m.response_hits == 5
+    assert _value("wovepaper_cache_events_total", hits) == before_hits  # counted here first
+    await asyncio.sleep(0.2)
+    assert _value("wovepaper_cache_events_total", hits) == before_hits + 5
+    m.response_misses += 2
+    m.fold()  # what reading /metrics in this process does
+    assert _value("wovepaper_cache_events_total", misses) == before_misses + 2
+    assert _value("wovepaper_cache_events_total", hits) == before_hits + 5
 
 
 def test_rejections_are_counted_by_reason() -> None:
