@@ -13,9 +13,17 @@ import onnx
 import pytest
 
 import semantic
+from semantic import onnx_runtime
 from semantic.embedder import missing
 from semantic.onnx_export import EXPORT_MODULES, OnnxFiles, ensure_onnx_files, onnx_files
-from semantic.onnx_runtime import ONNX_MODULES, OnnxEmbedder, batch_graph, open_session, saturates_int8
+from semantic.onnx_runtime import (
+    ONNX_MODULES,
+    OnnxEmbedder,
+    batch_graph,
+    open_session,
+    query_graph,
+    saturates_int8,
+)
 from semantic.reference import TORCH_MODULES, TorchEmbedder
 
 pytestmark = [
@@ -55,13 +63,13 @@ def cosines(a: np.ndarray, b: np.ndarray) -> list[float]:
 @pytest.mark.parametrize(
     ("graph", "least", "mean"),
     [("fp32", 0.999, 0.9999), ("query", 0.999, 0.9995), ("batch", 0.98, 0.99)],
-    ids=["fp32", "query-int8-blocks", "batch-int8-channels"],
+    ids=["fp32", "query-graph", "batch-graph"],
 )
 def test_onnx_vectors_equal_the_reference(
     files: OnnxFiles, reference: np.ndarray, graph: str, least: float, mean: float
 ) -> None:
-    # The batch graph this CPU runs (the per-channel one only where its int8 products do not saturate).
-    path = batch_graph(files) if graph == "batch" else getattr(files, graph)
+    # The graphs this CPU runs (the int8 ones only where their products do not saturate).
+    path = {"batch": batch_graph, "query": query_graph}.get(graph, lambda f: f.fp32)(files)
     onnx = OnnxEmbedder(query=path, batch=path)
     batch = np.asarray(onnx.embed(TEXTS), dtype=np.float32)
     one_by_one = np.asarray([onnx.embed_query(t) for t in TEXTS], dtype=np.float32)
@@ -87,8 +95,14 @@ def test_onnx_vectors_equal_the_reference(
         ("Features : fp asimd asimddp", False),  # Arm: dot products without 16-bit sums
     ],
 )
-def test_the_batch_graph_is_chosen_by_what_the_cpu_multiplies_exactly(flags: str, saturates: bool) -> None:
+def test_the_graphs_are_chosen_by_what_the_cpu_multiplies_exactly(
+    files: OnnxFiles, monkeypatch: pytest.MonkeyPatch, flags: str, saturates: bool
+) -> None:
     assert saturates_int8(flags) is saturates
+    monkeypatch.setattr(onnx_runtime, "saturates_int8", lambda: saturates)
+    assert (query_graph(files), batch_graph(files)) == (
+        (files.fp32, files.fp32) if saturates else (files.query, files.batch)
+    )
 
 
 def test_batches_come_back_in_order_from_parallel_runs(files: OnnxFiles) -> None:
