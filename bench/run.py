@@ -3,7 +3,8 @@
     .venv/bin/python -m bench.run --database-url postgresql://postgres@127.0.0.1:5432/wovepaper_bench
 
 Each server runs alone (one process, one worker) while wrk drives it: -t2 -c16 -d<duration>s
---latency after a warm-up, a random request body per request from the same researcher ids.
+--latency after a warm-up, a random request body per request from the same researcher ids
+(`--connections 1`: one request at a time, the latency of a request rather than of a queue).
 A round runs every server once in a rotated order, with the floor first AND last; ratio =
 req/s / the median floor req/s of that round. Before the rounds, bench.check_same_json
 checks that every server's JSON equals the floor's. Results go to bench/results/<stamp>.json
@@ -188,12 +189,24 @@ def parse_wrk(out: str) -> dict[str, float]:
     }
 
 
-def wrk(url: str, path: str, bodies: Path, duration: int, pid: int, database: str = "") -> dict[str, float]:
+def wrk(
+    url: str, path: str, bodies: Path, duration: int, pid: int, database: str = "", connections: int = 16
+) -> dict[str, float]:
     """wrk's figures, with the CPU per request of the server and of the PostgreSQL backends serving it: on this
     machine both share the same cores, so what the database spends bounds a server as much as what it spends
     (`database`: the database's name; none, no database figure)."""
     env = {**os.environ, "BODIES": str(bodies), "TARGET_PATH": path}
-    cmd = ["wrk", "-t2", "-c16", f"-d{duration}s", "--latency", "-s", str(BENCH / "bench.lua"), url]
+    threads = min(2, connections)
+    cmd = [
+        "wrk",
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{duration}s",
+        "--latency",
+        "-s",
+        str(BENCH / "bench.lua"),
+        url,
+    ]
     (cpu0, db0), (busy0, all0) = cpu_by_owner(pid, database), total_cpu()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     (cpu1, db1), (busy1, all1) = cpu_by_owner(pid, database), total_cpu()
@@ -280,6 +293,7 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=20)
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--ids", type=int, default=2000)
+    parser.add_argument("--connections", type=int, default=16, help="wrk's connections (requests in flight)")
     parser.add_argument("--skip-check", action="store_true")
     parser.add_argument("--baseline", type=Path, help="a checkout of an earlier commit, served as `baseline`")
     args = parser.parse_args()
@@ -314,7 +328,7 @@ def main() -> None:
                 server = all_servers[name]
                 with running(server) as (pid, url):
                     warm(url, server.path, bodies[name], args.warmup)
-                    r = wrk(url, server.path, bodies[name], args.duration, pid, database)
+                    r = wrk(url, server.path, bodies[name], args.duration, pid, database, args.connections)
                 row = {"operation": operation, "round": round_no, "server": name, **r}
                 print(json.dumps(row), flush=True)
                 results.append(row)
