@@ -7,6 +7,8 @@ from typing import Any, Protocol
 
 import strawberry
 
+from schema.derived import DERIVED
+
 
 @strawberry.type(description="Where this page sits in its list.")
 class PageInfo:
@@ -41,9 +43,11 @@ NESTED_NULL = (
 )
 
 
+# Derived (schema/derived.py): the FastExecutor reads a count the page already holds like an attribute, without a
+# resolver call and its argument conversion; a count still to be made (an awaitable) goes through graphql-core.
 def total_count_field() -> Any:
-    return strawberry.field(resolver=total_count, graphql_type=int, description=TOTAL_COUNT_DOC)
+    return strawberry.field(resolver=total_count, graphql_type=int, description=TOTAL_COUNT_DOC, metadata=DERIVED)
 
 
 def total_pages_field() -> Any:
-    return strawberry.field(resolver=total_pages, graphql_type=int, description=TOTAL_PAGES_DOC)
+    return strawberry.field(resolver=total_pages, graphql_type=int, description=TOTAL_PAGES_DOC, metadata=DERIVED)

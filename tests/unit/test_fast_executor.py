@@ -604,3 +604,19 @@ def test_what_is_shared_lives_as_long_as_the_parsed_document() -> None:
     del document, again, d
     gc.collect()
     assert len(shared._BY_OPERATION) == before
+
+
+async def test_a_page_of_papers_reads_its_counts_like_attributes(real: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PaperList on demo data: the one resolver the FastExecutor calls is the root `papers`; `totalCount` and
+    `totalPages`, which the page holds, are read off it (schema/pagination.py)."""
+    built: list[str] = []
+    original = fast_executor.FastExecutor.build_resolve_info
+
+    def build_resolve_info(self: Any, field_def: Any, field_nodes: Any, parent_type: Any, path: Any) -> Any:
+        built.append(path.key)
+        return original(self, field_def, field_nodes, parent_type, path)
+
+    monkeypatch.setattr(fast_executor.FastExecutor, "build_resolve_info", build_resolve_info)
+    data, errors = await real["run"](real["fast"], "PaperList")
+    assert errors == [] and data["papers"]["totalCount"] > 0 and data["papers"]["totalPages"] > 0
+    assert built == ["papers"]
