@@ -33,7 +33,7 @@ FOLD_AFTER_S: Final = 1.0
 
 
 class _Count:
-    """An int attribute whose increments also go to the Prometheus counter of its field."""
+    """An int attribute whose increments reach the Prometheus counter of its field at the next fold."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
