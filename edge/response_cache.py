@@ -41,7 +41,7 @@ from edge.cacheable import CacheableOperation, Lookup
 from edge.entity_keys import database_id, entity_key, paper_key
 from edge.errors import EdgeError, send_error
 from edge.front import Answer, Header
-from edge.identity import Identity
+from edge.identity import CREDENTIALS, Identity
 from edge.ratelimit import Budget
 from edge.request import GraphQLRequest, header
 from telemetry.metrics import count_rejection
@@ -49,7 +49,7 @@ from telemetry.metrics import count_rejection
 log = logging.getLogger(__name__)
 
 # Requests carrying any of these may see viewer-specific data: never cached, never served from cache.
-CREDENTIAL_HEADERS = frozenset({b"authorization", b"cookie", b"x-api-key"})
+CREDENTIAL_HEADERS = CREDENTIALS | {b"cookie"}
 GLOBAL_ID_KINDS = {"Paper": "paper", "Researcher": "researcher", "Institution": "institution"}
 MAX_TAGS = 2000
 PRIVATE = b"private, no-store"

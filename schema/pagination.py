@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import strawberry
 
-from schema.derived import DERIVED
+from schema.derived import derived
 
 
 @strawberry.type(description="Where this page sits in its list.")
@@ -43,11 +43,11 @@ NESTED_NULL = (
 )
 
 
-# Derived (schema/derived.py): the FastExecutor reads a count the page already holds like an attribute, without a
-# resolver call and its argument conversion; a count still to be made (an awaitable) goes through graphql-core.
+# Derived: the FastExecutor reads a count the page already holds like an attribute, without a resolver call and its
+# argument conversion; a count still to be made (an awaitable) goes through graphql-core.
 def total_count_field() -> Any:
-    return strawberry.field(resolver=total_count, graphql_type=int, description=TOTAL_COUNT_DOC, metadata=DERIVED)
+    return derived(total_count, graphql_type=int, description=TOTAL_COUNT_DOC)
 
 
 def total_pages_field() -> Any:
-    return strawberry.field(resolver=total_pages, graphql_type=int, description=TOTAL_PAGES_DOC, metadata=DERIVED)
+    return derived(total_pages, graphql_type=int, description=TOTAL_PAGES_DOC)
