@@ -62,7 +62,7 @@ def cosines(a: np.ndarray, b: np.ndarray) -> list[float]:
 
 @pytest.mark.parametrize(
     ("graph", "least", "mean"),
-    [("fp32", 0.999, 0.9999), ("query", 0.999, 0.9995), ("batch", 0.98, 0.99)],
+    [("fp32", 0.999, 0.9999), ("query", 0.999, 0.9995), ("batch", 0.98, 0.993)],
     ids=["fp32", "query-graph", "batch-graph"],
 )
 def test_onnx_vectors_equal_the_reference(
@@ -76,7 +76,8 @@ def test_onnx_vectors_equal_the_reference(
     for vectors in (batch, one_by_one):
         assert vectors.shape == (len(TEXTS), semantic.DIMENSIONS)
         assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
-        # The batch graph moves a one-letter text most, by about 0.01; the neighbours it finds are measured by
+        # The batch graph moves a one-letter text most, by about 0.015 (the rest by 0.001-0.006; 0.993 on the mean
+        # fails the graph that quantised the products after the GELU too); the neighbours it finds are measured by
         # bench/embeddings.py (recall@10).
         similarity = cosines(vectors, reference)
         assert min(similarity) >= least and np.mean(similarity) >= mean, similarity
@@ -125,19 +126,25 @@ def _op_types(path: Path) -> collections.Counter[str]:
     return collections.Counter(node.op_type for node in onnx.load(str(path)).graph.node)
 
 
-def test_sessions_run_every_dense_layer_in_int8_without_skip_layer_norm(files: OnnxFiles, tmp_path: Path) -> None:
-    # What makes the graphs fast here: all 36 dense layers (the attention's projections too) on int8 kernels,
+def test_sessions_run_the_dense_layers_in_int8_without_skip_layer_norm(files: OnnxFiles, tmp_path: Path) -> None:
+    # What makes the graphs fast here: the 36 dense layers (the attention's projections too) on int8 kernels,
     # signed weights in the batch graph (the VNNI kernels' kind), and no SkipLayerNormalization (a slow kernel)
-    # in what the sessions actually run, after ONNX Runtime's own fusions.
-    dense = 6 * (3 + 1 + 2)
+    # in what the sessions actually run, after ONNX Runtime's own fusions. The batch graph keeps the products
+    # after each layer's GELU in float32 (their outliers would coarsen its one scale a run).
+    layers = 6
+    dense = layers * (3 + 1 + 2)
     ran = {}
     for graph in ("query", "batch"):
         ran[graph] = tmp_path / f"{graph}.onnx"
         open_session(getattr(files, graph), save_optimised=ran[graph])
         assert _op_types(ran[graph])["SkipLayerNormalization"] == 0
-        assert _op_types(ran[graph])["MatMul"] == 0
     assert _op_types(ran["query"])["MatMulNBits"] == dense
-    assert _op_types(files.batch)["MatMulInteger"] == dense
+    assert _op_types(ran["query"])["MatMul"] == 0
+    assert _op_types(files.batch)["MatMulInteger"] == dense - layers
+    graph = onnx.load(str(files.batch)).graph
+    gelu = {out for node in graph.node if node.op_type == "BiasGelu" for out in node.output}
+    kept = [node for node in graph.node if node.op_type == "MatMul"]
+    assert len(kept) == layers and all(node.input[0] in gelu for node in kept)
     weights = {init.name: init for init in onnx.load(str(files.batch)).graph.initializer}
     quantised = [
         weights[node.input[1]] for node in onnx.load(str(files.batch)).graph.node if node.op_type == "MatMulInteger"
