@@ -15,7 +15,7 @@ import pytest
 import semantic
 from semantic import onnx_runtime
 from semantic.embedder import missing
-from semantic.onnx_export import EXPORT_MODULES, OnnxFiles, ensure_onnx_files, onnx_files
+from semantic.onnx_export import EXPORT_MODULES, OnnxFiles, after_gelu, ensure_onnx_files, onnx_files
 from semantic.onnx_runtime import (
     ONNX_MODULES,
     OnnxEmbedder,
@@ -142,9 +142,10 @@ def test_sessions_run_the_dense_layers_in_int8_without_skip_layer_norm(files: On
     assert _op_types(ran["query"])["MatMul"] == 0
     assert _op_types(files.batch)["MatMulInteger"] == dense - layers
     graph = onnx.load(str(files.batch)).graph
-    gelu = {out for node in graph.node if node.op_type == "BiasGelu" for out in node.output}
+    made_by = {out: node.op_type for node in graph.node for out in node.output}
     kept = [node for node in graph.node if node.op_type == "MatMul"]
-    assert len(kept) == layers and all(node.input[0] in gelu for node in kept)
+    assert len(kept) == layers and {made_by[node.input[0]] for node in kept} == {"BiasGelu"}
+    assert after_gelu(files.fp32) == [node.name for node in kept]
     weights = {init.name: init for init in onnx.load(str(files.batch)).graph.initializer}
     quantised = [
         weights[node.input[1]] for node in onnx.load(str(files.batch)).graph.node if node.op_type == "MatMulInteger"
