@@ -8,7 +8,7 @@ normalisation, so that it maps token ids straight to unit vectors:
   within cosine 0.9995 of float32 and 1.3-1.6 times as fast for a short text (it reads a quarter of the weights);
 - `batch`: int8 weights per output channel, activations quantised per run (`DynamicQuantizeMatMul`, signed
   weights so that the AVX-512 VNNI / AVX-VNNI kernels apply), but for the feed-forward layers' second product,
-  kept in float32: the fastest for many tokens, within about 0.005.
+  kept in float32: the fastest for many tokens, within about 0.005 for a paper (0.016 for a one-letter text).
 They live under `WOVEPAPER_MODEL_DIR` (default `~/.cache/wovepaper/models`), one folder per model package and
 ONNX Runtime version.
 """
