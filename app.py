@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import hashlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import asyncpg
 import redis.asyncio as aioredis
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 import lifecycle
 import semantic
@@ -66,6 +67,26 @@ RATE_LIMIT_HEADERS = [
 # What /readyz reports as "down" rather than a 500. InternalClientError: a pooled connection whose backend was
 # just terminated (a server restart) until asyncpg notices.
 POSTGRES_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, TimeoutError)
+
+
+class Application(Starlette):
+    """Starlette with the edge (edge/front.py) in front of its whole stack, its error middleware included: every
+    response, a 500 too, leaves through the edge's one `send`, and an answer from memory passes no other layer.
+    Middleware added to the application (tracing's) stays outermost, so it sees every request."""
+
+    def __init__(self, *, front: Callable[[ASGIApp], ASGIApp], **kwargs: Any) -> None:
+        self.front = front
+        super().__init__(**kwargs)
+
+    def build_middleware_stack(self) -> ASGIApp:
+        added, self.user_middleware = self.user_middleware, []
+        try:
+            app = self.front(super().build_middleware_stack())
+        finally:
+            self.user_middleware = added
+        for cls, args, kwargs in reversed(added):
+            app = cls(app, *args, **kwargs)
+        return app
 
 
 class State(TypedDict):
@@ -267,7 +288,7 @@ def create_app(
         return Response(text, media_type=telemetry_metrics.CONTENT_TYPE)
 
     ingest_progress = IngestProgressCollector()
-    app = Starlette(
+    app = Application(
         routes=[
             # Matched in order: the busiest route first.
             Route("/graphql", graphql_endpoint, methods=["GET", "POST"]),
@@ -277,31 +298,30 @@ def create_app(
             *feed_routes(),
             Route("/chat", chat_stream, methods=["POST"]),
         ],
-        middleware=[
-            Middleware(
-                Front,
-                graphql=graphql_endpoint,
-                remembered=response_cache.answer_remembered,
-                policy=RateLimitPolicy(
-                    enabled=settings.rate_limits == "on",
-                    anonymous_points_per_hour=settings.anon_points_per_hour,
-                    key_points_per_hour=settings.key_points_per_hour,
-                ),
-                # The site's browser-side calls (co-author network, search as you type); preflights end here.
-                cors={
-                    "allow_origins": cors_origins,
-                    "allow_credentials": "*" not in cors_origins,
-                    "allow_methods": ["GET", "POST"],
-                    "allow_headers": ["content-type", "authorization", "x-api-key"],
-                    "expose_headers": RATE_LIMIT_HEADERS,
-                    "max_age": 600,
-                },
-                max_body_bytes=settings.max_body_bytes,
-                trusted_proxies=parse_networks(settings.trusted_proxies.split(",")),
-                key_authenticator=key_authenticator or ApiKeyAuthenticator(),
-                bearer_authenticator=bearer_authenticator,
+        # The edge in front of Starlette's whole stack, its error middleware included.
+        front=functools.partial(
+            Front,
+            graphql=graphql_endpoint,
+            remembered=response_cache.answer_remembered,
+            policy=RateLimitPolicy(
+                enabled=settings.rate_limits == "on",
+                anonymous_points_per_hour=settings.anon_points_per_hour,
+                key_points_per_hour=settings.key_points_per_hour,
             ),
-        ],
+            # The site's browser-side calls (co-author network, search as you type); preflights end here.
+            cors={
+                "allow_origins": cors_origins,
+                "allow_credentials": "*" not in cors_origins,
+                "allow_methods": ["GET", "POST"],
+                "allow_headers": ["content-type", "authorization", "x-api-key"],
+                "expose_headers": RATE_LIMIT_HEADERS,
+                "max_age": 600,
+            },
+            max_body_bytes=settings.max_body_bytes,
+            trusted_proxies=parse_networks(settings.trusted_proxies.split(",")),
+            key_authenticator=key_authenticator or ApiKeyAuthenticator(),
+            bearer_authenticator=bearer_authenticator,
+        ),
         lifespan=lifespan,
     )
     if settings.otel_enabled:

@@ -5,21 +5,23 @@ from __future__ import annotations
 from starlette.types import Message, Receive, Scope, Send
 
 from edge.errors import EdgeError, send_error
+from edge.request import headers_of
 
 
 class TooLarge(Exception):
     """Raised by `limited()`'s receive once the body streamed past the limit."""
 
 
-def declared_too_large(scope: Scope, max_bytes: int) -> bool:
-    """A Content-Length over the limit: refused before a byte of the body is read."""
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            try:
-                return int(value) > max_bytes
-            except ValueError:
-                return False
-    return False
+def declared_length(scope: Scope) -> int | None:
+    """The body's Content-Length; None when the request declares none it can be held to."""
+    value = headers_of(scope).get(b"content-length")
+    if value is None:
+        return None
+    try:
+        length = int(value)
+    except ValueError:
+        return None
+    return length if length >= 0 else None
 
 
 def limited(receive: Receive, max_bytes: int) -> Receive:

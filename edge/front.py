@@ -20,12 +20,12 @@ from typing import Any, Final
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from edge.body_limit import TooLarge, declared_too_large, limited, reject
+from edge.body_limit import TooLarge, declared_length, limited, reject
 from edge.errors import EdgeError, send_error
 from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network
 from edge.private import private
 from edge.ratelimit import Budget, RateLimiter, RateLimitPolicy
-from edge.request import read_body, replay
+from edge.request import headers_of, read_body, replay
 from telemetry.requests import report, request_id
 
 GRAPHQL_PATH: Final = "/graphql"
@@ -74,13 +74,13 @@ class Front:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = request_id(scope)
         state: dict[str, Any] = scope.setdefault("state", {})
-        state["request_id"] = rid
+        headers = headers_of(scope)
+        rid = state["request_id"] = request_id(headers.get(b"x-request-id"))
         started = time.perf_counter()
         out = _Out(send, rid)
         try:
-            if any(name == b"origin" for name, _ in scope["headers"]):
+            if b"origin" in headers:
                 await self.cors(scope, receive, out)
             else:
                 out.vary = True
@@ -91,7 +91,8 @@ class Front:
     async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
         """After CORS: the body limit, identity, then the route."""
         out = send if isinstance(send, _Out) else None
-        if declared_too_large(scope, self.max_body_bytes):
+        length = declared_length(scope)
+        if length is not None and length > self.max_body_bytes:
             await reject(send, self.max_body_bytes)
             return
         try:
@@ -106,15 +107,20 @@ class Front:
             out = _Out(send, None)
             send = out
         out.private = identity.viewer_id is not None
-        receive = limited(receive, self.max_body_bytes)
+        if length is None:
+            # A declared length holds the body to it (the HTTP parser reads no more); any other is counted.
+            receive = limited(receive, self.max_body_bytes)
         try:
             if scope["method"] in GRAPHQL_METHODS and _route_path(scope) == GRAPHQL_PATH:
-                self._budget(state, identity, out)
+                # With rate limits off an answer from memory charges nothing: its budget is made only for GraphQL.
+                budgeted = self.policy.enabled and self._budget(state, identity, out)
                 if self.remembered is not None and scope["method"] in REMEMBERED_METHODS:
                     body = await read_body(receive) if scope["method"] == "POST" else b""
                     if await self.remembered(scope, body, out, out.answer):
                         return
                     receive = replay(body, receive)
+                if not budgeted:
+                    self._budget(state, identity, out)
                 await self.graphql(scope, receive, send)
             else:
                 await self.app(scope, receive, send)
@@ -123,15 +129,17 @@ class Front:
                 raise
             await reject(send, self.max_body_bytes)
 
-    def _budget(self, state: dict[str, Any], identity: Identity, out: _Out) -> None:
-        """The request's handle on its client's budget (`state["budget"]`), charged by whoever learns the cost."""
+    def _budget(self, state: dict[str, Any], identity: Identity, out: _Out) -> bool:
+        """The request's handle on its client's budget (`state["budget"]`), charged by whoever learns the cost;
+        True once made."""
         limiter = state.get("rate_limiter")
         if not isinstance(limiter, RateLimiter):
-            return
+            return False
         budget = Budget(limiter, self.policy, identity)
         state["budget"] = budget
         if budget.enabled:
             out.budget = budget
+        return True
 
 
 class _Out:
@@ -158,13 +166,18 @@ class _Out:
         """A whole response at once, in two messages built here, `headers` (a list of the caller's) extended in place:
         an answer from memory, without the copies a response of unknown make gets."""
         self._note(status, headers)
-        await self.send({"type": "http.response.start", "status": status, "headers": await self._add(headers)})
-        await self.send({"type": "http.response.body", "body": body})
+        if self.budget is not None:
+            headers += await self._budget_headers()
+        send = self.send
+        await send({"type": "http.response.start", "status": status, "headers": self._add(headers)})
+        await send({"type": "http.response.body", "body": body})
 
     async def _start(self, message: Message) -> Message:
         headers = list(message.get("headers", ()))
         self._note(message["status"], headers)
-        return {**message, "headers": await self._add(headers)}
+        if self.budget is not None:
+            headers += await self._budget_headers()
+        return {**message, "headers": self._add(headers)}
 
     def _note(self, status: int, headers: list[Header]) -> None:
         self.started = True
@@ -173,12 +186,14 @@ class _Out:
             if name == b"x-cache":
                 self.cache = value.decode()
 
-    async def _add(self, headers: list[Header]) -> list[Header]:
-        """`headers` with the edge's own."""
-        if self.budget is not None:
-            # An answer that charged nothing (an error before GraphQL ran) shows the budget as it stands.
-            decision = self.budget.decision or await self.budget.charge(0)
-            headers += decision.headers()
+    async def _budget_headers(self) -> list[Header]:
+        assert self.budget is not None
+        # An answer that charged nothing (an error before GraphQL ran) shows the budget as it stands.
+        decision = self.budget.decision or await self.budget.charge(0)
+        return decision.headers()
+
+    def _add(self, headers: list[Header]) -> list[Header]:
+        """`headers` with the edge's own (the budget's apart)."""
         if self.private:
             headers = private(headers)
         if self.vary:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from starlette.types import Scope
 
 from edge.errors import EdgeError
+from edge.request import headers_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,8 @@ class Identity:
 ANONYMOUS_LOCAL = Identity(client_ip="127.0.0.1")
 # The headers that present a credential.
 CREDENTIALS = frozenset({b"x-api-key", b"authorization"})
+# Anonymous identities kept for reuse (forgotten all at once when full).
+ANONYMOUS_KEPT = 10_000
 
 # Each takes the header's value and answers the identity part, or raises EdgeError (HTTP 401).
 KeyAuthenticator = Callable[[Scope, str], Awaitable[ApiKey]]
@@ -104,13 +107,20 @@ class Identifier:
         self.trusted_proxies = tuple(trusted_proxies)
         self.key_authenticator = key_authenticator
         self.bearer_authenticator = bearer_authenticator
+        # The anonymous identities of recent clients (an Identity is immutable: one per address serves them all).
+        self._anonymous: dict[str, Identity] = {}
 
     def anonymous(self, scope: Scope) -> Identity | None:
         """The identity of a request that presents no credential (nothing to verify); None if it presents one."""
-        for name, _ in scope["headers"]:
-            if name in CREDENTIALS:
-                return None
-        return Identity(client_ip=client_ip(scope, self.trusted_proxies))
+        if not CREDENTIALS.isdisjoint(headers_of(scope)):
+            return None
+        ip = client_ip(scope, self.trusted_proxies)
+        identity = self._anonymous.get(ip)
+        if identity is None:
+            if len(self._anonymous) >= ANONYMOUS_KEPT:
+                self._anonymous.clear()
+            identity = self._anonymous[ip] = Identity(client_ip=ip)
+        return identity
 
     async def identify(self, scope: Scope) -> Identity:
         ip = client_ip(scope, self.trusted_proxies)

@@ -9,6 +9,7 @@ documents, the response cache, GraphQL itself) uses this one parse.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
@@ -121,12 +122,22 @@ def parse_post(content_type: bytes, body: bytes) -> GraphQLRequest:
     return from_fields("POST", data)
 
 
+def headers_of(scope: Scope) -> Mapping[bytes, bytes]:
+    """The request's headers by name (lower case), the first value of each: built once per request and kept in its
+    state, since every step of the edge asks for some."""
+    state = scope.get("state")
+    found: dict[bytes, bytes] | None = state.get("headers_by_name") if state is not None else None
+    if found is None:
+        found = dict(reversed(scope.get("headers", ())))
+        if state is not None:
+            state["headers_by_name"] = found
+    return found
+
+
 def header(scope: Scope, name: bytes) -> bytes | None:
     """The first value of a request header (`name` in lower case)."""
-    for key, value in scope.get("headers", ()):
-        if key == name:
-            return bytes(value)
-    return None
+    value = headers_of(scope).get(name)
+    return None if value is None else bytes(value)
 
 
 def wants_graphiql(scope: Scope) -> bool:

@@ -43,7 +43,7 @@ from edge.errors import EdgeError, send_error
 from edge.front import Answer, Header
 from edge.identity import CREDENTIALS, Identity
 from edge.ratelimit import Budget
-from edge.request import GraphQLRequest, header
+from edge.request import GraphQLRequest, header, headers_of
 from telemetry.metrics import count_rejection
 
 log = logging.getLogger(__name__)
@@ -139,11 +139,7 @@ def request_bytes(scope: Scope, body: bytes) -> RequestBytes:
 
 def shareable(scope: Scope, identity: object) -> bool:
     """An anonymous request without credentials: one whose answer is the same for every reader."""
-    return (
-        isinstance(identity, Identity)
-        and identity.anonymous
-        and not any(name in CREDENTIAL_HEADERS for name, _ in scope["headers"])
-    )
+    return isinstance(identity, Identity) and identity.anonymous and CREDENTIAL_HEADERS.isdisjoint(headers_of(scope))
 
 
 class ResponseCache:
@@ -183,10 +179,12 @@ class ResponseCache:
         if remembered is None or held is None:
             return False
         state["operation"] = remembered.operation
-        if await self._charged(send, state.get("budget"), held.cost):
+        budget = state.get("budget")
+        if budget is None or await self._charged(send, budget, held.cost):
             self._count_held(state)
-            inm = header(scope, b"if-none-match")
-            await answer(*self._response(held.body, held.tags, public=remembered.public, inm=inm, etag=held.etag))
+            public = remembered.public
+            inm = header(scope, b"if-none-match") if public else None
+            await answer(*self._response(held.body, held.tags, public=public, inm=inm, etag=held.etag))
         return True
 
     def _remember(self, request: object, key: _Key, public: bool) -> None:

@@ -2,15 +2,16 @@
 
 The request line (one per request) is written by `emit()`: when the JSON handler `configure()` installed is the
 only one that would see it, the line is built as one dict and written to the handler's stream in bytes, without a
-LogRecord, a formatter or the handler's lock (as structlog does with orjson and a bytes logger), the lines of
-FLUSH_AFTER_S written out together; the same fields, the same line. Anything else (another handler, a filter,
-text format, a test's log capture) gets a record.
+LogRecord or a formatter (as structlog does with orjson and a bytes logger), and the lines of FLUSH_AFTER_S are
+written out together, whole lines in writes a shared pipe keeps whole; the same fields, the same line. Anything
+else (another handler, a filter, text format, a test's log capture) gets a record.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import sys
 import time
 from datetime import UTC, datetime
@@ -40,19 +41,116 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+# Request lines are written out together, at most FLUSH_AFTER_S after the first of them (or once PENDING_MAX_BYTES
+# are waiting, or when the process exits: logging's shutdown flushes its handlers): a write(2) per request costs
+# more than building its line, and stderr is often unbuffered (PYTHONUNBUFFERED=1, as containers set it). A process
+# killed outright loses at most that long's lines.
+FLUSH_AFTER_S: Final = 0.05
+PENDING_MAX_BYTES: Final = 64 * 1024
+# Each write is whole lines and at most this long: a pipe that several workers share (their common stderr) writes
+# it whole, never interleaved with another worker's.
+WRITE_MAX_BYTES: Final = select.PIPE_BUF
+
+
+class JsonLines(logging.StreamHandler):  # type: ignore[type-arg]
+    """The JSON handler: records as JsonFormatter lines, and request lines from `emit()` gathered and written out
+    together, before any record that comes after them."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.setFormatter(JsonFormatter())
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._due = False
+
+    def add_line(self, line: bytes) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            self._pending.append(line)
+            self._pending_bytes += len(line)
+            full = self._pending_bytes >= PENDING_MAX_BYTES
+        if full:
+            self.write_pending()
+        elif not self._due:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.write_pending()  # not serving: nothing to gather
+                return
+            self._due = True
+            loop.call_later(FLUSH_AFTER_S, self._write_due)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.write_pending()
+        super().emit(record)
+
+    def flush(self) -> None:
+        self.write_pending()
+        super().flush()
+
+    def _write_due(self) -> None:
+        self._due = False
+        self.write_pending()
+
+    def write_pending(self) -> None:
+        if not self._pending:
+            return
+        with self.lock:  # type: ignore[union-attr]
+            self._write(self._pending)
+            self._pending, self._pending_bytes = [], 0
+
+    def _write(self, lines: list[bytes]) -> None:
+        stream = self.stream
+        try:
+            raw = getattr(stream, "buffer", None)
+            if raw is None:
+                stream.write(b"".join(lines).decode())
+                stream.flush()
+                return
+            stream.flush()  # what the text layer holds was written first
+            for chunk in _chunks(lines, WRITE_MAX_BYTES):
+                view = memoryview(chunk)
+                while view:
+                    # An unbuffered stream's raw file may take part of it; a buffered one takes it all.
+                    written = raw.write(view)
+                    if written is None:
+                        raise BlockingIOError("stream would block")
+                    view = view[written:]
+                raw.flush()
+        except (OSError, ValueError):
+            # A closed or broken stream: reported once, as logging reports a failed write.
+            self.handleError(logging.makeLogRecord({"msg": "request lines", "name": "wovepaper.request"}))
+
+
+def _chunks(lines: list[bytes], limit: int) -> list[bytes]:
+    """`lines` joined into as few pieces as fit in `limit` bytes each (a longer line is a piece of its own)."""
+    chunks: list[bytes] = []
+    group: list[bytes] = []
+    size = 0
+    for line in lines:
+        if group and size + len(line) > limit:
+            chunks.append(b"".join(group))
+            group, size = [], 0
+        group.append(line)
+        size += len(line)
+    if group:
+        chunks.append(b"".join(group))
+    return chunks
+
+
 # The handler `configure("json")` installed on the root logger: the one `emit()` may write past.
-_json_handler: logging.StreamHandler[Any] | None = None
+_json_handler: JsonLines | None = None
 
 
 def configure(fmt: str, level: str = "info") -> None:
     """Send every log line to stderr as JSON (`fmt="json"`) or as plain text; uvicorn's loggers too."""
     global _json_handler
-    handler = logging.StreamHandler(sys.stderr)
+    handler: logging.StreamHandler[Any]
     if fmt == "json":
-        handler.setFormatter(JsonFormatter())
+        handler = _json_handler = JsonLines(sys.stderr)
     else:
+        handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    _json_handler = handler if fmt == "json" else None
+        _json_handler = None
     # What a record would gather and no line prints (the logging HOWTO's "Optimization"): the caller's frame,
     # thread and process names.
     logging._srcfile = None
@@ -89,47 +187,7 @@ def emit(logger: logging.Logger, message: str, fields: dict[str, Any]) -> None:
     ):
         logger.info("%s", message, extra=fields)
         return
-    line = _line(logger.name, message, fields)
-    stream = handler.stream
-    raw = getattr(stream, "buffer", None)
-    try:
-        if raw is not None:
-            # Past the text layer to its byte buffer: the one stderr's text layer writes through, so lines stay in
-            # order (any other line flushes these first).
-            raw.write(line)
-            _flush_soon(raw)
-        else:
-            stream.write(line.decode())
-            stream.flush()
-    except (OSError, ValueError):
-        handler.handleError(logging.makeLogRecord({"msg": message, "name": logger.name}))
-
-
-# Request lines are written out together, at most FLUSH_AFTER_S after the first of them (or when the buffer is
-# full, or the process exits: logging's shutdown flushes the stream): a write(2) per request costs more than
-# building its line. A process killed outright loses at most that long's lines.
-FLUSH_AFTER_S: Final = 0.05
-_flush_due: list[bool] = [False]
-
-
-def _flush_soon(raw: Any) -> None:
-    if _flush_due[0]:
-        return
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        raw.flush()  # not serving: nothing to gather
-        return
-    _flush_due[0] = True
-    loop.call_later(FLUSH_AFTER_S, _flush, raw)
-
-
-def _flush(raw: Any) -> None:
-    _flush_due[0] = False
-    try:
-        raw.flush()
-    except (OSError, ValueError):
-        pass  # a closed or broken stream: the next line's write reports it
+    handler.add_line(_line(logger.name, message, fields))
 
 
 def _line(name: str, message: str, fields: dict[str, Any]) -> bytes:

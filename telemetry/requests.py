@@ -36,12 +36,9 @@ def new_request_id() -> str:
     return f"{_ID_PREFIX}{next(_id_counter) & 0xFFFFFFFF:08x}"
 
 
-def request_id(scope: Scope) -> str:
-    """The caller's id when it looks like one, else a new one."""
-    for name, value in scope["headers"]:
-        if name == b"x-request-id":
-            return value.decode() if _SANE_ID.match(value) else new_request_id()
-    return new_request_id()
+def request_id(given: bytes | None) -> str:
+    """The caller's id (its `X-Request-Id`) when it looks like one, else a new one."""
+    return given.decode() if given is not None and _SANE_ID.match(given) else new_request_id()
 
 
 def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, cache: str, seconds: float) -> None:
@@ -71,9 +68,9 @@ def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, ca
             "path": path,
             "operation": name,
             "status": status,
-            "duration_ms": round(seconds * 1000, 2),
+            "duration_ms": _milliseconds(seconds),
             "statements": statements,
-            "sql_ms": round(sql_seconds * 1000, 2),
+            "sql_ms": _milliseconds(sql_seconds) if sql_seconds else 0.0,
             "response_cache": cache or None,
             "cache_hits": state.get("cache_hits", 0),
             "cache_misses": state.get("cache_misses", 0),
@@ -82,3 +79,8 @@ def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, ca
             "client": getattr(identity, "client_ip", None),
         },
     )
+
+
+def _milliseconds(seconds: float) -> float:
+    """Milliseconds to two decimals: `round(seconds * 1000, 2)` but for ties, without its exact decimal rounding."""
+    return round(seconds * 100_000) / 100

@@ -3,8 +3,11 @@
 A hit here crosses no network. It stays true across workers because every invalidation publishes the tags it
 dropped on `keys.invalidations(ns)` in the same atomic step as the drop, and the writer waits one more round
 trip before it returns (db/cache/invalidation.py): by then the message is in every subscriber's socket. Each
-process subscribes, and before answering from here reads whatever has arrived (a non-blocking read when nothing
-has). So a write whose invalidation returned is seen by the next request on any worker, as with Redis alone.
+process subscribes and reads its messages as they arrive: the event loop watches the subscription's socket and
+hears what it holds in the same turn that reads any request arriving after it, before that request's task runs;
+so a hit costs no system call of its own. (Outside an event loop, every answer from here first reads whatever has
+arrived, a non-blocking poll when nothing has.) So a write whose invalidation returned is seen by the next request
+on any worker, as with Redis alone.
 
 Without the subscription (not yet connected, broken, or its health PING unanswered) messages may have been
 missed: everything held is forgotten, and nothing is served or kept until it is back. An entry lives at most
@@ -80,7 +83,9 @@ class NearResponses:
         self._bytes = 0
         self._pubsub: PubSub | None = None
         self._client: redis.Redis | None = None
-        # Readiness of the subscription's socket: nothing to read costs one poll(2), not a trip through redis-py.
+        # The event loop reading the subscription's socket as messages arrive (and its descriptor); else a poll
+        # of it, where nothing to read costs one poll(2), not a trip through redis-py.
+        self._reader: tuple[asyncio.AbstractEventLoop, int] | None = None
         self._poller: select.poll | None = None
         self._sock: object = None
         self._last_pong = 0.0
@@ -120,11 +125,19 @@ class NearResponses:
 
     def listening(self) -> bool:
         """Reads what the subscription has delivered; False (and nothing held) without one."""
+        if self._pubsub is None:
+            return False
+        if self._reader is not None:
+            return True  # what arrived was read when it did (`_read`)
+        if self._poller is not None and not self._poller.poll(0):
+            return True
+        return self._read()
+
+    def _read(self) -> bool:
+        """Hears every message the subscription holds; False (and nothing held) once it is lost."""
         pubsub = self._pubsub
         if pubsub is None:
             return False
-        if self._poller is not None and not self._poller.poll(0):
-            return True
         try:
             while (message := pubsub.get_message(timeout=0.0)) is not None:
                 self._hear(message)
@@ -154,6 +167,10 @@ class NearResponses:
         self._client, self._pubsub = client, pubsub
         self._sock = getattr(pubsub.connection, "_sock", None)
         self._poller = _poller(self._sock)
+        if isinstance(self._sock, socket.socket):
+            loop = asyncio.get_running_loop()
+            loop.add_reader(self._sock.fileno(), self._read)
+            self._reader = (loop, self._sock.fileno())
         self._last_pong = self._clock()
         return True
 
@@ -194,6 +211,9 @@ class NearResponses:
             self._pubsub.ping()
         except (RedisError, OSError) as exc:
             self._lose(f"{type(exc).__name__}: {exc}")
+            return
+        if getattr(self._pubsub.connection, "_sock", None) is not self._sock:
+            self._lose("reconnected")  # on a socket the event loop does not watch
 
     def _hear(self, message: dict[str, Any]) -> None:
         kind = message["type"]
@@ -210,9 +230,12 @@ class NearResponses:
         self.close()
 
     def close(self) -> None:
-        pubsub, client = self._pubsub, self._client
-        self._pubsub, self._client, self._poller, self._sock = None, None, None, None
+        pubsub, client, reader = self._pubsub, self._client, self._reader
+        self._pubsub, self._client, self._poller, self._sock, self._reader = None, None, None, None, None
         self._forget()
+        if reader is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already closed
+                reader[0].remove_reader(reader[1])
         with contextlib.suppress(RedisError, OSError):
             if pubsub is not None:
                 pubsub.close()

@@ -155,6 +155,26 @@ async def test_nothing_read_while_an_invalidation_arrived_is_kept(redis_url, cac
         near.close()
 
 
+async def test_invalidations_are_heard_as_they_arrive_not_when_a_request_asks(redis_url, cache_namespace) -> None:
+    """The event loop reads the subscription (so a hit spends no system call checking it): what an invalidation
+    drops is dropped, its memory freed, as the message arrives."""
+    ns = f"{cache_namespace}-near{next(_ns)}"
+    near = NearResponses(redis_url, ns, max_bytes=2**20, max_age_s=60, timeout_s=1.0)
+    assert await near.connect()
+    publisher = aioredis.Redis.from_url(redis_url)
+    try:
+        near.keep("k1", b"{}", cost=1, tags=["researcher:1"], since=near.mark())  # tags as in Surrogate-Key
+        near.keep("k2", b"{}", cost=1, tags=["researcher:2"], since=near.mark())
+        await publisher.publish(keys.invalidations(ns), keys.entity_tag(ns, "researcher", 1))
+        await publisher.ping()  # the writer's extra round trip
+        await asyncio.sleep(0)
+        assert len(near) == 1  # no get(), no listening(): heard anyway
+        assert near.get("k1") is None and near.get("k2") is not None
+    finally:
+        await publisher.aclose()
+        near.close()
+
+
 async def test_memory_and_age_are_bounded(redis_url, cache_namespace) -> None:
     now = [0.0]
     ns = f"{cache_namespace}-near{next(_ns)}"

@@ -1,13 +1,24 @@
-"""The request line written past logging is, byte for byte, the line JsonFormatter writes for the same record."""
+"""The request line written past logging is, byte for byte, the line JsonFormatter writes for the same record, and
+request lines reach the stream together, in whole lines, in order with every other record."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import io
+import json
 import logging
 import re
+import select
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from telemetry import logs
 from telemetry.logs import JsonFormatter, _line
+
+REQUEST_LOG = logging.getLogger("wovepaper.request")
 
 TIME = re.compile(rb'"time":"[^"]+"')
 
@@ -29,3 +40,80 @@ def test_direct_line_is_the_formatters(fields: dict[str, object]) -> None:
     got = _line("wovepaper.request", "POST /graphql 200", fields)
     assert TIME.sub(b'"time":""', got) == TIME.sub(b'"time":""', expected)
     assert re.search(rb'"time":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00"', got)
+
+
+class RecordingFile(io.RawIOBase):
+    """An unbuffered stderr's file (PYTHONUNBUFFERED=1): every write a write(2), recorded."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.writes.append(bytes(data))
+        return len(data)
+
+
+@contextlib.contextmanager
+def json_logging() -> Iterator[RecordingFile]:
+    """`wovepaper serve`'s logging, its stderr an unbuffered file that records each write."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level, logs._json_handler)
+    file = RecordingFile()
+    logs.configure("json")
+    root.handlers[0].stream = io.TextIOWrapper(file, write_through=True)  # type: ignore[attr-defined]
+    try:
+        yield file
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+        logs._json_handler = saved[2]
+
+
+def request_line(i: int) -> None:
+    logs.emit(REQUEST_LOG, f"POST /graphql 200 #{i}", {"request_id": f"r{i}", "path": "/graphql" + "x" * 250})
+
+
+async def test_request_lines_are_written_together_in_whole_lines_before_any_later_record() -> None:
+    with json_logging() as file:
+        for i in range(100):
+            request_line(i)
+        assert file.writes == []  # gathered, not a write(2) each
+        logging.getLogger("wovepaper.lifecycle").warning("draining")
+        lines = b"".join(file.writes).splitlines()
+    assert [json.loads(line)["request_id"] for line in lines[:-1]] == [f"r{i}" for i in range(100)]
+    assert json.loads(lines[-1])["message"] == "draining"  # after the lines written before it
+    request_writes = file.writes[:-1]
+    assert len(request_writes) <= 100 * 330 // (select.PIPE_BUF // 2)
+    for write in request_writes:
+        # Whole lines, each write at most what a pipe shared by several workers writes without interleaving.
+        assert len(write) <= select.PIPE_BUF and write.endswith(b"\n")
+        assert all(json.loads(line) for line in write.splitlines())
+
+
+async def test_request_lines_reach_the_stream_within_the_flush_delay() -> None:
+    with json_logging() as file:
+        request_line(1)
+        request_line(2)
+        await asyncio.sleep(logs.FLUSH_AFTER_S * 3)
+        assert [json.loads(line)["request_id"] for line in b"".join(file.writes).splitlines()] == ["r1", "r2"]
+        assert len(file.writes) == 1
+
+
+async def test_a_full_buffer_is_written_at_once_and_shutdown_writes_the_rest() -> None:
+    with json_logging() as file:
+        n = logs.PENDING_MAX_BYTES // 300 + 10
+        for i in range(n):
+            request_line(i)
+        assert file.writes  # no waiting for the timer once the buffer is full
+        logging.getLogger().handlers[0].flush()  # what logging.shutdown() does at exit
+        ids = [json.loads(line)["request_id"] for line in b"".join(file.writes).splitlines()]
+    assert ids == [f"r{i}" for i in range(n)]
+
+
+def test_outside_an_event_loop_each_line_is_written_at_once() -> None:
+    with json_logging() as file:
+        request_line(7)
+        assert [json.loads(line)["request_id"] for line in b"".join(file.writes).splitlines()] == ["r7"]
