@@ -13,7 +13,9 @@ all warmed (each body sent twice) before wrk starts. Variants:
 - hit, Redis tier only: the same with `WOVEPAPER_NEAR_CACHE_MB=0` (every hit reads Redis);
 - hit, rate limit on (`--rate-limit`): the budget charged in Redis on every request;
 - hit, baseline (`--baseline-root`): the API of another checkout (e.g. `git archive <commit>`), same settings
-  (and with the rate limit charged too, with `--rate-limit`).
+  (and with the rate limit charged too, with `--rate-limit`);
+- answer looked up (Starlette): `bench.constant:create` reading each request's body and sending the answer the API
+  gave it (`BENCH_CONSTANT_ANSWERS`): the least any cache of whole answers does, for scale; not the target's measure.
 Variants alternate order every round; CPU per request is the server process's user + system time from
 /proc/<pid>/stat over the wrk run divided by the requests wrk completed. The load average is printed.
 """
@@ -54,9 +56,11 @@ def api_server(name: str, database_url: str, redis_url: str, **env: str) -> Serv
     return Server(name, [sys.executable, *uvicorn, "app:create_app", "--factory"], {**base, **env})
 
 
-def warm_up(url: str, bodies: list[str]) -> bytes:
-    """Every body twice (the second answer comes from the cache); the answers, by size, for the constant."""
+def warm_up(url: str, bodies: list[str]) -> tuple[bytes, dict[str, str]]:
+    """Every body twice (the second answer comes from the cache): the answer of median size, for the constant, and
+    every body's answer."""
     sizes: list[tuple[int, bytes]] = []
+    answers: dict[str, str] = {}
     with httpx.Client(timeout=60) as client:
         for _ in range(2):
             for body in bodies:
@@ -64,9 +68,10 @@ def warm_up(url: str, bodies: list[str]) -> bytes:
                 r.raise_for_status()
                 assert b'"errors"' not in r.content, r.text[:300]
                 sizes.append((len(r.content), r.content))
+                answers[body] = r.text
         assert r.headers.get("x-cache") == "hit", r.headers
     sizes.sort(key=lambda s: s[0])
-    return sizes[len(sizes) // 2][1]
+    return sizes[len(sizes) // 2][1], answers
 
 
 def main() -> None:
@@ -109,14 +114,17 @@ def main() -> None:
         if args.rate_limit:
             limited = api_server("baseline rl", args.database_url, args.redis_url, WOVEPAPER_RATE_LIMITS="on")
             variants["hit, rate limit on, baseline"] = replace(limited, argv=argv)
-    constant = Server(
-        "constant",
-        [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log"]
-        + ["--log-level", "warning", "bench.constant:create", "--factory"],
-        {"BENCH_CONSTANT_BODY": str(constant_path)},
-    )
+    starlette = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log"]
+    starlette += ["--log-level", "warning", "bench.constant:create", "--factory"]
+    constant = Server("constant", starlette, {"BENCH_CONSTANT_BODY": str(constant_path)})
+    answers_path = OUT / "answers.json"
+    # Not the target's measure: what reading the request and choosing its answer costs any cache of whole answers.
+    looked_up = Server("looked up", starlette, {"BENCH_CONSTANT_ANSWERS": str(answers_path)})
+    variants["answer looked up (Starlette)"] = looked_up
     with running(variants["hit"]) as (_, url):
-        constant_path.write_bytes(warm_up(url, bodies))
+        median, answers = warm_up(url, bodies)
+    constant_path.write_bytes(median)
+    answers_path.write_text(json.dumps(answers))
     print(f"constant body: {constant_path.stat().st_size} bytes; {len(bodies)} ids", flush=True)
 
     results: dict[str, list[dict[str, float]]] = {}
@@ -126,7 +134,7 @@ def main() -> None:
         got: dict[str, dict[str, float]] = {}
         for name, server in order if round_no % 2 == 0 else list(reversed(order)):
             with running(server) as (pid, url):
-                if name != "constant":
+                if name != "constant" and not server.env.get("BENCH_CONSTANT_ANSWERS"):
                     warm_up(url, bodies)
                 got[name] = r = wrk(url, "/graphql", bodies_path, args.duration, pid)
             load = os.getloadavg()[0]

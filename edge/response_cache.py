@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import orjson
 from graphql import (
@@ -53,6 +54,9 @@ CREDENTIAL_HEADERS = CREDENTIALS | {b"cookie"}
 GLOBAL_ID_KINDS = {"Paper": "paper", "Researcher": "researcher", "Institution": "institution"}
 MAX_TAGS = 2000
 PRIVATE = b"private, no-store"
+JSON_CONTENT: Final = (b"content-type", b"application/json")
+X_CACHE_HIT: Final = (b"x-cache", b"hit")
+X_CACHE_MISS: Final = (b"x-cache", b"miss")
 # Request variables whose entry key is remembered (forgotten all at once when full).
 KEY_MEMO_SIZE = 20_000
 # Bytes of requests whose entry key is remembered (forgotten all at once when full), and what each costs beyond them.
@@ -256,7 +260,7 @@ class ResponseCache:
         body = captured.body()
         result = _json(body) if captured.status == 200 else None
         data = result.get("data") if isinstance(result, dict) and not result.get("errors") else None
-        uncached = [(b"x-cache", b"miss")] if key is not None else []
+        uncached = [X_CACHE_MISS] if key is not None else []
         if public:
             uncached.append((b"cache-control", b"no-store"))
         if not isinstance(data, dict):
@@ -283,8 +287,7 @@ class ResponseCache:
     def _count_held(state: Mapping[str, object]) -> None:
         store = state["cache"]
         assert isinstance(store, CacheStore)
-        store.metrics.response_hits += 1
-        store.metrics.response_near_hits += 1
+        store.metrics.count_near_hit()
 
     async def _charged(self, send: Send, budget: object, cost: int) -> bool:
         """Charges a cached answer's cost; False (after answering 429) when the budget refuses it."""
@@ -378,7 +381,7 @@ class ResponseCache:
         etag: bytes | None = None,
     ) -> tuple[int, list[Header], bytes]:
         """Status, headers and body of a cached operation's answer (a 304 when `If-None-Match` names it)."""
-        headers = [(b"content-type", b"application/json"), (b"x-cache", b"hit" if hit else b"miss")]
+        headers = [JSON_CONTENT, X_CACHE_HIT if hit else X_CACHE_MISS]
         status = 200
         if public:
             etag = etag or strong_etag(body)
