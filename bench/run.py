@@ -51,6 +51,7 @@ class Server:
     env: dict[str, str] = field(default_factory=dict)
     path: str = "/graphql"
     cwd: Path = ROOT
+    start_timeout_s: float = 60.0
 
 
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -101,7 +102,7 @@ def running(server: Server) -> Iterator[tuple[int, str]]:
         proc = subprocess.Popen(argv, cwd=server.cwd, env=env, stdout=subprocess.DEVNULL, stderr=out)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + server.start_timeout_s
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(f"{server.name} exited: {log.read_text(errors='replace')[-2000:]}")

@@ -2,7 +2,7 @@
 bytes as a constant, server CPU per request side by side.
 
     .venv/bin/python -m bench.warm --database-url postgresql://... --redis-url redis://... \\
-        [--rounds 3 --duration 10 --ids 200] [--baseline-root DIR] [--rate-limit]
+        [--rounds 3 --duration 10 --ids 200] [--baseline-root DIR] [--rate-limit] [--instructions N]
 
 Every variant runs as one uvicorn worker (uvloop, httptools, no access log) driven by
 `wrk -t2 -c16 -d<duration>s` with the ResearcherPage bodies of `--ids` researchers with a full first page,
@@ -16,6 +16,8 @@ all warmed (each body sent twice) before wrk starts. Variants:
   (and with the rate limit charged too, with `--rate-limit`);
 - answer looked up (Starlette): `bench.constant:create` reading each request's body and sending the answer the API
   gave it (`BENCH_CONSTANT_ANSWERS`): the least any cache of whole answers does, for scale; not the target's measure.
+With `--instructions N`, instead of wrk: each variant under valgrind's callgrind, the instructions its process
+executes per request over N requests sent one at a time (user space only; stable where CPU time is not).
 Variants alternate order every round; CPU per request is the server process's user + system time from
 /proc/<pid>/stat over the wrk run divided by the requests wrk completed. The load average is printed.
 """
@@ -24,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -84,6 +88,9 @@ def main() -> None:
     parser.add_argument("--baseline-root", type=Path, help="another checkout to serve as the baseline API")
     parser.add_argument("--rate-limit", action="store_true", help="add a variant with the rate limit charged")
     parser.add_argument("--decompose", action="store_true", help="only the in-process CPU per hit")
+    parser.add_argument(
+        "--instructions", type=int, metavar="N", help="instead of wrk: instructions per request under callgrind, N each"
+    )
     args = parser.parse_args()
     if args.decompose:
         variables = asyncio.run(sample_variables(args.database_url, "ResearcherPage", args.ids, 0.42))
@@ -126,6 +133,16 @@ def main() -> None:
     constant_path.write_bytes(median)
     answers_path.write_text(json.dumps(answers))
     print(f"constant body: {constant_path.stat().st_size} bytes; {len(bodies)} ids", flush=True)
+
+    if args.instructions:
+        variants.pop("hit, Redis tier only")  # its Redis calls cross to another process, which callgrind does not see
+        counted = {
+            name: instructions(server, bodies, args.instructions)
+            for name, server in [("constant", constant), *variants.items()]
+        }
+        for name, per_request in counted.items():
+            print(f"| {name} | {per_request:,.0f} | {per_request / counted['constant']:.3f} |")
+        return
 
     results: dict[str, list[dict[str, float]]] = {}
     ratios: dict[str, list[float]] = {}
@@ -229,6 +246,48 @@ async def decompose(database_url: str, redis_url: str, bodies: list[str], n: int
         print(f"near hits: {state['cache'].metrics.response_near_hits}")  # type: ignore[index]
     for name, micros in rows.items():
         print(f"{name}: {micros:.1f} µs CPU per request (in process, no HTTP)")
+
+
+def instructions(server: Server, bodies: list[str], n: int) -> float:
+    """Instructions the server's process executes per request (callgrind, counting only while `n` requests are
+    answered one after another on one connection, after a warm-up): the same count for the same code and inputs
+    however busy the machine is, where CPU time swings by a fifth from run to run here. Kernel work is not counted."""
+    out = OUT / f"callgrind-{server.name.replace(' ', '_').replace(',', '')}.out"
+    for old in OUT.glob(out.name + "*"):
+        old.unlink()
+    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+    # An entry in memory lives past the slowed run; the program runs some 50 times slower under callgrind.
+    counted = replace(
+        server,
+        argv=[*valgrind, *server.argv],
+        env={**server.env, "WOVEPAPER_NEAR_CACHE_MAX_AGE_S": "3600"},
+        start_timeout_s=600,
+    )
+    encoded = [b.encode() for b in bodies]
+    with running(counted) as (pid, url):
+        port = int(url.rsplit(":", 1)[1])
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+
+        def ask(count: int) -> None:
+            for i in range(count):
+                connection.request("POST", "/graphql", encoded[i % len(encoded)], {"content-type": "application/json"})
+                response = connection.getresponse()
+                response.read()
+                assert response.status == 200, response.status
+
+        ask(2 * len(encoded))  # warm: every answer held
+        subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
+        ask(n)
+        subprocess.run(["callgrind_control", "-i", "off", str(pid)], check=True, capture_output=True)
+        subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+        connection.close()
+    totals = [
+        int(line.split()[1])
+        for dump in OUT.glob(out.name + ".*")
+        for line in dump.read_text().splitlines()
+        if line.startswith("totals:")
+    ]
+    return sum(totals) / n
 
 
 def create_constant(body: bytes) -> object:
