@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.routing import Route
 
 from app import create_app
 from settings import Settings
@@ -49,6 +50,29 @@ async def test_one_json_line_per_request_with_its_operation_and_statements(datab
     line = json.loads(JsonFormatter().format(records[0]))
     assert line["request_id"] == "req-1" and line["operation"] == "Names" and line["status"] == 200
     assert line["statements"] >= 1 and line["duration_ms"] > 0 and line["level"] == "info"
+
+
+async def test_a_500_leaves_through_the_edge_with_its_request_id_and_line(database_url, caplog) -> None:
+    """A bug below the edge: Starlette's error response still gets the edge's headers, and the request its line."""
+    application = create_app(Settings(DATABASE_URL=database_url))
+
+    async def broken(request: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    application.router.routes.append(Route("/broken", broken))
+    async with application.router.lifespan_context(application) as state:
+
+        async def with_state(scope: Any, receive: Any, send: Any) -> None:
+            await application({**scope, "state": dict(state or {})}, receive, send)
+
+        transport = httpx.ASGITransport(app=with_state, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://wovepaper.test") as client:
+            with caplog.at_level(logging.INFO, logger="wovepaper.request"):
+                response = await client.get("/broken", headers={"X-Request-Id": "bug-1"})
+    assert response.status_code == 500 and response.headers["x-request-id"] == "bug-1"
+    assert "a bug" not in response.text
+    (line,) = [r for r in caplog.records if r.name == "wovepaper.request"]
+    assert line.request_id == "bug-1" and line.status == 500  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager
