@@ -9,12 +9,17 @@ A round runs every server once in a rotated order, with the floor first AND last
 req/s / the median floor req/s of that round. Before the rounds, bench.check_same_json
 checks that every server's JSON equals the floor's. Results go to bench/results/<stamp>.json
 and a Markdown table on stdout.
+
+`--instructions N` (with a small `--ids`, say 100: every body is sent once to warm up): instead of wrk, each
+server's process under valgrind's callgrind, the instructions it executes per request over N requests sent one at
+a time; the same count whatever the machine is doing, so a change of a few per cent shows where req/s cannot.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import re
@@ -25,7 +30,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import asyncpg
@@ -265,6 +270,39 @@ async def sample_variables(database_url: str, operation: str, n: int, seed: floa
     raise ValueError(operation)
 
 
+def count_instructions(server: Server, bodies: list[bytes], n: int, warm_passes: float = 1) -> float:
+    """Instructions the server's process executes per request: under valgrind's callgrind, counting only while `n`
+    requests (`bodies` in turn) are answered one after another on one connection, after `warm_passes` times the
+    bodies unmeasured. The same count for the same code and inputs however busy the machine is, where CPU time
+    swings by a fifth from run to run on a shared one; user space only (the kernel's work and other processes',
+    PostgreSQL's included, are not counted)."""
+    out = BENCH / "results" / f"callgrind-{server.name.replace(' ', '_').replace(',', '')}.out"
+    for stale in out.parent.glob(out.name + "*"):
+        stale.unlink()
+    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+    counted = replace(server, argv=[*valgrind, *server.argv], start_timeout_s=600)
+    with running(counted) as (pid, url):
+        connection = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=600)
+
+        def ask(count: int) -> None:
+            for i in range(count):
+                connection.request("POST", server.path, bodies[i % len(bodies)], {"content-type": "application/json"})
+                response = connection.getresponse()
+                response.read()
+                assert response.status == 200, response.status
+
+        ask(int(warm_passes * len(bodies)))
+        for command in (["-i", "on"], None, ["-i", "off"], ["-d"]):
+            if command is None:
+                ask(n)
+            else:
+                subprocess.run(["callgrind_control", *command, str(pid)], check=True, capture_output=True)
+        connection.close()
+    # The dump asked for is part 1; the file written at exit (nothing counted since) has no suffix.
+    totals = [int(line.split()[1]) for line in Path(f"{out}.1").read_text().splitlines() if line.startswith("totals:")]
+    return sum(totals) / n
+
+
 def write_bodies(server: str, operation: str, variables: list[dict[str, object]]) -> Path:
     out = BENCH / "results" / "bodies"
     out.mkdir(parents=True, exist_ok=True)
@@ -297,6 +335,12 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16, help="wrk's connections (requests in flight)")
     parser.add_argument("--skip-check", action="store_true")
     parser.add_argument("--baseline", type=Path, help="a checkout of an earlier commit, served as `baseline`")
+    parser.add_argument(
+        "--instructions",
+        type=int,
+        metavar="N",
+        help="instead of wrk: each server's instructions per request (callgrind)",
+    )
     args = parser.parse_args()
     if not args.database_url:
         sys.exit("--database-url or DATABASE_URL is required")
@@ -315,11 +359,19 @@ def main() -> None:
              "--servers", ",".join(n for n in names if n != "baseline"), "--operations", args.operations],
             cwd=ROOT, check=True,
         )  # fmt: skip
+    if args.instructions:
+        print("| operation | server | instructions per request |\n|---|---|---:|", flush=True)
     for operation in args.operations.split(","):
         variables = asyncio.run(sample_variables(args.database_url, operation, args.ids, 0.42))
         # PostGraphile answers the researcher page only.
         op_servers = [n for n in names if operation == "ResearcherPage" or n != "postgraphile"]
         bodies = {n: write_bodies(n, operation, variables) for n in op_servers}
+        if args.instructions:
+            for name in op_servers:
+                encoded = [line.encode() for line in bodies[name].read_text().splitlines()]
+                per_request = count_instructions(all_servers[name], encoded, args.instructions)
+                print(f"| {operation} | {name} | {per_request:,.0f} |", flush=True)
+            continue
         for round_no in range(args.rounds):
             others = [n for n in op_servers if n != "floor"]
             shift = round_no % max(len(others), 1)
@@ -333,9 +385,10 @@ def main() -> None:
                 row = {"operation": operation, "round": round_no, "server": name, **r}
                 print(json.dumps(row), flush=True)
                 results.append(row)
-    out = BENCH / "results" / f"{stamp}.json"
-    out.write_text(json.dumps(results, indent=1))
-    print(summarize(results))
+    if results:
+        out = BENCH / "results" / f"{stamp}.json"
+        out.write_text(json.dumps(results, indent=1))
+        print(summarize(results))
 
 
 def summarize(results: list[dict[str, object]]) -> str:

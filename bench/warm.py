@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import http.client
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -38,7 +36,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.run import ROOT, Server, body_for, running, sample_variables, wrk
+from bench.run import ROOT, Server, body_for, count_instructions, running, sample_variables, wrk
 
 BENCH = ROOT / "bench"
 OUT = BENCH / "results" / "warm"
@@ -136,9 +134,13 @@ def main() -> None:
 
     if args.instructions:
         variants.pop("hit, Redis tier only")  # its Redis calls cross to another process, which callgrind does not see
+        everyone = [("constant", constant), *variants.items()]
+        encoded = [b.encode() for b in bodies]
+        # An entry in memory must outlive the slowed run: the program runs some 50 times slower under callgrind.
+        held = {"WOVEPAPER_NEAR_CACHE_MAX_AGE_S": "3600"}
         counted = {
-            name: instructions(server, bodies, args.instructions)
-            for name, server in [("constant", constant), *variants.items()]
+            name: count_instructions(replace(server, env={**server.env, **held}), encoded, args.instructions, 2)
+            for name, server in everyone
         }
         for name, per_request in counted.items():
             print(f"| {name} | {per_request:,.0f} | {per_request / counted['constant']:.3f} |")
@@ -246,48 +248,6 @@ async def decompose(database_url: str, redis_url: str, bodies: list[str], n: int
         print(f"near hits: {state['cache'].metrics.response_near_hits}")  # type: ignore[index]
     for name, micros in rows.items():
         print(f"{name}: {micros:.1f} µs CPU per request (in process, no HTTP)")
-
-
-def instructions(server: Server, bodies: list[str], n: int) -> float:
-    """Instructions the server's process executes per request (callgrind, counting only while `n` requests are
-    answered one after another on one connection, after a warm-up): the same count for the same code and inputs
-    however busy the machine is, where CPU time swings by a fifth from run to run here. Kernel work is not counted."""
-    out = OUT / f"callgrind-{server.name.replace(' ', '_').replace(',', '')}.out"
-    for old in OUT.glob(out.name + "*"):
-        old.unlink()
-    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
-    # An entry in memory lives past the slowed run; the program runs some 50 times slower under callgrind.
-    counted = replace(
-        server,
-        argv=[*valgrind, *server.argv],
-        env={**server.env, "WOVEPAPER_NEAR_CACHE_MAX_AGE_S": "3600"},
-        start_timeout_s=600,
-    )
-    encoded = [b.encode() for b in bodies]
-    with running(counted) as (pid, url):
-        port = int(url.rsplit(":", 1)[1])
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-
-        def ask(count: int) -> None:
-            for i in range(count):
-                connection.request("POST", "/graphql", encoded[i % len(encoded)], {"content-type": "application/json"})
-                response = connection.getresponse()
-                response.read()
-                assert response.status == 200, response.status
-
-        ask(2 * len(encoded))  # warm: every answer held
-        subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
-        ask(n)
-        subprocess.run(["callgrind_control", "-i", "off", str(pid)], check=True, capture_output=True)
-        subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
-        connection.close()
-    totals = [
-        int(line.split()[1])
-        for dump in OUT.glob(out.name + ".*")
-        for line in dump.read_text().splitlines()
-        if line.startswith("totals:")
-    ]
-    return sum(totals) / n
 
 
 def create_constant(body: bytes) -> object:
