@@ -128,7 +128,9 @@ def headers_of(scope: Scope) -> Mapping[bytes, bytes]:
     state = scope.get("state")
     found: dict[bytes, bytes] | None = state.get("headers_by_name") if state is not None else None
     if found is None:
-        found = dict(reversed(scope.get("headers", ())))
+        headers = scope.get("headers", ())
+        # Reversed, so that the first of a repeated header wins.
+        found = dict(reversed(headers if isinstance(headers, list | tuple) else list(headers)))
         if state is not None:
             state["headers_by_name"] = found
     return found

@@ -62,7 +62,7 @@ class JsonLines(logging.StreamHandler):  # type: ignore[type-arg]
         self.setFormatter(JsonFormatter())
         self._pending: list[bytes] = []
         self._pending_bytes = 0
-        self._due = False
+        self._due: asyncio.AbstractEventLoop | None = None
 
     def add_line(self, line: bytes) -> None:
         with self.lock:  # type: ignore[union-attr]
@@ -71,14 +71,16 @@ class JsonLines(logging.StreamHandler):  # type: ignore[type-arg]
             full = self._pending_bytes >= PENDING_MAX_BYTES
         if full:
             self.write_pending()
-        elif not self._due:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                self.write_pending()  # not serving: nothing to gather
-                return
-            self._due = True
-            loop.call_later(FLUSH_AFTER_S, self._write_due)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.write_pending()  # not serving: nothing to gather
+            return
+        if self._due is not loop:
+            # The write is due on the loop serving now (a loop closed meanwhile would never run it).
+            self._due = loop
+            loop.call_later(FLUSH_AFTER_S, self._write_due, loop)
 
     def emit(self, record: logging.LogRecord) -> None:
         self.write_pending()
@@ -88,8 +90,9 @@ class JsonLines(logging.StreamHandler):  # type: ignore[type-arg]
         self.write_pending()
         super().flush()
 
-    def _write_due(self) -> None:
-        self._due = False
+    def _write_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._due is loop:
+            self._due = None
         self.write_pending()
 
     def write_pending(self) -> None:

@@ -117,3 +117,19 @@ def test_outside_an_event_loop_each_line_is_written_at_once() -> None:
     with json_logging() as file:
         request_line(7)
         assert [json.loads(line)["request_id"] for line in b"".join(file.writes).splitlines()] == ["r7"]
+
+
+def test_lines_made_on_a_later_event_loop_are_written_on_it() -> None:
+    """A flush due on a loop that closed never runs: the next loop's lines are not left waiting for it."""
+
+    async def one_line(i: int, wait: bool) -> None:
+        request_line(i)
+        if wait:
+            await asyncio.sleep(logs.FLUSH_AFTER_S * 3)
+
+    with json_logging() as file:
+        asyncio.run(one_line(1, wait=False))  # its loop closes before the write is due
+        asyncio.run(one_line(2, wait=True))
+        ids = [json.loads(line)["request_id"] for line in b"".join(file.writes).splitlines()]
+    assert ids == ["r1", "r2"]
+
