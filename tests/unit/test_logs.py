@@ -132,4 +132,3 @@ def test_lines_made_on_a_later_event_loop_are_written_on_it() -> None:
         asyncio.run(one_line(2, wait=True))
         ids = [json.loads(line)["request_id"] for line in b"".join(file.writes).splitlines()]
     assert ids == ["r1", "r2"]
-
