@@ -144,6 +144,7 @@ class CacheStore:
         self._in_flight = 0
         self.peak_in_flight = 0
         self._store_sha = hashlib.sha1(_STORE_GUARDED.encode()).hexdigest()
+        self._breaker_reported = -1
 
     async def call(self, op: Callable[[aioredis.Redis], Awaitable[R]]) -> R | Unavailable:
         """Run one Redis operation through the breaker; UNAVAILABLE instead of any Redis failure."""
@@ -177,13 +178,21 @@ class CacheStore:
             if self.breaker.opens != opens:
                 BREAKER_OPENS.inc(self.breaker.opens - opens)
                 log.warning("redis circuit breaker opened: answering from PostgreSQL")
-            self.report()
+            self._report_breaker()
 
     def report(self) -> None:
         """Export the counters, the breaker's state and whether Redis is configured to the metrics."""
         self.metrics.fold()
-        BREAKER_STATE.set(int(self.breaker.state))
+        self._report_breaker()
         REDIS_CONFIGURED.set(int(self.redis is not None))
+
+    def _report_breaker(self) -> None:
+        """The breaker's state to its gauge when it moved (with several workers, the gauge a scrape reads of this
+        one). The counters reach theirs by their own fold, within FOLD_AFTER_S: not on every call."""
+        state = int(self.breaker.state)
+        if state != self._breaker_reported:
+            self._breaker_reported = state
+            BREAKER_STATE.set(state)
 
     async def mget(self, keys: list[str]) -> list[bytes | None] | Unavailable:
         """The values of `keys`, read in the same MGET as every other key asked for in this loop turn."""
