@@ -113,13 +113,14 @@ class Front:
         try:
             if scope["method"] in GRAPHQL_METHODS and _route_path(scope) == GRAPHQL_PATH:
                 # With rate limits off an answer from memory charges nothing: its budget is made only for GraphQL.
-                budgeted = self.policy.enabled and self._budget(state, identity, out)
+                if self.policy.enabled:
+                    self._budget(state, identity, out)
                 if self.remembered is not None and scope["method"] in REMEMBERED_METHODS:
                     body = await read_body(receive) if scope["method"] == "POST" else b""
                     if await self.remembered(scope, body, out, out.answer):
                         return
                     receive = replay(body, receive)
-                if not budgeted:
+                if not self.policy.enabled:
                     self._budget(state, identity, out)
                 await self.graphql(scope, receive, send)
             else:
@@ -129,17 +130,15 @@ class Front:
                 raise
             await reject(send, self.max_body_bytes)
 
-    def _budget(self, state: dict[str, Any], identity: Identity, out: _Out) -> bool:
-        """The request's handle on its client's budget (`state["budget"]`), charged by whoever learns the cost;
-        True once made."""
+    def _budget(self, state: dict[str, Any], identity: Identity, out: _Out) -> None:
+        """The request's handle on its client's budget (`state["budget"]`), charged by whoever learns the cost."""
         limiter = state.get("rate_limiter")
         if not isinstance(limiter, RateLimiter):
-            return False
+            return
         budget = Budget(limiter, self.policy, identity)
         state["budget"] = budget
         if budget.enabled:
             out.budget = budget
-        return True
 
 
 class _Out:

@@ -287,7 +287,8 @@ class ResponseCache:
     def _count_held(state: Mapping[str, object]) -> None:
         store = state["cache"]
         assert isinstance(store, CacheStore)
-        store.metrics.count_near_hit()
+        store.metrics.response_hits += 1
+        store.metrics.response_near_hits += 1
 
     async def _charged(self, send: Send, budget: object, cost: int) -> bool:
         """Charges a cached answer's cost; False (after answering 429) when the budget refuses it."""

@@ -10,7 +10,6 @@ else (another handler, a filter, text format, a test's log capture) gets a recor
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import select
 import sys
@@ -197,18 +196,8 @@ def emit(logger: logging.Logger, message: str, fields: dict[str, Any]) -> None:
 def _line(name: str, message: str, fields: dict[str, Any]) -> bytes:
     """JsonFormatter's line for these `fields` (none named time, level, logger or message), its head spliced onto
     the fields' JSON rather than merged into one more dict."""
-    tail = b"," + orjson.dumps(fields, default=str)[1:] if fields else b"}"
-    return b'{"time":"%b","level":"info","logger":%b,"message":%b%b\n' % (
-        _now(),
-        _json_name(name),
-        orjson.dumps(message),
-        tail,
-    )
-
-
-@functools.lru_cache(maxsize=64)
-def _json_name(name: str) -> bytes:
-    return orjson.dumps(name)
+    head = b'{"time":"%b","level":"info","logger":%b,"message":%b' % (_now(), orjson.dumps(name), orjson.dumps(message))
+    return head + (b"," + orjson.dumps(fields, default=str)[1:] if fields else b"}") + b"\n"
 
 
 # The formatted second, kept until the clock moves to the next one; the formatted millisecond, until it does.

@@ -70,7 +70,7 @@ def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, ca
             "status": status,
             "duration_ms": _milliseconds(seconds),
             "statements": statements,
-            "sql_ms": _milliseconds(sql_seconds) if sql_seconds else 0.0,
+            "sql_ms": _milliseconds(sql_seconds),
             "response_cache": cache or None,
             "cache_hits": state.get("cache_hits", 0),
             "cache_misses": state.get("cache_misses", 0),

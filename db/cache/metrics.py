@@ -70,14 +70,6 @@ class CacheMetrics:
         self._exported: dict[str, int] = {}
         self._fold_due = False
 
-    def count_near_hit(self) -> None:
-        """A response answered from this process's memory: a response hit, and a near one."""
-        counts = self._counts
-        counts["response_hits"] = counts.get("response_hits", 0) + 1
-        counts["response_near_hits"] = counts.get("response_near_hits", 0) + 1
-        if not self._fold_due:
-            self._fold_soon()
-
     def fold(self) -> None:
         """Adds what was counted since the last fold to the Prometheus counters."""
         self._fold_due = False

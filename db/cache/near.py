@@ -5,9 +5,8 @@ dropped on `keys.invalidations(ns)` in the same atomic step as the drop, and the
 trip before it returns (db/cache/invalidation.py): by then the message is in every subscriber's socket. Each
 process subscribes and reads its messages as they arrive: the event loop watches the subscription's socket and
 hears what it holds in the same turn that reads any request arriving after it, before that request's task runs;
-so a hit costs no system call of its own. (Outside an event loop, every answer from here first reads whatever has
-arrived, a non-blocking poll when nothing has.) So a write whose invalidation returned is seen by the next request
-on any worker, as with Redis alone.
+so a hit costs no system call of its own. So a write whose invalidation returned is seen by the next request on
+any worker, as with Redis alone.
 
 Without the subscription (not yet connected, broken, or its health PING unanswered) messages may have been
 missed: everything held is forgotten, and nothing is served or kept until it is back. An entry lives at most
@@ -21,7 +20,6 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import select
 import socket
 import time
 from collections import OrderedDict
@@ -83,10 +81,9 @@ class NearResponses:
         self._bytes = 0
         self._pubsub: PubSub | None = None
         self._client: redis.Redis | None = None
-        # The event loop reading the subscription's socket as messages arrive (and its descriptor); else a poll
-        # of it, where nothing to read costs one poll(2), not a trip through redis-py.
+        # The event loop reading the subscription's socket as messages arrive, and its descriptor; without one
+        # (a connection redis-py gives no socket for), every answer from here reads the subscription first.
         self._reader: tuple[asyncio.AbstractEventLoop, int] | None = None
-        self._poller: select.poll | None = None
         self._sock: object = None
         self._last_pong = 0.0
         # Moves with every invalidation heard and every loss of the subscription.
@@ -129,8 +126,6 @@ class NearResponses:
             return False
         if self._reader is not None:
             return True  # what arrived was read when it did (`_read`)
-        if self._poller is not None and not self._poller.poll(0):
-            return True
         return self._read()
 
     def _read(self) -> bool:
@@ -166,7 +161,6 @@ class NearResponses:
         # The client is kept with its pubsub: a client dropped would close the pool the pubsub reads through.
         self._client, self._pubsub = client, pubsub
         self._sock = getattr(pubsub.connection, "_sock", None)
-        self._poller = _poller(self._sock)
         if isinstance(self._sock, socket.socket):
             loop = asyncio.get_running_loop()
             loop.add_reader(self._sock.fileno(), self._read)
@@ -231,7 +225,7 @@ class NearResponses:
 
     def close(self) -> None:
         pubsub, client, reader = self._pubsub, self._client, self._reader
-        self._pubsub, self._client, self._poller, self._sock, self._reader = None, None, None, None, None
+        self._pubsub, self._client, self._sock, self._reader = None, None, None, None
         self._forget()
         if reader is not None:
             with contextlib.suppress(RuntimeError):  # the loop already closed
@@ -259,15 +253,3 @@ class NearResponses:
                 members.discard(key)
                 if not members:
                     del self._by_tag[tag]
-
-
-def _poller(sock: object) -> select.poll | None:
-    """A poll object on the subscription's socket; None (read through redis-py every time) if it has none.
-
-    Every message redis-py has buffered is read before the poll is trusted again (`listening()` drains until
-    get_message answers None), so an empty socket means nothing is waiting."""
-    if not isinstance(sock, socket.socket):
-        return None
-    poller = select.poll()
-    poller.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
-    return poller
