@@ -8,6 +8,8 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from enum import Enum
+from functools import cache
+from typing import Final
 
 from resolvers.errors import BadUserInput
 
@@ -30,25 +32,50 @@ def has_control_characters(value: str) -> bool:
     return _CONTROL.search(value) is not None
 
 
+@cache
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
 
 
-def _check(value: object, where: str) -> None:
+_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _input_fields(cls: type) -> tuple[tuple[str, str], ...]:
+    """(attribute, GraphQL name) of each field of an input object class (a dataclass); none for other classes."""
+    known = _FIELDS.get(cls)
+    if known is None:
+        plain = not dataclasses.is_dataclass(cls) or issubclass(cls, Enum)
+        known = _FIELDS[cls] = () if plain else tuple((f.name, _camel(f.name)) for f in dataclasses.fields(cls))
+    return known
+
+
+_PLAIN: Final = frozenset({int, float, bool, type(None)})
+
+
+def _problem(value: object) -> tuple[str, str] | None:
+    """(where below `value`, what is wrong) of the first text in it PostgreSQL could not take; None when all can.
+    The place is spelt only when there is a problem: most calls find none."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return None
     if isinstance(value, str):
-        if (problem := text_problem(value)) is not None:
-            raise BadUserInput(f"`{where}` {problem}.")
-    elif isinstance(value, list | tuple):
+        problem = text_problem(value)
+        return None if problem is None else ("", problem)
+    if isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            _check(item, f"{where}[{i}]")
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type | Enum):
-        # Input objects (PaperFilter, ...) are dataclasses: their fields are arguments too.
-        for f in dataclasses.fields(value):
-            _check(getattr(value, f.name), f"{where}.{_camel(f.name)}")
+            if (found := _problem(item)) is not None:
+                return f"[{i}]{found[0]}", found[1]
+        return None
+    # Input objects (PaperFilter, ...) are dataclasses: their fields are arguments too.
+    for name, graphql_name in _input_fields(kind):
+        if (found := _problem(getattr(value, name))) is not None:
+            return f".{graphql_name}{found[0]}", found[1]
+    return None
 
 
 def check_arguments(arguments: Mapping[str, object]) -> None:
     """BadUserInput naming the first argument (or input field, or list entry) PostgreSQL could not take."""
     for name, value in arguments.items():
-        _check(value, _camel(name))
+        if (found := _problem(value)) is not None:
+            raise BadUserInput(f"`{_camel(name)}{found[0]}` {found[1]}.")

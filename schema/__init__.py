@@ -22,6 +22,7 @@ from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from db.pool import request_budget
+from schema import argument_conversion
 from schema.arguments import check_arguments_everywhere
 from schema.changes import ChangesQuery
 from schema.chat import ChatMutation
@@ -147,6 +148,7 @@ def build_schema(
     execution_context_class: type[Any] | None = None,
 ) -> Schema:
     settings = settings or get_settings()
+    argument_conversion.install()
     check_arguments_everywhere([*QUERY_TYPES, *extra_query_types, *MUTATION_TYPES, *NODE_TYPES])
     query = merge_types("Query", (*QUERY_TYPES, *extra_query_types))
     mutation = merge_types("Mutation", tuple(MUTATION_TYPES)) if MUTATION_TYPES else None
