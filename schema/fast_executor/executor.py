@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from datetime import UTC
 from math import isfinite
 from typing import Any
 
@@ -36,6 +37,9 @@ from schema.fast_executor.plan import (
     Spec,
     plan_field,
 )
+
+# The zones a passed datetime may carry (none: a date, or naive): orjson writes others otherwise than isoformat.
+_ZONES = (None, UTC)
 
 
 async def _gather_fields(results: dict[str, Any], awaitable_fields: list[str]) -> dict[str, Any]:
@@ -76,6 +80,8 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             # Answers written as JSON (an orjson.Fragment) pass through this executor untouched: tell the resolvers.
             if self._fast_enabled and hasattr(self.context_value, "passes_json"):
                 self.context_value.passes_json = True
+            # The same encoder (orjson) writes the answer's datetimes and dates: they pass as they are (plan.py).
+            self._passes_times = self._fast_enabled and hasattr(self.context_value, "passes_json")
 
         def collect_subfields(self, return_type: GraphQLObjectType, field_details_list: FieldDetailsList) -> Any:
             common = self._shared
@@ -136,6 +142,7 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             awaitable_fields: list[str] = []
             type_name = parent_type.name
             is_awaitable = self.is_awaitable
+            passes_times = self._passes_times
             # Whether every value was complete as read (no completion, no error): then a leaf-only answer is kept.
             plain = True
             try:
@@ -150,9 +157,14 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                             results[name] = None
                             plain = False
                             continue
-                        # Exactly typed leaves and nulls, most of a page's values, are complete as read.
+                        # Exactly typed leaves and nulls, most of a page's values, are complete as read (times too,
+                        # for an encoder that writes them as the scalar would).
                         if type(value) is exact:
-                            if (code != INT or INT_MIN <= value <= INT_MAX) and (code != FLOAT or isfinite(value)):
+                            if (
+                                (code != INT or INT_MIN <= value <= INT_MAX)
+                                and (code != FLOAT or isfinite(value))
+                                and (code != SCALAR or (passes_times and getattr(value, "tzinfo", None) in _ZONES))
+                            ):
                                 results[name] = value
                                 continue
                         elif value is None and nullable and kind == BASIC:

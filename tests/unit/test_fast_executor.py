@@ -620,3 +620,58 @@ async def test_a_page_of_papers_reads_its_counts_like_attributes(real: Any, monk
     data, errors = await real["run"](real["fast"], "PaperList")
     assert errors == [] and data["papers"]["totalCount"] > 0 and data["papers"]["totalPages"] > 0
     assert built == ["papers"]
+
+
+class PassingContext(dict[str, Any]):
+    """A context like the API's: its answers are encoded by orjson, so values orjson writes as GraphQL would pass."""
+
+    passes_json = False
+
+
+@strawberry.type
+class Dated:
+    at: dt.datetime | None
+    on: dt.date | None
+
+
+@strawberry.type
+class DatedQuery:
+    @strawberry.field
+    def dated(self, info: strawberry.Info) -> list[Dated]:
+        return info.context["dated"]  # type: ignore[no-any-return]
+
+
+_KOLKATA = dt.timezone(dt.timedelta(hours=5, minutes=30))
+TIMES = [
+    dt.datetime(2026, 11, 26, 23, 48, 13, 611218, tzinfo=dt.UTC),
+    dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    dt.datetime(1, 1, 1, tzinfo=dt.UTC),
+    dt.datetime(999, 5, 6, 7, 8, 9, 1, tzinfo=dt.UTC),
+    dt.datetime(2020, 2, 29, 0, 0, 0, 10),
+    dt.datetime.max,
+    dt.datetime.min,
+    dt.datetime(2026, 3, 4, 5, 6, 7, 8, tzinfo=_KOLKATA),
+    dt.datetime(2026, 3, 4, 5, 6, 7, tzinfo=dt.timezone(dt.timedelta(seconds=30))),
+]
+DATES = [dt.date(1, 1, 1), dt.date(2024, 2, 29), dt.date(999, 1, 1), dt.date.max, None, None, None, None, None]
+
+
+def test_times_pass_to_the_encoder_only_where_it_writes_them_as_graphql_does() -> None:
+    answers = []
+    for executor in (StrawberryGraphQLCoreExecutionContext, FastExecutor):
+        schema = strawberry.Schema(query=DatedQuery, execution_context_class=executor)
+        context = PassingContext(dated=[Dated(at=t, on=d) for t, d in zip(TIMES, DATES, strict=True)])
+        result = schema.execute_sync("{ dated { at on } }", context_value=context)
+        assert result.errors is None
+        answers.append((result.data, orjson.dumps(result.data)))
+    (generic, generic_bytes), (fast, fast_bytes) = answers
+    assert fast_bytes == generic_bytes
+    assert all(type(row["at"]) is str for row in generic["dated"])
+    # UTC and naive times, and dates, went out as they were read; the others were written as GraphQL writes them.
+    passed = [type(row["at"]) is dt.datetime for row in fast["dated"]]
+    assert passed == [True] * 7 + [False, False]
+    assert [type(row["on"]) for row in fast["dated"][:4]] == [dt.date] * 4
+    # A context that does not say its answers are encoded by orjson gets strings.
+    schema = strawberry.Schema(query=DatedQuery, execution_context_class=FastExecutor)
+    strings = schema.execute_sync("{ dated { at } }", context_value={"dated": [Dated(at=TIMES[0], on=None)]})
+    assert strings.data == {"dated": [{"at": TIMES[0].isoformat()}]}
