@@ -254,7 +254,8 @@ def timestamptz_to_text(value: datetime | date) -> str:
 
 
 # Serving connections read times in UTC, as text (see timestamptz_from_text); PostgreSQL then writes every
-# `timestamptz` the one way the decoder reads.
+# `timestamptz` the one way the decoder reads. They cannot COPY a `timestamptz` column (asyncpg's COPY takes
+# binary codecs only): bulk writes go through the ingest's own connections (ingest/runner.connect).
 TEXT_TIMES: Final = {"timezone": "UTC", "datestyle": "ISO, YMD"}
 
 

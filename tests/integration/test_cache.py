@@ -167,7 +167,7 @@ async def test_coauthors_first_is_a_slice_of_one_entry(logged_pool, cache_db, st
     assert store.metrics.misses == 1 and store.metrics.hits == 1
 
 
-async def test_ingest_write_path_then_invalidate_no_stale_read(logged_pool, store) -> None:
+async def test_ingest_write_path_then_invalidate_no_stale_read(logged_pool, cache_db, store) -> None:
     """Write through the ingest's functions in one transaction, invalidate after commit, read at once."""
     pool, _ = logged_pool
     when = datetime(2024, 3, 1, tzinfo=UTC)
@@ -186,7 +186,9 @@ async def test_ingest_write_path_then_invalidate_no_stale_read(logged_pool, stor
 
     async def write(papers: list[PaperRecord], citations: list[CitationRecord]) -> tuple[Touched, dict[str, int]]:
         touched = Touched()
-        async with pool.acquire() as conn, conn.transaction():
+        # On a connection of its own, as the ingest writes (ingest/runner.connect), not a serving one.
+        conn = await asyncpg.connect(cache_db[0])
+        async with conn.transaction():
             rids = await upsert_researchers(
                 conn,
                 [ResearcherRecord("Wumo Yan", s2_author_id="wc-1"), ResearcherRecord("Li", s2_author_id="wc-2")],
@@ -197,6 +199,7 @@ async def test_ingest_write_path_then_invalidate_no_stale_read(logged_pool, stor
             await apply_authorship_matches(conn, matches, rids, {}, touched=touched)
             await update_citations(conn, citations, touched=touched)
             await refresh_figures(conn, touched)
+        await conn.close()
         await invalidate(store, touched)  # after the commit, as the ingest does
         return touched, rids
 
