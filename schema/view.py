@@ -7,9 +7,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-import strawberry.http.async_base_view as strawberry_view
-
 import orjson
+import strawberry.http.async_base_view as strawberry_view
 from cross_web import AsyncHTTPRequestAdapter, HTTPException, StarletteRequestAdapter
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
