@@ -27,7 +27,7 @@ logger = logging.getLogger("wovepaper.graphql")
 # iterator), whose isinstance walks each result's classes with inspect.getattr_static: about a tenth of a small
 # request's CPU. collections.abc.AsyncIterator asks the same (both methods on the type) and keeps its answer per
 # class. (No subscriptions are served here; the question still has to be answered the same way.)
-strawberry_view.SubscriptionExecutionResult = AsyncIterator  # type: ignore[misc,assignment]
+strawberry_view.SubscriptionExecutionResult = AsyncIterator  # type: ignore[attr-defined,assignment]
 
 
 class OperationTimeout(Exception):
