@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from datetime import UTC
 from math import isfinite
 from typing import Any
 
@@ -17,6 +16,8 @@ from orjson import Fragment
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from schema.fast_executor import shared
+from schema.fast_executor.compiled import ZONES as _ZONES
+from schema.fast_executor.compiled import compile_leaves, is_leaf
 from schema.fast_executor.plan import (
     BASIC,
     BOOL,
@@ -37,9 +38,6 @@ from schema.fast_executor.plan import (
     Spec,
     plan_field,
 )
-
-# The zones a passed datetime may carry (none: a date, or naive): orjson writes others otherwise than isoformat.
-_ZONES = (None, UTC)
 
 
 async def _gather_fields(results: dict[str, Any], awaitable_fields: list[str]) -> dict[str, Any]:
@@ -119,8 +117,8 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
         def _new_plan(self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet) -> Plan:
             entries = [plan_field(self.schema, parent_type, name, fdl) for name, fdl in grouped_field_set.items()]
             # Leaf-only: every field a __typename or an attribute read as an exact leaf (entry[9], its Python type).
-            leafy = all(e[3] == TYPENAME or (e[3] == BASIC and e[9] is not None) for e in entries)
-            return entries, leafy
+            leafy = all(is_leaf(e) for e in entries)
+            return entries, leafy, compile_leaves(parent_type.name, entries)
 
         def execute_fields(
             self,
@@ -132,17 +130,23 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
         ) -> Any:
             if position_context is not None or not self._fast_enabled:
                 return super().execute_fields(parent_type, source_value, path, grouped_field_set, position_context)
-            entries, leafy = self._plan(parent_type, grouped_field_set)
+            entries, leafy, leaves = self._plan(parent_type, grouped_field_set)
             if leafy:
                 key = (id(grouped_field_set), id(source_value))
                 done = self._done.get(key)
                 if done is not None and done[0] is source_value:
                     return done[1]
-            results: dict[str, Any] = {}
+            passes_times = self._passes_times
+            # The leaves at once (compiled.py); the places of the other fields are held, in order, for the loop.
+            read = leaves[0](source_value, passes_times) if leaves is not None else None
+            if read is not None:
+                results: dict[str, Any] = read
+                entries = leaves[1]
+            else:
+                results = {}
             awaitable_fields: list[str] = []
             type_name = parent_type.name
             is_awaitable = self.is_awaitable
-            passes_times = self._passes_times
             # Whether every value was complete as read (no completion, no error): then a leaf-only answer is kept.
             plain = True
             try:
@@ -178,6 +182,7 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
                     else:
                         result = self.execute_field(parent_type, source_value, fdl, Path(path, name, type_name), None)
                         if result is Undefined:
+                            results.pop(name, None)  # a place the leaf reader held
                             continue
                     results[name] = result
                     if is_awaitable(result):

@@ -64,8 +64,9 @@ Spec = tuple[bool, int, Any]
 PlanEntry = tuple[
     str, FieldDetailsList, GraphQLField | None, int, Callable[[Any], Any] | None, Spec | None, bool, int, Any, Any
 ]
-# A field set's entries, and whether every one is a __typename or an exact leaf read off the source.
-Plan = tuple[list[PlanEntry], bool]
+# A field set's entries, whether every one is a __typename or an exact leaf read off the source, and its leaf
+# reader with the entries it leaves to the executor (compiled.Leaves), when it has one.
+Plan = tuple[list[PlanEntry], bool, Any]
 _EXACT: Final[dict[int, type]] = {STR: str, INT: int, BOOL: bool, FLOAT: float}
 # Strawberry's DateTime and Date scalars write a value with `isoformat`, and orjson writes a `datetime` in UTC (or
 # naive) and a `date` to the same text: such values may pass to the response's encoder as they are

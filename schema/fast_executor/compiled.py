@@ -1,0 +1,87 @@
+"""A field set's leaves read, checked and gathered by one function written for that field set.
+
+Most of a page's values are leaves read off their source as they are (strings, numbers, flags, UTC times). The
+executor's loop spends more on choosing what to do with each field than on the field itself: it unpacks the plan's
+entry, compares kinds and type codes, stores into the answer. A field set is the same for every object of a list
+and, for documents whose collections are shared, for every request, so for a set with enough leaves the plan also
+carries `leaves`, a function generated once that reads every leaf, checks each one's type in one expression and
+returns the answer as a dict display in the selection's order, with a None in the place of each other field (the
+executor fills those in). When any leaf is not exactly what it should be (a wrong type, an int past 32 bits, a
+time in another zone, a getter that raises) it returns None and the executor's general loop answers the whole
+object as before, so errors, paths and nulls stay graphql-core's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC
+from math import isfinite
+from typing import Any, Final
+
+from schema.fast_executor.plan import BASIC, BOOL, FLOAT, INT, INT_MAX, INT_MIN, SCALAR, STR, TYPENAME, PlanEntry
+
+# (source, whether times may pass to the encoder) -> the answer with the other fields' places held, or None.
+LeafReader = Callable[[Any, bool], dict[str, Any] | None]
+# The reader and the entries it leaves to the executor.
+Leaves = tuple[LeafReader, list[PlanEntry]]
+
+# Fewer leaves than this: the general loop costs about what a call would.
+MIN_LEAVES: Final = 4
+# The zones a time may carry to pass to the encoder as it is (none: a date, or naive); see plan._ISO_TYPES.
+ZONES: Final = (None, UTC)
+
+
+def is_leaf(entry: PlanEntry) -> bool:
+    """A __typename, or a field read off its source that is complete when its value has the plan's exact type."""
+    return entry[3] == TYPENAME or (entry[3] == BASIC and entry[9] is not None)
+
+
+def _check(i: int, entry: PlanEntry) -> str:
+    nullable, code = entry[6], entry[7]
+    value, exact = f"v{i}", f"t{i}"
+    if code == INT:
+        test = f"(type({value}) is {exact} and {INT_MIN} <= {value} <= {INT_MAX})"
+    elif code == FLOAT:
+        test = f"(type({value}) is {exact} and isfinite({value}))"
+    elif code == SCALAR:
+        test = f"(passes_times and type({value}) is {exact} and getattr({value}, 'tzinfo', None) in ZONES)"
+    else:
+        assert code in (STR, BOOL)
+        test = f"type({value}) is {exact}"
+    return f"({value} is None or {test})" if nullable else test
+
+
+def compile_leaves(type_name: str, entries: Sequence[PlanEntry]) -> Leaves | None:
+    """The leaf reader of a field set of `type_name`, or None when it has too few leaves to be worth one."""
+    leaves = {i for i, entry in enumerate(entries) if is_leaf(entry) and entry[3] == BASIC}
+    if len(leaves) < MIN_LEAVES:
+        return None
+    namespace: dict[str, Any] = {"isfinite": isfinite, "ZONES": ZONES}
+    reads, checks, items = [], [], []
+    for i, entry in enumerate(entries):
+        # Response names are GraphQL names ([_A-Za-z][_0-9A-Za-z]*): safe as string literals.
+        key = repr(entry[0])
+        if i in leaves:
+            namespace[f"g{i}"], namespace[f"t{i}"] = entry[4], entry[9]
+            reads.append(f"        v{i} = g{i}(source)")
+            checks.append(_check(i, entry))
+            items.append(f"{key}: v{i}")
+        elif entry[3] == TYPENAME:
+            items.append(f"{key}: {type_name!r}")
+        else:
+            items.append(f"{key}: None")
+    source = "\n".join(
+        [
+            "def leaves(source, passes_times):",
+            "    try:",
+            *reads,
+            "    except Exception:",
+            "        return None",
+            f"    if not ({' and '.join(checks)}):",
+            "        return None",
+            f"    return {{{', '.join(items)}}}",
+        ]
+    )
+    exec(compile(source, f"<leaves of {type_name}>", "exec"), namespace)  # noqa: S102 - generated from the plan
+    rest = [entry for i, entry in enumerate(entries) if i not in leaves and entry[3] != TYPENAME]
+    return namespace["leaves"], rest
