@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from types import TracebackType
@@ -254,9 +254,25 @@ def timestamptz_to_text(value: datetime | date) -> str:
 
 
 # Serving connections read times in UTC, as text (see timestamptz_from_text); PostgreSQL then writes every
-# `timestamptz` the one way the decoder reads. They cannot COPY a `timestamptz` column (asyncpg's COPY takes
-# binary codecs only): bulk writes go through the ingest's own connections (ingest/runner.connect).
+# `timestamptz` the one way the decoder reads. asyncpg's COPY takes binary codecs only: bulk writes go through the
+# ingest's own connections (ingest/runner.connect), or a serving connection within `binary_times`.
 TEXT_TIMES: Final = {"timezone": "UTC", "datestyle": "ISO, YMD"}
+
+
+async def _read_times_as_text(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec(
+        "timestamptz", encoder=timestamptz_to_text, decoder=timestamptz_from_text, schema="pg_catalog", format="text"
+    )
+
+
+@contextlib.asynccontextmanager
+async def binary_times(conn: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:
+    """A serving connection with asyncpg's own `timestamptz` codec for a while: COPY needs binary codecs."""
+    await conn.reset_type_codec("timestamptz", schema="pg_catalog")
+    try:
+        yield conn
+    finally:
+        await _read_times_as_text(conn)
 
 
 async def _init_connection(conn: asyncpg.Connection, query_logger: QueryLogger | None) -> None:
@@ -264,13 +280,7 @@ async def _init_connection(conn: asyncpg.Connection, query_logger: QueryLogger |
         await conn.set_type_codec(
             name, encoder=lambda v: orjson.dumps(v).decode(), decoder=orjson.loads, schema="pg_catalog"
         )
-    await conn.set_type_codec(
-        "timestamptz",
-        encoder=timestamptz_to_text,
-        decoder=timestamptz_from_text,
-        schema="pg_catalog",
-        format="text",
-    )
+    await _read_times_as_text(conn)
     conn.add_query_logger(_count_statement)
     if query_logger is not None:
         conn.add_query_logger(query_logger)

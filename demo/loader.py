@@ -11,6 +11,7 @@ from typing import TypeVar, cast
 
 import asyncpg
 
+from db.pool import binary_times
 from db.queries import bulk_load
 from db.queries.figures import refresh_institution_figures, refresh_researcher_figures
 from db.queries.writes.analyses import upsert_analyses
@@ -94,8 +95,8 @@ async def load_demo(
         finally:
             await conn.close()
     if isinstance(target, asyncpg.Pool):
-        async with target.acquire() as pooled:
-            conn = cast(asyncpg.Connection, pooled)
+        # A serving pool's connections read times as text; the load COPYs them in binary (db/pool.py).
+        async with target.acquire() as pooled, binary_times(cast(asyncpg.Connection, pooled)) as conn:
             return await load_demo(conn, papers=papers, seed=seed, batch_size=batch_size, progress=progress, bulk=bulk)
     return await _load(target, DemoPlan.for_papers(papers, seed), batch_size, progress, bulk)
 

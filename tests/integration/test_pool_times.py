@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 import asyncpg
 import pytest
 
-from db.pool import create_pool
+from db.pool import binary_times, create_pool
 
 STORED = [
     "2026-11-26 23:48:13.611218+00",
@@ -86,3 +86,21 @@ async def test_parameters_reach_postgresql_as_the_same_instant(zoned_db: str, va
     finally:
         await pool.close()
         await plain.close()
+
+
+async def test_a_serving_connection_copies_times_within_binary_times(zoned_db: str) -> None:
+    pool = await create_pool(zoned_db, min_size=1, max_size=1)
+    when = datetime(2026, 12, 5, 6, 7, 8, 9, tzinfo=UTC)
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute("CREATE TEMP TABLE copied (at timestamptz)")
+            with pytest.raises(asyncpg.InternalClientError, match="binary format encoder"):
+                await conn.copy_records_to_table("copied", records=[(when,)])
+            async with binary_times(conn):
+                await conn.copy_records_to_table("copied", records=[(when,)])
+            # And the same values afterwards.
+            assert await conn.fetchval("SELECT at FROM copied") == when
+            assert await conn.fetchval("SELECT '2026-12-05 06:07:08.000009+00'::timestamptz") == when
+            assert await conn.fetchval("SELECT 'infinity'::timestamptz") == datetime.max
+    finally:
+        await pool.close()
