@@ -48,6 +48,13 @@ class MaskUnexpectedErrors(MaskErrors):
     def __init__(self) -> None:
         super().__init__(should_mask_error=is_unexpected)
 
+    def _process_result(self, result: object) -> None:
+        # Strawberry's asks a runtime Protocol whether the result has `errors` (inspect.getattr_static over its
+        # classes, on every request); asking for the attribute is the same question.
+        errors = getattr(result, "errors", None)
+        if errors:
+            result.errors = self._process_errors(errors)  # type: ignore[attr-defined]
+
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
         context = self.execution_context.context
         request_id = getattr(context, "request_id", None)

@@ -1,6 +1,7 @@
 """A field set's leaves read, checked and gathered by one function written for that field set.
 
-Most of a page's values are leaves read off their source as they are (strings, numbers, flags, UTC times). The
+Most of a page's values are leaves read off their source as they are (strings, numbers, flags, UTC times, lists of
+strings). The
 executor's loop spends more on choosing what to do with each field than on the field itself: it unpacks the plan's
 entry, compares kinds and type codes, stores into the answer. A field set is the same for every object of a list
 and, for documents whose collections are shared, for every request, so for a set with enough leaves the plan also
@@ -18,7 +19,7 @@ from datetime import UTC
 from math import isfinite
 from typing import Any, Final
 
-from schema.fast_executor.plan import BASIC, BOOL, FLOAT, INT, INT_MAX, INT_MIN, SCALAR, STR, TYPENAME, PlanEntry
+from schema.fast_executor.plan import BASIC, BOOL, FLOAT, INT, INT_MAX, INT_MIN, LIST, SCALAR, STR, TYPENAME, PlanEntry
 
 # (source, whether times may pass to the encoder) -> the answer with the other fields' places held, or None.
 LeafReader = Callable[[Any, bool], dict[str, Any] | None]
@@ -36,10 +37,22 @@ def is_leaf(entry: PlanEntry) -> bool:
     return entry[3] == TYPENAME or (entry[3] == BASIC and entry[9] is not None)
 
 
+def _strings(entry: PlanEntry) -> bool:
+    """A field read off its source whose value is a list of non-null strings (categories, topics)."""
+    return entry[3] == BASIC and entry[7] == LIST and entry[8][:2] == (False, STR)
+
+
+def _readable(entry: PlanEntry) -> bool:
+    return (is_leaf(entry) and entry[3] == BASIC) or _strings(entry)
+
+
 def _check(i: int, entry: PlanEntry) -> str:
     nullable, code = entry[6], entry[7]
     value, exact = f"v{i}", f"t{i}"
-    if code == INT:
+    if code == LIST:
+        # Every item exactly a string: one set of the items' types, made in C.
+        test = f"(type({value}) is list and (not {value} or set(map(type, {value})) == STRINGS))"
+    elif code == INT:
         test = f"(type({value}) is {exact} and {INT_MIN} <= {value} <= {INT_MAX})"
     elif code == FLOAT:
         test = f"(type({value}) is {exact} and isfinite({value}))"
@@ -53,10 +66,10 @@ def _check(i: int, entry: PlanEntry) -> str:
 
 def compile_leaves(type_name: str, entries: Sequence[PlanEntry]) -> Leaves | None:
     """The leaf reader of a field set of `type_name`, or None when it has too few leaves to be worth one."""
-    leaves = {i for i, entry in enumerate(entries) if is_leaf(entry) and entry[3] == BASIC}
+    leaves = {i for i, entry in enumerate(entries) if _readable(entry)}
     if len(leaves) < MIN_LEAVES:
         return None
-    namespace: dict[str, Any] = {"isfinite": isfinite, "ZONES": ZONES}
+    namespace: dict[str, Any] = {"isfinite": isfinite, "ZONES": ZONES, "STRINGS": {str}}
     reads, checks, items = [], [], []
     for i, entry in enumerate(entries):
         # Response names are GraphQL names ([_A-Za-z][_0-9A-Za-z]*): safe as string literals.
@@ -65,7 +78,8 @@ def compile_leaves(type_name: str, entries: Sequence[PlanEntry]) -> Leaves | Non
             namespace[f"g{i}"], namespace[f"t{i}"] = entry[4], entry[9]
             reads.append(f"        v{i} = g{i}(source)")
             checks.append(_check(i, entry))
-            items.append(f"{key}: v{i}")
+            # A list is answered as a copy, as graphql-core answers (None and [] stay themselves).
+            items.append(f"{key}: v{i} and list(v{i})" if _strings(entry) else f"{key}: v{i}")
         elif entry[3] == TYPENAME:
             items.append(f"{key}: {type_name!r}")
         else:
