@@ -1,7 +1,7 @@
 """A field set's leaves read, checked and gathered by one function written for that field set.
 
 Most of a page's values are leaves read off their source as they are (strings, numbers, flags, UTC times, lists of
-strings). The
+strings, enums held as their values). The
 executor's loop spends more on choosing what to do with each field than on the field itself: it unpacks the plan's
 entry, compares kinds and type codes, stores into the answer. A field set is the same for every object of a list
 and, for documents whose collections are shared, for every request, so for a set with enough leaves the plan also
@@ -14,10 +14,13 @@ object as before, so errors, paths and nulls stay graphql-core's.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from datetime import UTC
 from math import isfinite
 from typing import Any, Final
+
+from graphql import GraphQLEnumType
 
 from schema.fast_executor.plan import BASIC, BOOL, FLOAT, INT, INT_MAX, INT_MIN, LIST, SCALAR, STR, TYPENAME, PlanEntry
 
@@ -42,14 +45,36 @@ def _strings(entry: PlanEntry) -> bool:
     return entry[3] == BASIC and entry[7] == LIST and entry[8][:2] == (False, STR)
 
 
+def _enum_names(entry: PlanEntry) -> tuple[frozenset[type], dict[Any, str]] | None:
+    """For a field read off its source whose type is an enum: the types its values may have (strings, the enum's
+    Python class) and each value with the name the enum writes for it, as its own serializer says, asked once now.
+    None for other fields."""
+    if entry[3] != BASIC or entry[7] != SCALAR or not isinstance(entry[8], GraphQLEnumType):
+        return None
+    enum_type = entry[8]
+    python_class = getattr(enum_type, "wrapped_cls", None)
+    candidates = [v.value for v in enum_type.values.values() if type(v.value) is str]
+    if isinstance(python_class, type):
+        candidates += list(python_class)  # type: ignore[call-overload]
+    names: dict[Any, str] = {}
+    for value in candidates:
+        with contextlib.suppress(Exception):
+            name = enum_type.serialize(value)
+            if type(name) is str:
+                names[value] = name
+    return frozenset({str, *([python_class] if isinstance(python_class, type) else [])}), names
+
+
 def _readable(entry: PlanEntry) -> bool:
-    return (is_leaf(entry) and entry[3] == BASIC) or _strings(entry)
+    return (is_leaf(entry) and entry[3] == BASIC) or _strings(entry) or _enum_names(entry) is not None
 
 
 def _check(i: int, entry: PlanEntry) -> str:
     nullable, code = entry[6], entry[7]
     value, exact = f"v{i}", f"t{i}"
-    if code == LIST:
+    if code == SCALAR and entry[9] is None:
+        test = f"(type({value}) in k{i} and {value} in e{i})"
+    elif code == LIST:
         # Every item exactly a string: one set of the items' types, made in C.
         test = f"(type({value}) is list and (not {value} or set(map(type, {value})) == STRINGS))"
     elif code == INT:
@@ -76,10 +101,18 @@ def compile_leaves(type_name: str, entries: Sequence[PlanEntry]) -> Leaves | Non
         key = repr(entry[0])
         if i in leaves:
             namespace[f"g{i}"], namespace[f"t{i}"] = entry[4], entry[9]
+            enum = _enum_names(entry)
+            if enum is not None:
+                namespace[f"k{i}"], namespace[f"e{i}"] = enum
             reads.append(f"        v{i} = g{i}(source)")
             checks.append(_check(i, entry))
             # A list is answered as a copy, as graphql-core answers (None and [] stay themselves).
-            items.append(f"{key}: v{i} and list(v{i})" if _strings(entry) else f"{key}: v{i}")
+            if _strings(entry):
+                items.append(f"{key}: v{i} and list(v{i})")
+            elif f"e{i}" in namespace:
+                items.append(f"{key}: e{i}.get(v{i})")  # the enum's name for the value (None for None)
+            else:
+                items.append(f"{key}: v{i}")
         elif entry[3] == TYPENAME:
             items.append(f"{key}: {type_name!r}")
         else:
