@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLED = ("ResearcherPage", "PaperPage", "PaperList")
 
 
-def _scope(body: bytes, state: Mapping[str, Any]) -> dict[str, Any]:
+def graphql_post_scope(body: bytes, state: Mapping[str, Any]) -> dict[str, Any]:
+    """The ASGI scope of a JSON POST of `body` to /graphql, carrying the lifespan's `state`."""
     return {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -78,7 +79,7 @@ async def _serve(database_url: str, operation: str, requests: int) -> None:
             async def send(message: MutableMapping[str, Any]) -> None:
                 out.append(message)
 
-            await app(_scope(body, state or {}), receive, send)
+            await app(graphql_post_scope(body, state or {}), receive, send)
             assert out[0]["status"] == 200 and b'"errors"' not in out[1]["body"], out[1]["body"][:300]
 
         for i in range(100):

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.app_instructions import graphql_post_scope
 from bench.run import ROOT, Server, body_for, count_instructions, running, sample_variables, wrk
 
 BENCH = ROOT / "bench"
@@ -195,21 +196,7 @@ async def decompose(database_url: str, redis_url: str, bodies: list[str], n: int
     sent: list[bytes] = []
 
     async def call(target: object, state: dict[str, object], body: bytes) -> None:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/graphql",
-            "raw_path": b"/graphql",
-            "query_string": b"",
-            "root_path": "",
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            "client": ("127.0.0.1", 5000),
-            "server": ("127.0.0.1", 8000),
-            "state": dict(state),
-        }
+        scope = graphql_post_scope(body, state)
         message = {"type": "http.request", "body": body, "more_body": False}
 
         async def receive() -> dict[str, object]:
