@@ -76,10 +76,10 @@ def make_fast(base_cls: type[Executor[Any]]) -> type[Executor[Any]]:
             # Collections (and their plans) are shared across requests when no variable can change them.
             self._shared = shared.for_operation(self.operation, self.fragments) if self._fast_enabled else None
             # Answers written as JSON (an orjson.Fragment) pass through this executor untouched: tell the resolvers.
-            if self._fast_enabled and hasattr(self.context_value, "passes_json"):
-                self.context_value.passes_json = True
-            # The same encoder (orjson) writes the answer's datetimes and dates: they pass as they are (plan.py).
+            # The same encoder (orjson) then writes the answer's datetimes and dates: they pass as they are (plan.py).
             self._passes_times = self._fast_enabled and hasattr(self.context_value, "passes_json")
+            if self._passes_times:
+                self.context_value.passes_json = True
 
         def collect_subfields(self, return_type: GraphQLObjectType, field_details_list: FieldDetailsList) -> Any:
             common = self._shared
