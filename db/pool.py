@@ -272,7 +272,8 @@ async def binary_times(conn: asyncpg.Connection) -> AsyncIterator[asyncpg.Connec
     try:
         yield conn
     finally:
-        await _read_times_as_text(conn)
+        if not conn.is_closed():  # a broken connection is not lent again: nothing to restore
+            await _read_times_as_text(conn)
 
 
 async def _init_connection(conn: asyncpg.Connection, query_logger: QueryLogger | None) -> None:

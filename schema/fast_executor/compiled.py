@@ -94,6 +94,28 @@ def compile_leaves(type_name: str, entries: Sequence[PlanEntry]) -> Leaves | Non
     leaves = {i for i, entry in enumerate(entries) if _readable(entry)}
     if len(leaves) < MIN_LEAVES:
         return None
+    rest = [entry for i, entry in enumerate(entries) if i not in leaves and entry[3] != TYPENAME]
+    # A reader is a function of the response names, the leaves' field definitions and the places of the others:
+    # documents whose plans are made per request (their variables can change what they select) find it here.
+    fields = tuple(entries[i][2] for i in sorted(leaves))
+    key = (type_name, *((e[0], id(e[2]) if i in leaves else e[3] == TYPENAME) for i, e in enumerate(entries)))
+    known = _READERS.get(key)
+    if known is not None and all(a is b for a, b in zip(known[0], fields, strict=True)):
+        return known[1], rest
+    reader = _write_reader(type_name, entries, leaves)
+    if len(_READERS) >= MAX_READERS:
+        _READERS.clear()
+    # The field definitions are kept with their reader, so that their ids are not reused by others.
+    _READERS[key] = (fields, reader)
+    return reader, rest
+
+
+# Readers by what they are written from (see compile_leaves), at most MAX_READERS of them.
+_READERS: dict[tuple[Any, ...], tuple[tuple[Any, ...], LeafReader]] = {}
+MAX_READERS: Final = 4096
+
+
+def _write_reader(type_name: str, entries: Sequence[PlanEntry], leaves: set[int]) -> LeafReader:
     namespace: dict[str, Any] = {"isfinite": isfinite, "ZONES": ZONES, "STRINGS": {str}}
     reads, checks, items = [], [], []
     for i, entry in enumerate(entries):
@@ -130,5 +152,5 @@ def compile_leaves(type_name: str, entries: Sequence[PlanEntry]) -> Leaves | Non
         ]
     )
     exec(compile(source, f"<leaves of {type_name}>", "exec"), namespace)  # noqa: S102 - generated from the plan
-    rest = [entry for i, entry in enumerate(entries) if i not in leaves and entry[3] != TYPENAME]
-    return namespace["leaves"], rest
+    reader: LeafReader = namespace["leaves"]
+    return reader

@@ -714,3 +714,23 @@ def _damaged(case: str) -> dict[str, Any]:
     context = PassingContext(build())
     BAD_DATA[case](context)
     return context
+
+
+def test_a_document_planned_per_request_reuses_its_leaf_readers(monkeypatch: pytest.MonkeyPatch) -> None:
+    # QUERY has @include / @skip: its plans are made per request, its readers written once.
+    from schema.fast_executor import compiled
+
+    written: list[str] = []
+    write = compiled._write_reader
+
+    def counting(type_name: str, entries: Any, leaves: Any) -> Any:
+        written.append(type_name)
+        return write(type_name, entries, leaves)
+
+    monkeypatch.setattr(compiled, "_write_reader", counting)
+    monkeypatch.setattr(compiled, "_READERS", {})
+    fast = strawberry.Schema(query=Query, execution_context_class=FastExecutor)
+    for _ in range(3):
+        data, errors = result_of(fast, QUERY, _damaged("clean"), VARIABLES[0])
+        assert (orjson.loads(orjson.dumps(data)), errors) == result_of(GENERIC, QUERY, build(), VARIABLES[0])
+    assert written and len(written) == len(set(written))
