@@ -239,9 +239,10 @@ def timestamptz_from_text(text: str, parse: Callable[[str], datetime] = datetime
     try:
         return parse(text)
     except ValueError:
-        if text in _INFINITE:
-            return _INFINITE[text]
-        raise
+        infinite = _INFINITE.get(text)
+        if infinite is None:
+            raise
+        return infinite
 
 
 def timestamptz_to_text(value: datetime | date) -> str:

@@ -24,9 +24,9 @@ from settings import Settings
 logger = logging.getLogger("wovepaper.graphql")
 
 # Strawberry's view asks every result whether it is a subscription's stream through a runtime Protocol (an async
-# iterator), whose isinstance walks each result's classes with inspect.getattr_static: about a tenth of a small
-# request's CPU. collections.abc.AsyncIterator asks the same (both methods on the type) and keeps its answer per
-# class. (No subscriptions are served here; the question still has to be answered the same way.)
+# iterator), whose isinstance walks each result's classes with inspect.getattr_static: 5% of the instructions of
+# `{ __typename }` (bench/RESULTS.md, round 9). collections.abc.AsyncIterator asks the same (both methods on the
+# type) and keeps its answer per class. (No subscriptions are served here; the question is answered the same way.)
 strawberry_view.SubscriptionExecutionResult = AsyncIterator  # type: ignore[attr-defined,assignment]
 
 

@@ -45,12 +45,14 @@ def _strings(entry: PlanEntry) -> bool:
     return entry[3] == BASIC and entry[7] == LIST and entry[8][:2] == (False, STR)
 
 
-def _enum_names(entry: PlanEntry) -> tuple[frozenset[type], dict[Any, str]] | None:
-    """For a field read off its source whose type is an enum: the types its values may have (strings, the enum's
-    Python class) and each value with the name the enum writes for it, as its own serializer says, asked once now.
-    None for other fields."""
-    if entry[3] != BASIC or entry[7] != SCALAR or not isinstance(entry[8], GraphQLEnumType):
-        return None
+def _is_enum(entry: PlanEntry) -> bool:
+    """A field read off its source whose type is an enum."""
+    return entry[3] == BASIC and entry[7] == SCALAR and isinstance(entry[8], GraphQLEnumType)
+
+
+def _enum_names(entry: PlanEntry) -> tuple[frozenset[type], dict[Any, str]]:
+    """An enum field's value types (strings, the enum's Python class) and each value with the name the enum writes
+    for it, as its own serializer says, asked once when the reader is written."""
     enum_type = entry[8]
     python_class = getattr(enum_type, "wrapped_cls", None)
     candidates = [v.value for v in enum_type.values.values() if type(v.value) is str]
@@ -66,13 +68,13 @@ def _enum_names(entry: PlanEntry) -> tuple[frozenset[type], dict[Any, str]] | No
 
 
 def _readable(entry: PlanEntry) -> bool:
-    return (is_leaf(entry) and entry[3] == BASIC) or _strings(entry) or _enum_names(entry) is not None
+    return (is_leaf(entry) and entry[3] == BASIC) or _strings(entry) or _is_enum(entry)
 
 
 def _check(i: int, entry: PlanEntry) -> str:
     nullable, code = entry[6], entry[7]
     value, exact = f"v{i}", f"t{i}"
-    if code == SCALAR and entry[9] is None:
+    if _is_enum(entry):
         test = f"(type({value}) in k{i} and {value} in e{i})"
     elif code == LIST:
         # Every item exactly a string: one set of the items' types, made in C.
@@ -123,15 +125,13 @@ def _write_reader(type_name: str, entries: Sequence[PlanEntry], leaves: set[int]
         key = repr(entry[0])
         if i in leaves:
             namespace[f"g{i}"], namespace[f"t{i}"] = entry[4], entry[9]
-            enum = _enum_names(entry)
-            if enum is not None:
-                namespace[f"k{i}"], namespace[f"e{i}"] = enum
             reads.append(f"        v{i} = g{i}(source)")
             checks.append(_check(i, entry))
-            # A list is answered as a copy, as graphql-core answers (None and [] stay themselves).
             if _strings(entry):
+                # A list is answered as a copy, as graphql-core answers (None and [] stay themselves).
                 items.append(f"{key}: v{i} and list(v{i})")
-            elif f"e{i}" in namespace:
+            elif _is_enum(entry):
+                namespace[f"k{i}"], namespace[f"e{i}"] = _enum_names(entry)
                 items.append(f"{key}: e{i}.get(v{i})")  # the enum's name for the value (None for None)
             else:
                 items.append(f"{key}: v{i}")

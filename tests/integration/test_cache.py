@@ -188,18 +188,22 @@ async def test_ingest_write_path_then_invalidate_no_stale_read(logged_pool, cach
         touched = Touched()
         # On a connection of its own, as the ingest writes (ingest/runner.connect), not a serving one.
         conn = await asyncpg.connect(cache_db[0])
-        async with conn.transaction():
-            rids = await upsert_researchers(
-                conn,
-                [ResearcherRecord("Wumo Yan", s2_author_id="wc-1"), ResearcherRecord("Li", s2_author_id="wc-2")],
-                touched=touched,
-            )
-            await upsert_papers(conn, papers, touched=touched)
-            matches = [AuthorshipMatch(p.arxiv_id, pos, key) for p in papers for pos, key in ((1, "wc-1"), (2, "wc-2"))]
-            await apply_authorship_matches(conn, matches, rids, {}, touched=touched)
-            await update_citations(conn, citations, touched=touched)
-            await refresh_figures(conn, touched)
-        await conn.close()
+        try:
+            async with conn.transaction():
+                rids = await upsert_researchers(
+                    conn,
+                    [ResearcherRecord("Wumo Yan", s2_author_id="wc-1"), ResearcherRecord("Li", s2_author_id="wc-2")],
+                    touched=touched,
+                )
+                await upsert_papers(conn, papers, touched=touched)
+                matches = [
+                    AuthorshipMatch(p.arxiv_id, pos, key) for p in papers for pos, key in ((1, "wc-1"), (2, "wc-2"))
+                ]
+                await apply_authorship_matches(conn, matches, rids, {}, touched=touched)
+                await update_citations(conn, citations, touched=touched)
+                await refresh_figures(conn, touched)
+        finally:
+            await conn.close()
         await invalidate(store, touched)  # after the commit, as the ingest does
         return touched, rids
 
