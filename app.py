@@ -228,6 +228,7 @@ def create_app(
             if isinstance(verifier, JwtAuthenticator):
                 await verifier.aclose()
             # This worker's pool and breaker gauges leave the multi-worker sum (its counters stay counted).
+            telemetry_metrics.fold_latencies()
             telemetry_metrics.mark_process_dead(os.getpid())
             if preload is not None:
                 await asyncio.to_thread(preload.join)
@@ -282,6 +283,7 @@ def create_app(
     async def metrics(request: Request) -> Response:
         cache: CacheStore = request.state.cache
         cache.report()
+        telemetry_metrics.fold_latencies()
         request.state.pool.report()
         await ingest_progress.refresh(request.state.pool)
         text = await asyncio.to_thread(telemetry_metrics.generate_latest, [ingest_progress])

@@ -1,10 +1,10 @@
 """Structured logs: one JSON object per line, with the fields a record carries in `extra`.
 
 The request line (one per request) is written by `emit()`: when the JSON handler `configure()` installed is the
-only one that would see it, the line is built as one dict and written to the handler's stream in bytes, without a
-LogRecord or a formatter (as structlog does with orjson and a bytes logger), and the lines of FLUSH_AFTER_S are
-written out together, whole lines in writes a shared pipe keeps whole; the same fields, the same line. Anything
-else (another handler, a filter, text format, a test's log capture) gets a record.
+only one that would see it, the request's time and fields are kept without a LogRecord, and the lines of
+FLUSH_AFTER_S are built together (one dict each, as structlog does with orjson and a bytes logger) and written out
+together, whole lines in writes a shared pipe keeps whole; the same fields, the same line. Anything else (another
+handler, a filter, text format, a test's log capture) gets a record.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import asyncio
 import logging
 import select
 import sys
-import time
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -41,45 +40,46 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
-# Request lines are written out together, at most FLUSH_AFTER_S after the first of them (or once PENDING_MAX_BYTES
-# are waiting, or when the process exits: logging's shutdown flushes its handlers): a write(2) per request costs
-# more than building its line, and stderr is often unbuffered (PYTHONUNBUFFERED=1, as containers set it). A process
-# killed outright loses at most that long's lines.
+# Request lines are built and written out together, at most FLUSH_AFTER_S after the first of them (or once
+# PENDING_MAX_LINES are waiting, or when the process exits: logging's shutdown flushes its handlers): a write(2) per
+# request costs more than building its line, and stderr is often unbuffered (PYTHONUNBUFFERED=1, as containers set
+# it). A process killed outright loses at most that long's lines.
 FLUSH_AFTER_S: Final = 0.05
-PENDING_MAX_BYTES: Final = 64 * 1024
+PENDING_MAX_LINES: Final = 256
 # Each write is whole lines and at most this long: a pipe that several workers share (their common stderr) writes
 # it whole, never interleaved with another worker's.
 WRITE_MAX_BYTES: Final = select.PIPE_BUF
 
 
 class JsonLines(logging.StreamHandler):  # type: ignore[type-arg]
-    """The JSON handler: records as JsonFormatter lines, and request lines from `emit()` gathered and written out
-    together, before any record that comes after them."""
+    """The JSON handler: records as JsonFormatter lines, and request lines from `emit()` gathered, then built and
+    written out together, before any record that comes after them."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
         self.setFormatter(JsonFormatter())
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
+        self._pending: list[dict[str, Any]] = []
         self._due: asyncio.AbstractEventLoop | None = None
 
-    def add_line(self, line: bytes) -> None:
+    def add_line(self, line: dict[str, Any]) -> None:
+        """A line from `emit()`, built when written out."""
         with self.lock:  # type: ignore[union-attr]
             self._pending.append(line)
-            self._pending_bytes += len(line)
-            full = self._pending_bytes >= PENDING_MAX_BYTES
+            full = len(self._pending) >= PENDING_MAX_LINES
         if full:
             self.write_pending()
             return
+        due = self._due
+        if due is not None and not due.is_closed():
+            return  # a write is due already (asking for the running loop costs a getpid(2) before Python 3.12)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self.write_pending()  # not serving: nothing to gather
             return
-        if self._due is not loop:
-            # The write is due on the loop serving now (a loop closed meanwhile would never run it).
-            self._due = loop
-            loop.call_later(FLUSH_AFTER_S, self._write_due, loop)
+        # The write is due on the loop serving now (a loop closed meanwhile would never run it).
+        self._due = loop
+        loop.call_later(FLUSH_AFTER_S, self._write_due, loop)
 
     def emit(self, record: logging.LogRecord) -> None:
         self.write_pending()
@@ -98,8 +98,8 @@ class JsonLines(logging.StreamHandler):  # type: ignore[type-arg]
         if not self._pending:
             return
         with self.lock:  # type: ignore[union-attr]
-            self._write(self._pending)
-            self._pending, self._pending_bytes = [], 0
+            self._write([_line(line) for line in self._pending])
+            self._pending = []
 
     def _write(self, lines: list[bytes]) -> None:
         stream = self.stream
@@ -171,8 +171,15 @@ def configure(fmt: str, level: str = "info") -> None:
     logging.getLogger("uvicorn.access").disabled = True
 
 
-def emit(logger: logging.Logger, message: str, fields: dict[str, Any]) -> None:
-    """`logger.info(message, extra=fields)`, written directly when only the JSON handler would see the record."""
+# A line's first fields, in JsonFormatter's order; `emit()` is given them with the record's own.
+HEAD: Final = ("time", "level", "logger", "message")
+
+
+def emit(logger: logging.Logger, line: dict[str, Any]) -> None:
+    """An INFO line of `logger`: `line` holds JsonFormatter's fields in its order, `time` (epoch seconds),
+    `level`, `logger` and `message` first, then the record's own; the handler owns it from here. Written directly
+    when only the JSON handler would see the record, else logged as `logger.info(message, extra=the record's own)`.
+    """
     if not logger.isEnabledFor(logging.INFO):
         return
     handler = _json_handler
@@ -188,32 +195,31 @@ def emit(logger: logging.Logger, message: str, fields: dict[str, Any]) -> None:
         or handler.filters
         or handler.level > logging.INFO
     ):
-        logger.info("%s", message, extra=fields)
+        logger.info("%s", line["message"], extra={k: v for k, v in line.items() if k not in HEAD})
         return
-    handler.add_line(_line(logger.name, message, fields))
+    handler.add_line(line)
 
 
-def _line(name: str, message: str, fields: dict[str, Any]) -> bytes:
-    """JsonFormatter's line for these `fields` (none named time, level, logger or message), its head spliced onto
-    the fields' JSON rather than merged into one more dict."""
-    head = b'{"time":"%b","level":"info","logger":%b,"message":%b' % (_now(), orjson.dumps(name), orjson.dumps(message))
-    return head + (b"," + orjson.dumps(fields, default=str)[1:] if fields else b"}") + b"\n"
+def _line(line: dict[str, Any]) -> bytes:
+    """JsonFormatter's line for `line` (see `emit()`), its time formatted in place: one dict, one dumps."""
+    line["time"] = _stamp(line["time"])
+    return orjson.dumps(line, default=str, option=orjson.OPT_APPEND_NEWLINE)
 
 
-# The formatted second, kept until the clock moves to the next one; the formatted millisecond, until it does.
+# The formatted second, kept until a line of another second is built; the formatted millisecond, likewise.
 _second: list[Any] = [-1, ""]
-_milli: list[Any] = [-1, b""]
+_milli: list[Any] = [-1, ""]
 
 
-def _now() -> bytes:
-    """JsonFormatter's `time` (UTC, milliseconds), formatting the date and time once a second."""
-    ms = int(time.time() * 1000)
+def _stamp(created: float) -> str:
+    """JsonFormatter's `time` (UTC, milliseconds) of `created`, formatting the date and time once a second."""
+    ms = int(created * 1000)
     if _milli[0] == ms:
-        stamp: bytes = _milli[1]
+        stamp: str = _milli[1]
         return stamp
     second, millis = divmod(ms, 1000)
     if _second[0] != second:
         _second[0], _second[1] = second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    stamp = f"{_second[1]}.{millis:03d}+00:00".encode()
+    stamp = f"{_second[1]}.{millis:03d}+00:00"
     _milli[0], _milli[1] = ms, stamp
     return stamp

@@ -12,6 +12,7 @@ import itertools
 import logging
 import os
 import re
+import time
 from typing import Any, Final
 
 from starlette.types import Scope
@@ -19,7 +20,8 @@ from starlette.types import Scope
 from telemetry import logs
 from telemetry.metrics import SQL_SECONDS, SQL_STATEMENTS, operation_label, request_seconds
 
-log = logging.getLogger("wovepaper.request")
+LOGGER: Final = "wovepaper.request"
+log = logging.getLogger(LOGGER)
 
 # Ids from upstream proxies and clients are kept when they look like ids (no spaces, quotes or control bytes).
 _SANE_ID: Final = re.compile(rb"^[A-Za-z0-9._:-]{1,64}$")
@@ -61,8 +63,11 @@ def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, ca
     method = scope.get("method", "")
     logs.emit(
         log,
-        f"{method} {path} {status}",
         {
+            "time": time.time(),
+            "level": "info",
+            "logger": LOGGER,
+            "message": f"{method} {path} {status}",
             "request_id": request_id,
             "method": method,
             "path": path,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
-from telemetry.metrics import count_cache_event
+from telemetry.metrics import FOLD_AFTER_S, count_cache_event
 
 # field -> (cache, event) labels of wovepaper_cache_events_total
 EVENTS: Final = {
@@ -27,9 +27,6 @@ EVENTS: Final = {
     "saturated": ("redis", "saturated"),  # calls skipped: this process already had its share in flight
     "invalidation_failures": ("redis", "invalidation_deferred"),
 }
-
-
-FOLD_AFTER_S: Final = 1.0
 
 
 class _Count:

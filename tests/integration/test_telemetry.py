@@ -20,6 +20,7 @@ from app import create_app
 from settings import Settings
 from telemetry import logs
 from telemetry.logs import JsonFormatter
+from telemetry.metrics import FOLD_AFTER_S
 from tests.integration.inprocess import served
 from tests.server_process import start_api
 
@@ -150,6 +151,8 @@ async def test_metrics_of_several_workers_are_one_set(database_url, tmp_path) ->
     try:
         async with httpx.AsyncClient(base_url=api.url, timeout=20) as client:
             await asyncio.gather(*(client.post("/graphql", json={"query": QUERY}) for _ in range(30)))
+            # Each worker's latencies reach the shared files within FOLD_AFTER_S (at once for the one scraped).
+            await asyncio.sleep(FOLD_AFTER_S * 1.5)
             counts = set()
             for _ in range(6):  # several scrapes, answered by either worker
                 # Not one of the site's operations: counted under "other" (labels stay bounded).

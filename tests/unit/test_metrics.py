@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from db.cache import metrics as cache_metrics
@@ -63,3 +64,36 @@ def test_operation_labels_are_bounded() -> None:
     assert metrics.operation_label("ResearcherPage") == "ResearcherPage"
     assert metrics.operation_label("Anything_a_client_invents_123") == "other"
     assert metrics.operation_label(None) == "anonymous"
+
+
+async def test_latencies_counted_here_read_as_if_each_was_observed_in_prometheus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(metrics, "FOLD_AFTER_S", 0.05)
+    registry = CollectorRegistry()
+    direct = Histogram("direct_seconds", "", ["op"], buckets=metrics.LATENCY_BUCKETS, registry=registry)
+    counted = Histogram("counted_seconds", "", ["op"], buckets=metrics.LATENCY_BUCKETS, registry=registry)
+    latency = metrics.Latency(counted.labels("x"))
+    # Each bound itself (a bucket's bounds are inclusive), either side of it, past the last one, and zero.
+    values = [0.0, *metrics.LATENCY_BUCKETS, *(b * 0.999 for b in metrics.LATENCY_BUCKETS), 0.0001, 31.0, 400.0]
+
+    def samples(name: str) -> list[tuple[str, dict[str, str], float]]:
+        text = generate_latest(registry).decode()
+        return [
+            (s.name.removeprefix(name), s.labels, s.value)
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name.startswith(name) and not s.name.endswith("_created")
+        ]
+
+    for value in values:
+        direct.labels("x").observe(value)
+        latency.observe(value)
+    assert all(s[2] == 0 for s in samples("counted_seconds"))  # counted here first
+    await asyncio.sleep(0.2)
+    assert samples("counted_seconds") == samples("direct_seconds")
+    latency.observe(0.003)
+    direct.labels("x").observe(0.003)
+    metrics.fold_latencies()  # what reading /metrics in this process does
+    assert samples("counted_seconds") == samples("direct_seconds")
+    assert ("_count", {"op": "x"}, len(values) + 1.0) in samples("counted_seconds")
