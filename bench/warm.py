@@ -17,7 +17,10 @@ all warmed (each body sent twice) before wrk starts. Variants:
 - answer looked up (Starlette): `bench.constant:create` reading each request's body and sending the answer the API
   gave it (`BENCH_CONSTANT_ANSWERS`): the least any cache of whole answers does, for scale; not the target's measure.
 With `--instructions N`, instead of wrk: each variant under valgrind's callgrind, the instructions its process
-executes per request over N requests sent one at a time (user space only; stable where CPU time is not).
+executes per request over N requests sent one at a time (user space only; stable where CPU time is not). With
+`--loaded-instructions SECONDS`, the same count while wrk loads the variant as above for that long (it runs some 50
+times slower under callgrind, 16 requests still in flight): what one request at a time leaves out, such as request
+lines written out together and rate-limit charges sharing a round trip or a lease.
 Variants alternate order every round; CPU per request is the server process's user + system time from
 /proc/<pid>/stat over the wrk run divided by the requests wrk completed. The load average is printed.
 """
@@ -29,6 +32,7 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -90,6 +94,9 @@ def main() -> None:
     parser.add_argument(
         "--instructions", type=int, metavar="N", help="instead of wrk: instructions per request under callgrind, N each"
     )
+    parser.add_argument(
+        "--loaded-instructions", type=int, metavar="SECONDS", help="instructions per request under callgrind and wrk"
+    )
     args = parser.parse_args()
     if args.decompose:
         variables = asyncio.run(sample_variables(args.database_url, "ResearcherPage", args.ids, 0.42))
@@ -133,7 +140,7 @@ def main() -> None:
     answers_path.write_text(json.dumps(answers))
     print(f"constant body: {constant_path.stat().st_size} bytes; {len(bodies)} ids", flush=True)
 
-    if args.instructions:
+    if args.instructions or args.loaded_instructions:
         variants.pop("hit, Redis tier only")  # its Redis calls cross to another process, which callgrind does not see
         everyone = [("constant", constant), *variants.items()]
         encoded = [b.encode() for b in bodies]
@@ -141,6 +148,10 @@ def main() -> None:
         held = {"WOVEPAPER_NEAR_CACHE_MAX_AGE_S": "3600"}
         counted = {
             name: count_instructions(replace(server, env={**server.env, **held}), encoded, args.instructions, 2)
+            if args.instructions
+            else count_loaded(
+                replace(server, env={**server.env, **held}), bodies, bodies_path, args.loaded_instructions
+            )
             for name, server in everyone
         }
         for name, per_request in counted.items():
@@ -171,6 +182,24 @@ def main() -> None:
                 got[name]["server_cpu_ms_per_req"] / got["constant"]["server_cpu_ms_per_req"]
             )
     report(results, ratios)
+
+
+def count_loaded(server: Server, bodies: list[str], bodies_path: Path, seconds: int) -> float:
+    """Instructions the server's process executes per request under callgrind while wrk loads it for `seconds`."""
+    out = BENCH / "results" / f"callgrind-loaded-{server.name.replace(' ', '_').replace(',', '')}.out"
+    for stale in out.parent.glob(out.name + "*"):
+        stale.unlink()
+    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+    with running(replace(server, argv=[*valgrind, *server.argv], start_timeout_s=600)) as (pid, url):
+        if not server.env.get("BENCH_CONSTANT_ANSWERS") and server.name != "constant":
+            warm_up(url, bodies)
+        subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
+        served = wrk(url, "/graphql", bodies_path, seconds, pid)["rps"] * seconds
+        for command in (["-i", "off"], ["-d"]):
+            subprocess.run(["callgrind_control", *command, str(pid)], check=True, capture_output=True)
+    # The dump asked for is part 1; the file written at exit (nothing counted since) has no suffix.
+    totals = [int(line.split()[1]) for line in Path(f"{out}.1").read_text().splitlines() if line.startswith("totals:")]
+    return sum(totals) / served
 
 
 async def decompose(database_url: str, redis_url: str, bodies: list[str], n: int = 3000) -> None:

@@ -5,6 +5,12 @@ continuously: each point spent comes back `3600 / limit` seconds later, so `rema
 spend now and `resetAt` is when the budget is full again. A request whose cost does not fit is refused
 whole (nothing is spent, nothing runs). When Redis is unavailable each process counts on its own
 (the same rule in memory): never no limit, never refusing everyone.
+
+A busy client's points are taken from Redis a few requests' worth at a time (a lease), then spent by the process
+that holds them without a round trip: at most LEASE_SHARE of the budget per process, only while a tenth of it would
+still be left in Redis, and what a lease has not spent after LEASE_S goes back. Points leave Redis before they are
+spent, so no client ever spends more than its budget, whichever workers answer it; near the end of a budget every
+charge goes to Redis.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
@@ -32,16 +38,19 @@ RESOURCE: Final = "graphql"
 LOCAL_SUBJECTS: Final = 100_000
 
 # Charges of one batch, in order: KEYS[i] the i-th client's theoretical arrival time (ms); ARGV[1] the period (ms),
-# then points and limit of each charge. Returns {allowed, now_ms, tat_ms} for each: tat is the new one when
-# allowed, the unchanged one when refused. One clock for the batch; a client charged twice sees its first charge.
+# then points, limit and lease of each charge. Returns {allowed, now_ms, tat_ms, leased} for each: tat is the new
+# one when allowed (with the points leased), the unchanged one when refused; the lease is granted only if a tenth
+# of the budget is left after it. Negative points give points back (never below a full budget). One clock for the
+# batch; a client charged twice sees its first charge.
 _CHARGE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local period = tonumber(ARGV[1])
 local out = {}
 for i = 1, #KEYS do
-  local points = tonumber(ARGV[2 * i])
-  local limit = tonumber(ARGV[2 * i + 1])
+  local points = tonumber(ARGV[3 * i - 1])
+  local limit = tonumber(ARGV[3 * i])
+  local lease = tonumber(ARGV[3 * i + 1])
   local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
   if tat < now then tat = now end
   local new_tat = tat + points * period / limit
@@ -49,13 +58,21 @@ for i = 1, #KEYS do
     out[#out + 1] = 0
     out[#out + 1] = now
     out[#out + 1] = math.floor(tat)
+    out[#out + 1] = 0
   else
-    if points > 0 then
+    local leased = 0
+    if lease > 0 and new_tat + lease * period / limit - now <= period * 0.9 then
+      new_tat = new_tat + lease * period / limit
+      leased = lease
+    end
+    if new_tat < now then new_tat = now end
+    if points ~= 0 or leased > 0 then
       redis.call('SET', KEYS[i], string.format('%d', math.ceil(new_tat)), 'PX', math.ceil(new_tat - now) + 1000)
     end
     out[#out + 1] = 1
     out[#out + 1] = now
     out[#out + 1] = math.ceil(new_tat)
+    out[#out + 1] = leased
   end
 end
 return out
@@ -63,10 +80,21 @@ return out
 _CHARGE_SHA: Final = hashlib.sha1(_CHARGE.encode()).hexdigest()
 # Most charges sent in one script call.
 MAX_BATCH: Final = 256
+# A lease: at most this share of a client's budget, and this many times the charge that takes it, held by one
+# process for at most LEASE_S.
+LEASE_SHARE: Final = 0.01
+LEASE_CHARGES: Final = 64
+LEASE_S: Final = 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+# (allowed, now_ms, tat_ms, leased) of one charge; a queued charge: (key, points, limit, lease asked, its answer).
+_Result = tuple[int, int, int, int]
+_Charge = tuple[str, int, int, int, "asyncio.Future[_Result | None]"]
+
+
+class Decision(NamedTuple):
+    """What a charge decided, with a client's figures after it (a tuple: one is made per request)."""
+
     allowed: bool
     limit: int
     cost: int
@@ -99,20 +127,13 @@ def decide(*, allowed: bool, points: int, limit: int, now_ms: float, tat_ms: flo
     """The figures a client sees, from the state after the charge (or the unchanged one, if refused)."""
     period_ms = PERIOD_S * 1000
     interval = period_ms / limit
-    used = min(limit, math.ceil(max(0.0, tat_ms - now_ms) / interval - 1e-9))
+    # The state is kept in whole milliseconds, rounded up: less than one over what was spent.
+    used = min(limit, math.ceil(max(0.0, tat_ms - now_ms - 1) / interval))
     retry = 0
     if not allowed:
         # The charge fits once the state has drained to `period - points * interval` ahead of now.
         retry = max(1, math.ceil((tat_ms + points * interval - period_ms - now_ms) / 1000))
-    return Decision(
-        allowed=allowed,
-        limit=limit,
-        cost=points,
-        used=used,
-        remaining=limit - used,
-        reset_at=math.ceil(max(tat_ms, now_ms) / 1000),
-        retry_after=retry,
-    )
+    return Decision(allowed, limit, points, used, limit - used, math.ceil(max(tat_ms, now_ms) / 1000), retry)
 
 
 class LocalLimiter:
@@ -135,6 +156,32 @@ class LocalLimiter:
         return decide(allowed=allowed, points=points, limit=limit, now_ms=now, tat_ms=new_tat if allowed else tat)
 
 
+@dataclass(slots=True)
+class _Lease:
+    """Points of one client taken from Redis and not spent yet, with the state Redis gave when they were taken."""
+
+    key: str
+    limit: int
+    held: int
+    tat_ms: float  # Redis's state after the lease was taken (its points included)
+    redis_now_ms: float  # Redis's clock then
+    taken: float  # this process's monotonic clock then
+
+    def charge(self, points: int) -> Decision:
+        """Spends `points` of the held ones: the figures as Redis would give them, had each charge gone there."""
+        self.held -= points
+        interval = PERIOD_S * 1000 / self.limit
+        now_ms = self.redis_now_ms + (time.monotonic() - self.taken) * 1000
+        return decide(
+            allowed=True, points=points, limit=self.limit, now_ms=now_ms, tat_ms=self.tat_ms - self.held * interval
+        )
+
+
+def lease_size(points: int, limit: int) -> int:
+    """The points a charge of `points` asks to hold besides: none for a free charge or a budget too small to share."""
+    return min(int(limit * LEASE_SHARE), LEASE_CHARGES * points)
+
+
 class RateLimiter:
     """One per process: Redis through the cache store's breaker, the local limiter behind it.
 
@@ -152,25 +199,78 @@ class RateLimiter:
         if store is not None and store.redis is not None:
             pool = store.redis.connection_pool
             self._conn = pool.connection_class(**{**pool.connection_kwargs, "socket_timeout": None})
-        self._pending: list[tuple[str, int, int, asyncio.Future[tuple[int, int, int] | None]]] = []
+        self._pending: list[_Charge] = []
         self._sender: asyncio.Task[None] | None = None
+        self._leases: dict[str, _Lease] = {}
+        self._asking: set[str] = set()
+        self._sweeping = False
 
     async def charge(self, subject: str, points: int, limit: int) -> Decision:
         points = max(0, points)
         if self.store is not None and self._conn is not None:
-            future: asyncio.Future[tuple[int, int, int] | None] = asyncio.get_running_loop().create_future()
-            self._pending.append((keys.rate_limit(self.store.namespace, subject), points, limit, future))
-            if self._sender is None:
-                # A task of its own: a request cancelled while waiting cancels no batch.
-                self._sender = asyncio.get_running_loop().create_task(self._send_batches())
-            got = await future
+            lease = self._leases.get(subject)
+            if lease is not None:
+                if lease.held >= points and lease.limit == limit and time.monotonic() - lease.taken < LEASE_S:
+                    return lease.charge(points)
+                self._give_back(self._leases.pop(subject))
+            key = keys.rate_limit(self.store.namespace, subject)
+            # One charge at a time asks for a client's lease: those sent together with it are charged exactly.
+            asked = lease_size(points, limit) if subject not in self._asking else 0
+            if asked:
+                self._asking.add(subject)
+            try:
+                got = await self._send(key, points, limit, asked)
+            finally:
+                if asked:
+                    self._asking.discard(subject)
             if got is not None:
-                allowed, now_ms, tat_ms = got
-                return decide(allowed=bool(allowed), points=points, limit=limit, now_ms=now_ms, tat_ms=tat_ms)
+                allowed, now_ms, tat_ms, leased = got
+                if leased:
+                    self._hold(_Lease(key, limit, leased, tat_ms, now_ms, time.monotonic()), subject)
+                # Its figures show what it spent, not what it leased.
+                spent_ms = tat_ms - leased * PERIOD_S * 1000 / limit
+                return decide(allowed=bool(allowed), points=points, limit=limit, now_ms=now_ms, tat_ms=spent_ms)
         return self.local.charge(subject, points, limit)
 
+    def _send(self, key: str, points: int, limit: int, lease: int) -> asyncio.Future[_Result | None]:
+        """Queues a charge for the next batch: its (allowed, now_ms, tat_ms, leased), None if Redis did not answer."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_Result | None] = loop.create_future()
+        self._pending.append((key, points, limit, lease, future))
+        if self._sender is None:
+            # A task of its own: a request cancelled while waiting cancels no batch.
+            self._sender = loop.create_task(self._send_batches())
+        return future
+
+    def _hold(self, lease: _Lease, subject: str) -> None:
+        replaced = self._leases.pop(subject, None)
+        if replaced is not None:
+            self._give_back(replaced)
+        if len(self._leases) >= LOCAL_SUBJECTS:
+            self._give_back(self._leases.pop(next(iter(self._leases))))
+        self._leases[subject] = lease
+        if not self._sweeping:
+            self._sweeping = True
+            asyncio.get_running_loop().call_later(LEASE_S, self._sweep)
+
+    def _give_back(self, lease: _Lease) -> None:
+        """Returns what `lease` holds to Redis (nobody waits for the answer)."""
+        if lease.held > 0:
+            self._send(lease.key, -lease.held, lease.limit, 0)
+
+    def _sweep(self) -> None:
+        """Gives back what leases taken LEASE_S ago still hold."""
+        self._sweeping = False
+        now = time.monotonic()
+        for subject, lease in list(self._leases.items()):
+            if now - lease.taken >= LEASE_S:
+                self._give_back(self._leases.pop(subject))
+        if self._leases:
+            self._sweeping = True
+            asyncio.get_running_loop().call_later(LEASE_S, self._sweep)
+
     async def _send_batches(self) -> None:
-        batch: list[tuple[str, int, int, asyncio.Future[tuple[int, int, int] | None]]] = []
+        batch: list[_Charge] = []
         try:
             while self._pending:
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
@@ -186,16 +286,14 @@ class RateLimiter:
                     future.set_result(None)
             self._pending = []
 
-    async def _run(
-        self, batch: list[tuple[str, int, int, asyncio.Future[tuple[int, int, int] | None]]]
-    ) -> list[tuple[int, int, int]] | None:
-        """Each charge's (allowed, now_ms, tat_ms), or None when Redis did not answer."""
+    async def _run(self, batch: list[_Charge]) -> list[_Result] | None:
+        """Each charge's (allowed, now_ms, tat_ms, leased), or None when Redis did not answer."""
         assert self.store is not None and self._conn is not None
         conn = self._conn
         keys_ = [key for key, *_ in batch]
         args: list[int] = [PERIOD_S * 1000]
-        for _, points, limit, _ in batch:
-            args += (points, limit)
+        for _, points, limit, lease, _ in batch:
+            args += (points, limit, lease)
 
         async def run(_: Redis) -> object:
             try:
@@ -206,14 +304,19 @@ class RateLimiter:
                 raise
 
         got = await self.store.call(run)
-        if isinstance(got, Unavailable) or not isinstance(got, list) or len(got) != 3 * len(batch):
+        if isinstance(got, Unavailable) or not isinstance(got, list) or len(got) != 4 * len(batch):
             return None
         values = [int(v) for v in got]
-        return [(values[i], values[i + 1], values[i + 2]) for i in range(0, len(values), 3)]
-
+        return [(values[i], values[i + 1], values[i + 2], values[i + 3]) for i in range(0, len(values), 4)]
 
     async def aclose(self) -> None:
+        """Gives back what leases hold, then closes the connection."""
         if self._conn is not None:
+            leases = [lease for lease in self._leases.values() if lease.held]
+            self._leases.clear()
+            returns = [self._send(lease.key, -lease.held, lease.limit, 0) for lease in leases]
+            if returns:
+                await asyncio.gather(*returns)
             await self._conn.disconnect()
 
 

@@ -19,6 +19,7 @@ import localservers
 from app import create_app
 from cli import app as cli_app
 from db.cache.store import CacheStore, create_redis
+from edge import ratelimit
 from edge.api_keys import ApiKeyAuthenticator
 from edge.ratelimit import RateLimiter
 from tests.integration.graph_support import StatementCounter, seeded_database, serving, settings_for
@@ -219,6 +220,70 @@ async def test_concurrent_charges_share_round_trips_and_workers_share_the_budget
         for limiter, store in zip(workers, stores, strict=True):
             await limiter.aclose()
             await store.aclose()
+
+
+@contextlib.asynccontextmanager
+async def limiters(redis_url: str, namespace: str, n: int) -> AsyncIterator[list[RateLimiter]]:
+    """`n` workers' limiters sharing `namespace`, each with its own store."""
+    stores = [CacheStore(create_redis(redis_url, timeout_s=1.0), namespace=namespace, ttl_s=60) for _ in range(n)]
+    workers = [RateLimiter(store) for store in stores]
+    try:
+        yield workers
+    finally:
+        for limiter, store in zip(workers, stores, strict=True):
+            await limiter.aclose()
+            await store.aclose()
+
+
+# Budgets below are small enough (an hour's points over a few hundred) that none refills while a test runs.
+
+
+async def test_a_busy_client_spends_leased_points_without_a_round_trip_each_and_sees_exact_figures(
+    redis_url: str, cache_namespace: str
+) -> None:
+    async with limiters(redis_url, f"{cache_namespace}-k{next(_ns)}", 2) as (worker, other):
+        assert worker.store is not None
+        # 700 points an hour: a charge of 1 point leases 7 more (a hundredth of the budget).
+        decisions = [await worker.charge("key:site", 1, 700) for _ in range(36)]
+        # The figures each charge shows are those of charging Redis every time.
+        assert [(d.allowed, d.used, d.remaining) for d in decisions] == [(True, i, 700 - i) for i in range(1, 37)]
+        # One round trip per 8 charges: the charge that takes a lease, then the 7 it holds.
+        assert worker.store.metrics.calls == 5, worker.store.metrics.calls
+        # Redis holds the last lease's 4 unspent points besides those spent: another worker sees no more than it may
+        # spend.
+        assert (await other.charge("key:site", 0, 700)).remaining == 700 - 36 - 4
+        await worker.aclose()  # what a stopping worker does: the unspent points go back
+        assert (await other.charge("key:site", 0, 700)).remaining == 700 - 36
+
+
+async def test_points_a_lease_did_not_spend_go_back_after_a_while(
+    redis_url: str, cache_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ratelimit, "LEASE_S", 0.1)
+    async with limiters(redis_url, f"{cache_namespace}-k{next(_ns)}", 2) as (worker, other):
+        first = await worker.charge("ip:192.0.2.7", 2, 1000)
+        assert (first.remaining, (await other.charge("ip:192.0.2.7", 0, 1000)).remaining) == (998, 998 - 10)
+        await asyncio.sleep(0.5)
+        assert (await other.charge("ip:192.0.2.7", 0, 1000)).remaining == 998
+        # An expired lease is not spent: the next charge goes to Redis and shows what Redis holds.
+        assert (await worker.charge("ip:192.0.2.7", 2, 1000)).remaining == 996
+        # Round trips: the first charge, the points given back, the last charge.
+        assert worker.store is not None and worker.store.metrics.calls == 3
+
+
+async def test_with_leases_workers_never_spend_more_than_the_budget(redis_url: str, cache_namespace: str) -> None:
+    namespace = f"{cache_namespace}-k{next(_ns)}"
+    decisions: list[Any] = []
+    async with limiters(redis_url, namespace, 2) as workers:
+        # 600 points an hour: leases of 6 points while a tenth of the budget would be left, none after.
+        for _ in range(25):
+            decisions += await asyncio.gather(*(w.charge("ip:198.51.100.8", 3, 600) for w in workers for _ in range(5)))
+    allowed = sum(d.allowed for d in decisions)
+    assert 3 * allowed <= 600
+    assert 3 * allowed >= 600 - 2 * 6 - 3  # held back: at most one lease per worker
+    # The workers stopped and gave their leases back: Redis holds exactly what was spent.
+    async with limiters(redis_url, namespace, 1) as (fresh,):
+        assert (await fresh.charge("ip:198.51.100.8", 0, 600)).used == 3 * allowed
 
 
 async def test_budgets_hold_behind_a_path_prefix(seeded: Any, redis_url: str, cache_namespace: str) -> None:
