@@ -275,9 +275,11 @@ class RateLimiter:
             while self._pending:
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
                 results = await self._run(batch)
-                for i, (*_, future) in enumerate(batch):
+                for i, (key, _, limit, _, future) in enumerate(batch):
                     if not future.done():
                         future.set_result(results[i] if results is not None else None)
+                    elif results is not None and results[i][3] > 0:
+                        self._send(key, -results[i][3], limit, 0)  # its request gave up: nobody holds the lease
         finally:
             self._sender = None
             # Cut short (the process stopping): whoever still waits counts locally.

@@ -271,6 +271,18 @@ async def test_points_a_lease_did_not_spend_go_back_after_a_while(
         assert worker.store is not None and worker.store.metrics.calls == 3
 
 
+async def test_a_lease_taken_for_a_request_that_gave_up_goes_back(redis_url: str, cache_namespace: str) -> None:
+    async with limiters(redis_url, f"{cache_namespace}-k{next(_ns)}", 2) as (worker, other):
+        charge = asyncio.ensure_future(worker.charge("ip:192.0.2.9", 2, 1000))
+        await asyncio.sleep(0)  # queued and sent
+        charge.cancel()  # the client hung up while the lease was on its way
+        with pytest.raises(asyncio.CancelledError):
+            await charge
+        await asyncio.sleep(0.1)
+        # Its own 2 points stay spent, as without a lease; the 10 leased for it came back.
+        assert (await other.charge("ip:192.0.2.9", 0, 1000)).remaining == 998
+
+
 async def test_with_leases_workers_never_spend_more_than_the_budget(redis_url: str, cache_namespace: str) -> None:
     namespace = f"{cache_namespace}-k{next(_ns)}"
     decisions: list[Any] = []

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from edge.entity_keys import entity_key, paper_key
 from edge.errors import EdgeError
-from edge.ratelimit import LocalLimiter
+from edge.ratelimit import PERIOD_S, LocalLimiter, decide
 from edge.request import parse_get, parse_post
 from schema.document_cache import MAX_DOCUMENT_BYTES, DocumentCache
 
@@ -73,3 +75,13 @@ def test_document_cache_is_bounded_by_text() -> None:
         cache.put(f"{i:03d}" + "y" * 97, i)
     assert cache.size <= 1000 and len(cache) == 10
     assert cache.get("029" + "y" * 97) == 29 and cache.get("000" + "y" * 97) is None
+
+
+@pytest.mark.parametrize("limit", [3, 7, 700, 1000, 5000, 7000, 123_457])
+def test_figures_count_the_points_spent_whatever_the_budget(limit: int) -> None:
+    # Redis keeps the state in whole milliseconds, rounded up: 3,600,000 / limit is seldom whole.
+    now = 1_764_547_200_000
+    interval = PERIOD_S * 1000 / limit
+    for spent in range(1, min(limit, 40) + 1):
+        d = decide(allowed=True, points=1, limit=limit, now_ms=now, tat_ms=math.ceil(now + spent * interval))
+        assert (d.used, d.remaining) == (spent, limit - spent)
