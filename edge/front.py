@@ -24,7 +24,7 @@ from edge.body_limit import TooLarge, declared_length, limited, reject
 from edge.errors import EdgeError, send_error
 from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network
 from edge.private import private
-from edge.ratelimit import Budget, RateLimiter, RateLimitPolicy
+from edge.ratelimit import Budget, Decision, RateLimiter, RateLimitPolicy
 from edge.request import headers_of, read_body, replay
 from telemetry.requests import report, request_id
 
@@ -166,7 +166,7 @@ class _Out:
         an answer from memory, without the copies a response of unknown make gets."""
         self._note(status, headers)
         if self.budget is not None:
-            headers += await self._budget_headers()
+            headers += (self.budget.decision or await self._standing()).headers()
         send = self.send
         await send({"type": "http.response.start", "status": status, "headers": self._add(headers)})
         await send({"type": "http.response.body", "body": body})
@@ -175,7 +175,7 @@ class _Out:
         headers = list(message.get("headers", ()))
         self._note(message["status"], headers)
         if self.budget is not None:
-            headers += await self._budget_headers()
+            headers += (self.budget.decision or await self._standing()).headers()
         return {**message, "headers": self._add(headers)}
 
     def _note(self, status: int, headers: list[Header]) -> None:
@@ -185,11 +185,10 @@ class _Out:
             if name == b"x-cache":
                 self.cache = value.decode()
 
-    async def _budget_headers(self) -> list[Header]:
+    async def _standing(self) -> Decision:
+        """The budget as it stands, for an answer that charged nothing (an error before GraphQL ran)."""
         assert self.budget is not None
-        # An answer that charged nothing (an error before GraphQL ran) shows the budget as it stands.
-        decision = self.budget.decision or await self.budget.charge(0)
-        return decision.headers()
+        return await self.budget.charge(0)
 
     def _add(self, headers: list[Header]) -> list[Header]:
         """`headers` with the edge's own (the budget's apart)."""

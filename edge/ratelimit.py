@@ -33,7 +33,9 @@ from db.cache.store import CacheStore, Unavailable
 from edge.identity import Identity
 
 PERIOD_S: Final = 3600
+PERIOD_MS: Final = PERIOD_S * 1000
 RESOURCE: Final = "graphql"
+_RESOURCE_HEADER: Final = (b"x-ratelimit-resource", RESOURCE.encode())
 # Clients a process remembers while Redis is down (least recently seen forgotten first).
 LOCAL_SUBJECTS: Final = 100_000
 
@@ -115,25 +117,26 @@ class Decision(NamedTuple):
     def headers(self) -> list[tuple[bytes, bytes]]:
         """GitHub's names."""
         return [
-            (b"x-ratelimit-limit", str(self.limit).encode()),
-            (b"x-ratelimit-remaining", str(self.remaining).encode()),
-            (b"x-ratelimit-used", str(self.used).encode()),
-            (b"x-ratelimit-reset", str(self.reset_at).encode()),
-            (b"x-ratelimit-resource", RESOURCE.encode()),
+            (b"x-ratelimit-limit", b"%d" % self.limit),
+            (b"x-ratelimit-remaining", b"%d" % self.remaining),
+            (b"x-ratelimit-used", b"%d" % self.used),
+            (b"x-ratelimit-reset", b"%d" % self.reset_at),
+            _RESOURCE_HEADER,
         ]
 
 
 def decide(*, allowed: bool, points: int, limit: int, now_ms: float, tat_ms: float) -> Decision:
     """The figures a client sees, from the state after the charge (or the unchanged one, if refused)."""
-    period_ms = PERIOD_S * 1000
-    interval = period_ms / limit
+    interval = PERIOD_MS / limit
     # The state is kept in whole milliseconds, rounded up: less than one over what was spent.
-    used = min(limit, math.ceil(max(0.0, tat_ms - now_ms - 1) / interval))
+    ahead = tat_ms - now_ms - 1
+    used = 0 if ahead <= 0 else min(limit, math.ceil(ahead / interval))
     retry = 0
     if not allowed:
         # The charge fits once the state has drained to `period - points * interval` ahead of now.
-        retry = max(1, math.ceil((tat_ms + points * interval - period_ms - now_ms) / 1000))
-    return Decision(allowed, limit, points, used, limit - used, math.ceil(max(tat_ms, now_ms) / 1000), retry)
+        retry = max(1, math.ceil((tat_ms + points * interval - PERIOD_MS - now_ms) / 1000))
+    reset_at = math.ceil((tat_ms if tat_ms > now_ms else now_ms) / 1000)
+    return Decision(allowed, limit, points, used, limit - used, reset_at, retry)
 
 
 class LocalLimiter:
@@ -146,8 +149,8 @@ class LocalLimiter:
     def charge(self, subject: str, points: int, limit: int) -> Decision:
         now = self.clock() * 1000
         tat = max(self._tat.get(subject, now), now)
-        new_tat = tat + points * PERIOD_S * 1000 / limit
-        allowed = new_tat - now <= PERIOD_S * 1000
+        new_tat = tat + points * PERIOD_MS / limit
+        allowed = new_tat - now <= PERIOD_MS
         if allowed and points > 0:
             self._tat[subject] = new_tat
             self._tat.move_to_end(subject)
@@ -170,7 +173,7 @@ class _Lease:
     def charge(self, points: int) -> Decision:
         """Spends `points` of the held ones: the figures as Redis would give them, had each charge gone there."""
         self.held -= points
-        interval = PERIOD_S * 1000 / self.limit
+        interval = PERIOD_MS / self.limit
         now_ms = self.redis_now_ms + (time.monotonic() - self.taken) * 1000
         return decide(
             allowed=True, points=points, limit=self.limit, now_ms=now_ms, tat_ms=self.tat_ms - self.held * interval
@@ -228,7 +231,7 @@ class RateLimiter:
                 if leased:
                     self._hold(_Lease(key, limit, leased, tat_ms, now_ms, time.monotonic()), subject)
                 # Its figures show what it spent, not what it leased.
-                spent_ms = tat_ms - leased * PERIOD_S * 1000 / limit
+                spent_ms = tat_ms - leased * PERIOD_MS / limit
                 return decide(allowed=bool(allowed), points=points, limit=limit, now_ms=now_ms, tat_ms=spent_ms)
         return self.local.charge(subject, points, limit)
 
@@ -293,7 +296,7 @@ class RateLimiter:
         assert self.store is not None and self._conn is not None
         conn = self._conn
         keys_ = [key for key, *_ in batch]
-        args: list[int] = [PERIOD_S * 1000]
+        args: list[int] = [PERIOD_MS]
         for _, points, limit, lease, _ in batch:
             args += (points, limit, lease)
 
