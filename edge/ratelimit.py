@@ -189,8 +189,9 @@ class RateLimiter:
     """One per process: Redis through the cache store's breaker, the local limiter behind it.
 
     Charges go to Redis in batches, one script call at a time: those made while a call is out wait for it and go
-    together in the next one. Under load a request so costs a share of a round trip, not one; each charge is still
-    decided in Redis, in order, so several workers share a budget exactly."""
+    together in the next one. Under load a request so costs a share of a round trip, not one; each charge sent is
+    still decided in Redis, in order, and one of a client's may lease points that this process then spends on the
+    client's next charges without a round trip (the module's doc)."""
 
     def __init__(self, store: CacheStore | None, *, local: LocalLimiter | None = None) -> None:
         self.store = store
@@ -256,10 +257,9 @@ class RateLimiter:
             self._sweeping = True
             asyncio.get_running_loop().call_later(LEASE_S, self._sweep)
 
-    def _give_back(self, lease: _Lease) -> None:
-        """Returns what `lease` holds to Redis (nobody waits for the answer)."""
-        if lease.held > 0:
-            self._send(lease.key, -lease.held, lease.limit, 0)
+    def _give_back(self, lease: _Lease) -> asyncio.Future[_Result | None] | None:
+        """Returns what `lease` holds to Redis; the answer, for whoever waits for it."""
+        return self._send(lease.key, -lease.held, lease.limit, 0) if lease.held > 0 else None
 
     def _sweep(self) -> None:
         """Gives back what leases taken LEASE_S ago still hold."""
@@ -317,9 +317,8 @@ class RateLimiter:
     async def aclose(self) -> None:
         """Gives back what leases hold, then closes the connection."""
         if self._conn is not None:
-            leases = [lease for lease in self._leases.values() if lease.held]
-            self._leases.clear()
-            returns = [self._send(lease.key, -lease.held, lease.limit, 0) for lease in leases]
+            leases, self._leases = list(self._leases.values()), {}
+            returns = [answer for lease in leases if (answer := self._give_back(lease)) is not None]
             if returns:
                 await asyncio.gather(*returns)
             await self._conn.disconnect()
