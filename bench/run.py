@@ -270,19 +270,45 @@ async def sample_variables(database_url: str, operation: str, n: int, seed: floa
     raise ValueError(operation)
 
 
+@dataclass
+class Counted:
+    """A server running under valgrind's callgrind; `total`: what it executed within `counting()`, once stopped."""
+
+    pid: int
+    url: str
+    total: int = 0
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        subprocess.run(["callgrind_control", "-i", "on", str(self.pid)], check=True, capture_output=True)
+        yield
+        for command in (["-i", "off"], ["-d"]):
+            subprocess.run(["callgrind_control", *command, str(self.pid)], check=True, capture_output=True)
+
+
+@contextmanager
+def under_callgrind(server: Server, label: str = "") -> Iterator[Counted]:
+    """`server` running under callgrind, counting nothing until asked (`Counted.counting`)."""
+    out = BENCH / "results" / f"callgrind-{label}{server.name.replace(' ', '_').replace(',', '')}.out"
+    for stale in out.parent.glob(out.name + "*"):
+        stale.unlink()
+    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+    with running(replace(server, argv=[*valgrind, *server.argv], start_timeout_s=600)) as (pid, url):
+        counted = Counted(pid, url)
+        yield counted
+    # The dump asked for is part 1; the file written at exit (nothing counted since) has no suffix.
+    totals = [int(line.split()[1]) for line in Path(f"{out}.1").read_text().splitlines() if line.startswith("totals:")]
+    counted.total = sum(totals)
+
+
 def count_instructions(server: Server, bodies: list[bytes], n: int, warm_passes: float = 1) -> float:
     """Instructions the server's process executes per request: under valgrind's callgrind, counting only while `n`
     requests (`bodies` in turn) are answered one after another on one connection, after `warm_passes` times the
     bodies unmeasured. The same count for the same code and inputs however busy the machine is, where CPU time
     swings by a fifth from run to run on a shared one; user space only (the kernel's work and other processes',
     PostgreSQL's included, are not counted)."""
-    out = BENCH / "results" / f"callgrind-{server.name.replace(' ', '_').replace(',', '')}.out"
-    for stale in out.parent.glob(out.name + "*"):
-        stale.unlink()
-    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
-    counted = replace(server, argv=[*valgrind, *server.argv], start_timeout_s=600)
-    with running(counted) as (pid, url):
-        connection = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=600)
+    with under_callgrind(server) as counted:
+        connection = http.client.HTTPConnection("127.0.0.1", int(counted.url.rsplit(":", 1)[1]), timeout=600)
 
         def ask(count: int) -> None:
             for i in range(count):
@@ -292,15 +318,10 @@ def count_instructions(server: Server, bodies: list[bytes], n: int, warm_passes:
                 assert response.status == 200, response.status
 
         ask(int(warm_passes * len(bodies)))
-        for command in (["-i", "on"], None, ["-i", "off"], ["-d"]):
-            if command is None:
-                ask(n)
-            else:
-                subprocess.run(["callgrind_control", *command, str(pid)], check=True, capture_output=True)
+        with counted.counting():
+            ask(n)
         connection.close()
-    # The dump asked for is part 1; the file written at exit (nothing counted since) has no suffix.
-    totals = [int(line.split()[1]) for line in Path(f"{out}.1").read_text().splitlines() if line.startswith("totals:")]
-    return sum(totals) / n
+    return counted.total / n
 
 
 def write_bodies(server: str, operation: str, variables: list[dict[str, object]]) -> Path:

@@ -32,7 +32,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -41,7 +40,7 @@ from pathlib import Path
 import httpx
 
 from bench.app_instructions import graphql_post_scope
-from bench.run import ROOT, Server, body_for, count_instructions, running, sample_variables, wrk
+from bench.run import ROOT, Server, body_for, count_instructions, running, sample_variables, under_callgrind, wrk
 
 BENCH = ROOT / "bench"
 OUT = BENCH / "results" / "warm"
@@ -186,20 +185,12 @@ def main() -> None:
 
 def count_loaded(server: Server, bodies: list[str], bodies_path: Path, seconds: int) -> float:
     """Instructions the server's process executes per request under callgrind while wrk loads it for `seconds`."""
-    out = BENCH / "results" / f"callgrind-loaded-{server.name.replace(' ', '_').replace(',', '')}.out"
-    for stale in out.parent.glob(out.name + "*"):
-        stale.unlink()
-    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
-    with running(replace(server, argv=[*valgrind, *server.argv], start_timeout_s=600)) as (pid, url):
+    with under_callgrind(server, "loaded-") as counted:
         if not server.env.get("BENCH_CONSTANT_ANSWERS") and server.name != "constant":
-            warm_up(url, bodies)
-        subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
-        served = wrk(url, "/graphql", bodies_path, seconds, pid)["rps"] * seconds
-        for command in (["-i", "off"], ["-d"]):
-            subprocess.run(["callgrind_control", *command, str(pid)], check=True, capture_output=True)
-    # The dump asked for is part 1; the file written at exit (nothing counted since) has no suffix.
-    totals = [int(line.split()[1]) for line in Path(f"{out}.1").read_text().splitlines() if line.startswith("totals:")]
-    return sum(totals) / served
+            warm_up(counted.url, bodies)
+        with counted.counting():
+            served = wrk(counted.url, "/graphql", bodies_path, seconds, counted.pid)["rps"] * seconds
+    return counted.total / served
 
 
 async def decompose(database_url: str, redis_url: str, bodies: list[str], n: int = 3000) -> None:

@@ -1,16 +1,14 @@
 """A field set's leaves read, checked and gathered by one function written for that field set.
 
 Most of a page's values are leaves read off their source as they are (strings, numbers, flags, UTC times, lists of
-strings, enums held as their values). The
-executor's loop spends more on choosing what to do with each field than on the field itself: it unpacks the plan's
-entry, compares kinds and type codes, stores into the answer. A field set is the same for every object of a list
-and, for documents whose collections are shared, for every request, so for a set with enough leaves the plan also
-carries `leaves`, a function generated once that reads every leaf, checks each one's type in one expression and
-returns the answer as a dict display in the selection's order, with a None in the place of each other field (the
-executor fills those in). When any leaf is not exactly what it should be (a wrong type, an int past 32 bits, a
-time in another zone, a getter that raises) it returns None and the executor's general loop answers the whole
-object as before, so errors, paths and nulls stay graphql-core's.
-"""
+strings, enums held as their values). The executor's loop spends more on choosing what to do with each field than on
+the field itself: it unpacks the plan's entry, compares kinds and type codes, stores into the answer. A field set is
+the same for every object of a list and, for documents whose collections are shared, for every request, so for a set
+with enough leaves the plan also carries `leaves`, a function generated once that reads every leaf, checks each
+one's type in one expression and returns the answer as a dict display in the selection's order, with a None in the
+place of each other field (the executor fills those in). When any leaf is not exactly what it should be (a wrong
+type, an int past 32 bits, a time in another zone, a getter that raises) it returns None and the executor's general
+loop answers the whole object as before, so errors, paths and nulls stay graphql-core's."""
 
 from __future__ import annotations
 
