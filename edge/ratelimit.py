@@ -39,11 +39,12 @@ _RESOURCE_HEADER: Final = (b"x-ratelimit-resource", RESOURCE.encode())
 # Clients a process remembers while Redis is down (least recently seen forgotten first).
 LOCAL_SUBJECTS: Final = 100_000
 
-# Charges of one batch, in order: KEYS[i] the i-th client's theoretical arrival time (ms); ARGV[1] the period (ms),
-# then points, limit and lease of each charge. Returns {allowed, now_ms, tat_ms, leased} for each: tat is the new
-# one when allowed (with the points leased), the unchanged one when refused; the lease is granted only if a tenth
-# of the budget is left after it. Negative points give points back (never below a full budget). One clock for the
-# batch; a client charged twice sees its first charge.
+# Charges of one batch, in order: KEYS[i] the i-th client's theoretical arrival time (ms, kept exact: rounding it on
+# every write would add up), ARGV[1] the period (ms), then points, limit and lease of each charge. Returns {allowed,
+# now_ms, tat_ms, leased} for each, in whole ms (tat rounded up): tat is the new one when allowed (with the points
+# leased), the unchanged one when refused; the lease is granted only if a tenth of the budget is left after it.
+# Negative points give points back (never below a full budget). One clock for the batch; a client charged twice sees
+# its first charge.
 _CHARGE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -69,7 +70,7 @@ for i = 1, #KEYS do
     end
     if new_tat < now then new_tat = now end
     if points ~= 0 or leased > 0 then
-      redis.call('SET', KEYS[i], string.format('%d', math.ceil(new_tat)), 'PX', math.ceil(new_tat - now) + 1000)
+      redis.call('SET', KEYS[i], string.format('%.17g', new_tat), 'PX', math.ceil(new_tat - now) + 1000)
     end
     out[#out + 1] = 1
     out[#out + 1] = now
@@ -128,7 +129,7 @@ class Decision(NamedTuple):
 def decide(*, allowed: bool, points: int, limit: int, now_ms: float, tat_ms: float) -> Decision:
     """The figures a client sees, from the state after the charge (or the unchanged one, if refused)."""
     interval = PERIOD_MS / limit
-    # The state is kept in whole milliseconds, rounded up: less than one over what was spent.
+    # Redis answers the state in whole milliseconds, rounded up (it keeps it exact): less than one over what was spent.
     ahead = tat_ms - now_ms - 1
     used = 0 if ahead <= 0 else min(limit, math.ceil(ahead / interval))
     retry = 0
@@ -161,23 +162,36 @@ class LocalLimiter:
 
 @dataclass(slots=True)
 class _Lease:
-    """Points of one client taken from Redis and not spent yet, with the state Redis gave when they were taken."""
+    """Points of one client taken from Redis and not spent yet, with the latest state Redis gave for that client."""
 
     key: str
     limit: int
+    size: int  # the points it is topped up to
     held: int
-    tat_ms: float  # Redis's state after the lease was taken (its points included)
+    tat_ms: float  # Redis's latest state (what this lease holds included)
     redis_now_ms: float  # Redis's clock then
-    taken: float  # this process's monotonic clock then
+    seen: float  # this process's monotonic clock then
+    taken: float  # this process's monotonic clock when points were last added: they go back LEASE_S after
+
+    def fresh(self) -> bool:
+        return time.monotonic() - self.taken < LEASE_S
 
     def charge(self, points: int) -> Decision:
         """Spends `points` of the held ones: the figures as Redis would give them, had each charge gone there."""
         self.held -= points
-        interval = PERIOD_MS / self.limit
-        now_ms = self.redis_now_ms + (time.monotonic() - self.taken) * 1000
-        return decide(
-            allowed=True, points=points, limit=self.limit, now_ms=now_ms, tat_ms=self.tat_ms - self.held * interval
-        )
+        now_ms = self.redis_now_ms + (time.monotonic() - self.seen) * 1000
+        return decide(allowed=True, points=points, limit=self.limit, now_ms=now_ms, tat_ms=self.spent_ms())
+
+    def spent_ms(self) -> float:
+        """Redis's state less what this lease holds: what has been spent."""
+        return self.tat_ms - self.held * PERIOD_MS / self.limit
+
+    def update(self, leased: int, tat_ms: int, now_ms: int) -> None:
+        """A later answer of Redis for this client, with the points it leased besides."""
+        self.tat_ms, self.redis_now_ms, self.seen = tat_ms, now_ms, time.monotonic()
+        if leased:
+            self.held += leased
+            self.taken = self.seen
 
 
 def lease_size(points: int, limit: int) -> int:
@@ -207,34 +221,85 @@ class RateLimiter:
         self._sender: asyncio.Task[None] | None = None
         self._leases: dict[str, _Lease] = {}
         self._asking: set[str] = set()
+        # Answers of top-ups on their way (edge of shutdown: waited for before the leases go back).
+        self._topping: set[asyncio.Future[_Result | None]] = set()
         self._sweeping = False
 
-    async def charge(self, subject: str, points: int, limit: int) -> Decision:
+    def charge_now(self, subject: str, points: int, limit: int) -> Decision | None:
+        """The charge, when it needs no round trip: from a lease that holds the points, or in memory when Redis is
+        not used; None (nothing spent) when it needs Redis. A lease spent down to half asks for more meanwhile."""
         points = max(0, points)
-        if self.store is not None and self._conn is not None:
-            lease = self._leases.get(subject)
-            if lease is not None:
-                if lease.held >= points and lease.limit == limit and time.monotonic() - lease.taken < LEASE_S:
-                    return lease.charge(points)
-                self._give_back(self._leases.pop(subject))
-            key = keys.rate_limit(self.store.namespace, subject)
-            # One charge at a time asks for a client's lease: those sent together with it are charged exactly.
-            asked = lease_size(points, limit) if subject not in self._asking else 0
+        if self.store is None or self._conn is None:
+            return self.local.charge(subject, points, limit)
+        lease = self._leases.get(subject)
+        if lease is None or lease.held < points or lease.limit != limit or not lease.fresh():
+            return None
+        decision = lease.charge(points)
+        if 2 * lease.held < lease.size and subject not in self._asking:
+            self._top_up(subject, lease)
+        return decision
+
+    async def charge(self, subject: str, points: int, limit: int) -> Decision:
+        now = self.charge_now(subject, points, limit)
+        if now is not None:
+            return now
+        points = max(0, points)
+        if self.store is None or self._conn is None:
+            return self.local.charge(subject, points, limit)
+        lease = self._leases.get(subject)
+        if lease is not None and (lease.limit != limit or not lease.fresh()):
+            self._give_back(self._leases.pop(subject))
+            lease = None
+        key = keys.rate_limit(self.store.namespace, subject)
+        # One charge at a time asks for a client's lease (or more for it): those sent meanwhile are charged exactly.
+        asked = 0
+        if subject not in self._asking:
+            asked = max(0, lease_size(points, limit) - (lease.held if lease is not None else 0))
+        if asked:
+            self._asking.add(subject)
+        try:
+            got = await self._send(key, points, limit, asked)
+        finally:
             if asked:
-                self._asking.add(subject)
-            try:
-                got = await self._send(key, points, limit, asked)
-            finally:
-                if asked:
-                    self._asking.discard(subject)
-            if got is not None:
-                allowed, now_ms, tat_ms, leased = got
-                if leased:
-                    self._hold(_Lease(key, limit, leased, tat_ms, now_ms, time.monotonic()), subject)
-                # Its figures show what it spent, not what it leased.
-                spent_ms = tat_ms - leased * PERIOD_MS / limit
-                return decide(allowed=bool(allowed), points=points, limit=limit, now_ms=now_ms, tat_ms=spent_ms)
-        return self.local.charge(subject, points, limit)
+                self._asking.discard(subject)
+        if got is None:
+            return self.local.charge(subject, points, limit)
+        allowed, now_ms, tat_ms, leased = got
+        lease = self._noted(subject, key, limit, got, size=asked)
+        # Its figures show what was spent, not what this process holds.
+        spent_ms = lease.spent_ms() if lease is not None else tat_ms
+        return decide(allowed=bool(allowed), points=points, limit=limit, now_ms=now_ms, tat_ms=spent_ms)
+
+    def _noted(self, subject: str, key: str, limit: int, got: _Result, *, size: int) -> _Lease | None:
+        """The client's lease after an answer of Redis: updated with it (and what it leased), or taken with it."""
+        _, now_ms, tat_ms, leased = got
+        lease = self._leases.get(subject)
+        if lease is not None and lease.limit == limit:
+            lease.update(leased, tat_ms, now_ms)
+        elif leased:
+            lease = _Lease(key, limit, size, leased, tat_ms, now_ms, time.monotonic(), time.monotonic())
+            self._hold(lease, subject)
+        return lease
+
+    def _top_up(self, subject: str, lease: _Lease) -> None:
+        """Asks Redis for the points a lease has spent, before it runs out: a busy client's charges keep needing no
+        round trip. What comes is added to the lease, or goes back if the lease has gone meanwhile."""
+        self._asking.add(subject)
+        answer = self._send(lease.key, 0, lease.limit, lease.size - lease.held)
+        self._topping.add(answer)
+
+        def added(answer: asyncio.Future[_Result | None]) -> None:
+            self._asking.discard(subject)
+            self._topping.discard(answer)
+            got = answer.result()
+            if got is None:
+                return
+            if self._leases.get(subject) is lease:
+                lease.update(got[3], got[2], got[1])
+            elif got[3]:
+                self._send(lease.key, -got[3], lease.limit, 0)
+
+        answer.add_done_callback(added)
 
     def _send(self, key: str, points: int, limit: int, lease: int) -> asyncio.Future[_Result | None]:
         """Queues a charge for the next batch: its (allowed, now_ms, tat_ms, leased), None if Redis did not answer."""
@@ -317,6 +382,8 @@ class RateLimiter:
     async def aclose(self) -> None:
         """Gives back what leases hold, then closes the connection."""
         if self._conn is not None:
+            if self._topping:
+                await asyncio.gather(*self._topping)
             leases, self._leases = list(self._leases.values()), {}
             returns = [answer for lease in leases if (answer := self._give_back(lease)) is not None]
             if returns:
@@ -364,3 +431,12 @@ class Budget:
         else:
             self.decision = await self.limiter.charge(self.subject, points, self.limit)
         return self.decision
+
+    def charge_now(self, points: int) -> bool:
+        """Spends `points` when that needs no round trip to Redis (`RateLimiter.charge_now`); False, spending nothing,
+        when it does or when the budget refuses them."""
+        decision = self.limiter.charge_now(self.subject, points, self.limit) if self.enabled else None
+        if decision is None or not decision.allowed:
+            return False
+        self.decision = decision
+        return True
