@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Scope
 
 import lifecycle
 import semantic
@@ -32,7 +32,7 @@ from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_los
 from db.queries.embeddings import has_embeddings
 from edge.api_keys import ApiKeyAuthenticator
 from edge.cacheable import cacheable_operations
-from edge.front import Front
+from edge.front import Front, Write
 from edge.identity import BearerAuthenticator, KeyAuthenticator, parse_networks
 from edge.jwt import JwtAuthenticator, build_bearer_authenticator
 from edge.persisted import PersistedDocuments, build_manifest
@@ -77,6 +77,12 @@ class Application(Starlette):
     def __init__(self, *, front: Callable[[ASGIApp], ASGIApp], **kwargs: Any) -> None:
         self.front = front
         super().__init__(**kwargs)
+
+    def answer_now(self, scope: Scope, body: bytes, write: Write) -> bool:
+        """A request the edge answers from memory without the ASGI exchange (`Front.answer_now`), offered by the
+        server (edge/protocol.py); never when middleware wraps the edge (it would not see the request)."""
+        stack = self.middleware_stack
+        return isinstance(stack, Front) and stack.answer_now(scope, body, write)
 
     def build_middleware_stack(self) -> ASGIApp:
         added, self.user_middleware = self.user_middleware, []
@@ -305,6 +311,7 @@ def create_app(
             Front,
             graphql=graphql_endpoint,
             remembered=response_cache.answer_remembered,
+            remembered_now=response_cache.answer_now,
             policy=RateLimitPolicy(
                 enabled=settings.rate_limits == "on",
                 anonymous_points_per_hour=settings.anon_points_per_hour,

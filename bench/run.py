@@ -64,7 +64,8 @@ UVICORN = ["-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-acces
 
 
 def api_server(name: str, root: Path, database_url: str, redis_url: str | None = None) -> Server:
-    """The API of the checkout at `root`, one worker, rate limits off, no embedding-model preload.
+    """The API of the checkout at `root`, one worker, served as `wovepaper serve` serves it, rate limits off, no
+    embedding-model preload.
 
     The embedding model (semantic search) loads in a background thread at start-up by default; that costs seconds
     of CPU once, then nothing, and the benchmarks send no semantic search. wrk sends tens of thousands of requests
@@ -75,7 +76,14 @@ def api_server(name: str, root: Path, database_url: str, redis_url: str | None =
         env["REDIS_URL"] = redis_url
     factory = "def create_app" in (root / "app.py").read_text()
     target = ["app:create_app", "--factory"] if factory else ["app:app"]
-    return Server(name, [PY, *UVICORN, *target], env, cwd=root)
+    return Server(name, [PY, *UVICORN, *deployed_protocol(root), *target], env, cwd=root)
+
+
+def deployed_protocol(root: Path) -> list[str]:
+    """uvicorn's options for the HTTP protocol `wovepaper serve` uses, in a checkout that has one."""
+    if not (root / "edge" / "protocol.py").exists():
+        return []
+    return ["--http", "edge.protocol:EdgeHttpProtocol", "--no-proxy-headers"]
 
 
 def servers(database_url: str, redis_url: str | None, baseline: Path | None = None) -> dict[str, Server]:

@@ -4,7 +4,8 @@ bytes as a constant, server CPU per request side by side.
     .venv/bin/python -m bench.warm --database-url postgresql://... --redis-url redis://... \\
         [--rounds 3 --duration 10 --ids 200] [--baseline-root DIR] [--rate-limit] [--instructions N]
 
-Every variant runs as one uvicorn worker (uvloop, httptools, no access log) driven by
+Every variant runs as one uvicorn worker (uvloop, httptools, no access log; the API with the HTTP protocol `wovepaper
+serve` uses, edge/protocol.py, where the checkout has it) driven by
 `wrk -t2 -c16 -d<duration>s` with the ResearcherPage bodies of `--ids` researchers with a full first page,
 all warmed (each body sent twice) before wrk starts. Variants:
 - constant: `bench.constant:create`, one route returning a fixed response body: a page of median size
@@ -40,14 +41,25 @@ from pathlib import Path
 import httpx
 
 from bench.app_instructions import graphql_post_scope
-from bench.run import ROOT, Server, body_for, count_instructions, running, sample_variables, under_callgrind, wrk
+from bench.run import (
+    ROOT,
+    Server,
+    body_for,
+    count_instructions,
+    deployed_protocol,
+    running,
+    sample_variables,
+    under_callgrind,
+    wrk,
+)
 
 BENCH = ROOT / "bench"
 OUT = BENCH / "results" / "warm"
 
 
-def api_server(name: str, database_url: str, redis_url: str, **env: str) -> Server:
+def api_server(name: str, database_url: str, redis_url: str, root: Path = ROOT, **env: str) -> Server:
     uvicorn = ["-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log", "--log-level", "warning"]
+    uvicorn += deployed_protocol(root)
     base = {
         "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,
@@ -119,12 +131,14 @@ def main() -> None:
             "hit rl", args.database_url, args.redis_url, WOVEPAPER_RATE_LIMITS="on"
         )
     if args.baseline_root:
-        base = api_server("baseline", args.database_url, args.redis_url)
+        base = api_server("baseline", args.database_url, args.redis_url, args.baseline_root)
         # The baseline's modules come first on the path; its app is built by the same factory.
         argv = [*base.argv[:-2], "--app-dir", str(args.baseline_root.resolve()), *base.argv[-2:]]
         variants["hit, baseline"] = replace(base, argv=argv)
         if args.rate_limit:
-            limited = api_server("baseline rl", args.database_url, args.redis_url, WOVEPAPER_RATE_LIMITS="on")
+            limited = api_server(
+                "baseline rl", args.database_url, args.redis_url, args.baseline_root, WOVEPAPER_RATE_LIMITS="on"
+            )
             variants["hit, rate limit on, baseline"] = replace(limited, argv=argv)
     starlette = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log"]
     starlette += ["--log-level", "warning", "bench.constant:create", "--factory"]

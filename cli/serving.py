@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import typer
@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     pass
 
 from cli.common import app, database_url_or_exit, settings_or_exit
+
+# How uvicorn serves the app: answers from memory without the ASGI exchange (edge/protocol.py), and the client
+# address behind a proxy found by the edge (WOVEPAPER_TRUSTED_PROXIES), not by uvicorn.
+PROTOCOL: dict[str, Any] = {"http": "edge.protocol:EdgeHttpProtocol", "proxy_headers": False}
 
 
 @app.command()
@@ -53,6 +57,7 @@ def serve(
             log_level="info",
             log_config=None,
             timeout_keep_alive=5,
+            **PROTOCOL,
             timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_s)),
         )
     finally:
@@ -178,7 +183,15 @@ def up(
                 subprocess.run([sys.executable, "-m", "cli", "demo", "--if-empty", *size], check=True)
                 loading_demo = False
             typer.echo(f"serving GraphiQL at http://{host}:{port}/graphql (Ctrl-C stops)")
-            uvicorn.run("app:create_app", factory=True, host=host, port=port, log_level="info", timeout_keep_alive=5)
+            uvicorn.run(
+                "app:create_app",
+                factory=True,
+                host=host,
+                port=port,
+                log_level="info",
+                timeout_keep_alive=5,
+                **PROTOCOL,
+            )
     except localservers.LocalServiceError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from edge.body_limit import TooLarge, declared_length, limited, reject
 from edge.errors import EdgeError, send_error
 from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network
-from edge.private import private
+from edge.private import private as _private
 from edge.ratelimit import Budget, Decision, RateLimiter, RateLimitPolicy
 from edge.request import headers_of, read_body, replay
 from telemetry.requests import report, request_id
@@ -40,6 +40,11 @@ Answer = Callable[[int, list[Header], bytes], Awaitable[None]]
 # Answers a request from memory, given its body, through `Answer` or, for a refusal, `Send`; False when it sent
 # nothing.
 Remembered = Callable[[Scope, bytes, Send, Answer], Awaitable[bool]]
+# The same answer without awaiting anything, given the request's body and a charge of its cost that says whether it
+# took it at once (status, headers, body); None when it charged nothing and the request needs the ASGI exchange.
+RememberedNow = Callable[[Scope, bytes, Callable[[int], bool]], "tuple[int, list[Header], bytes] | None"]
+# Writes a whole response: status, every header, body.
+Write = Callable[[int, list[Header], bytes], None]
 
 
 class Front:
@@ -57,10 +62,12 @@ class Front:
         key_authenticator: KeyAuthenticator | None = None,
         bearer_authenticator: BearerAuthenticator | None = None,
         remembered: Remembered | None = None,
+        remembered_now: RememberedNow | None = None,
     ) -> None:
         self.app = app
         self.graphql = graphql
         self.remembered = remembered
+        self.remembered_now = remembered_now
         self.policy = policy
         self.max_body_bytes = max_body_bytes
         self.identifier = Identifier(
@@ -87,6 +94,45 @@ class Front:
                 await self._checked(scope, receive, out)
         finally:
             report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
+
+    def answer_now(self, scope: Scope, body: bytes, write: Write) -> bool:
+        """Answers, through `write` and without awaiting anything, a request `__call__` would answer from memory with
+        the same response (headers included), budget charge, metrics and log line, when its client's budget can be
+        charged at once (rate limits off, or a lease holds the points); False, having done nothing, for any other
+        request. `scope`: an HTTP request's, its body complete in `body`. The server calls this (edge/protocol.py)
+        before it starts the ASGI exchange, which is most of a small answer's cost."""
+        started = time.perf_counter()
+        headers = headers_of(scope)
+        if (
+            self.remembered_now is None
+            or b"origin" in headers
+            or scope["method"] not in REMEMBERED_METHODS
+            or _route_path(scope) != GRAPHQL_PATH
+            or len(body) > self.max_body_bytes
+        ):
+            return False
+        identity = self.identifier.anonymous(scope)
+        if identity is None:
+            return False
+        state: dict[str, Any] = scope["state"]
+        state["identity"] = identity
+        budget = None
+        charge = _free
+        if self.policy.enabled:
+            limiter = state.get("rate_limiter")
+            if isinstance(limiter, RateLimiter):
+                budget = state["budget"] = Budget(limiter, self.policy, identity)
+                charge = budget.charge_now
+        answered = self.remembered_now(scope, body, charge)
+        if answered is None:
+            return False
+        status, extra, content = answered
+        if budget is not None and budget.decision is not None:
+            extra += budget.decision.headers()
+        rid = state["request_id"] = request_id(headers.get(b"x-request-id"))
+        write(status, _edge_headers(extra, private=False, vary=True, request_id=rid), content)
+        report(scope, state, rid, status, _cache_of(extra), time.perf_counter() - started)
+        return True
 
     async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
         """After CORS: the body limit, identity, then the route."""
@@ -181,9 +227,7 @@ class _Out:
     def _note(self, status: int, headers: list[Header]) -> None:
         self.started = True
         self.status = status
-        for name, value in headers:
-            if name == b"x-cache":
-                self.cache = value.decode()
+        self.cache = _cache_of(headers) or self.cache
 
     async def _standing(self) -> Decision:
         """The budget as it stands, for an answer that charged nothing (an error before GraphQL ran)."""
@@ -191,14 +235,31 @@ class _Out:
         return await self.budget.charge(0)
 
     def _add(self, headers: list[Header]) -> list[Header]:
-        """`headers` with the edge's own (the budget's apart)."""
-        if self.private:
-            headers = private(headers)
-        if self.vary:
-            headers = _vary_origin(headers)
-        if self.request_id is not None:
-            headers.append((b"x-request-id", self.request_id.encode()))
-        return headers
+        return _edge_headers(headers, private=self.private, vary=self.vary, request_id=self.request_id)
+
+
+def _free(points: int) -> bool:
+    """The charge of an answer from memory with rate limits off: nothing."""
+    return True
+
+
+def _cache_of(headers: list[Header]) -> str:
+    """The response's X-Cache, "" without one."""
+    for name, value in headers:
+        if name == b"x-cache":
+            return value.decode()
+    return ""
+
+
+def _edge_headers(headers: list[Header], *, private: bool, vary: bool, request_id: str | None) -> list[Header]:
+    """`headers` with the edge's own (the budget's apart)."""
+    if private:
+        headers = _private(headers)
+    if vary:
+        headers = _vary_origin(headers)
+    if request_id is not None:
+        headers.append((b"x-request-id", request_id.encode()))
+    return headers
 
 
 def _route_path(scope: Scope) -> str:

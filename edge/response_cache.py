@@ -23,7 +23,7 @@ exactly what an ingest changed. Requests with a key or a token get `Cache-Contro
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -35,7 +35,7 @@ from graphql.execution.values import get_variable_values
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from db.cache import keys
-from db.cache.near import NearResponses, strong_etag
+from db.cache.near import Held, NearResponses, strong_etag
 from db.cache.store import CacheStore, EntityRef, Unavailable
 from db.paging import TokenError, decode_global_id
 from edge.cacheable import CacheableOperation, Lookup
@@ -173,23 +173,46 @@ class ResponseCache:
         """Answers a request whose bytes this cache has seen from an anonymous reader, when its entry is held in
         memory, before the request is parsed (through `answer`, or `send` for a refusal); False (nothing sent)
         otherwise. `body`: the request's body, read."""
+        found = self._held(scope, body)
+        if found is None:
+            return False
+        remembered, held = found
+        budget = scope["state"].get("budget")
+        if budget is None or await self._charged(send, budget, held.cost):
+            await answer(*self._held_answer(scope, remembered, held))
+        return True
+
+    def answer_now(
+        self, scope: Scope, body: bytes, charge: Callable[[int], bool]
+    ) -> tuple[int, list[Header], bytes] | None:
+        """What `answer_remembered` answers, when `charge(cost)` takes the entry's cost at once; None (nothing charged)
+        when the request is not one to answer from memory, or the charge would have to wait."""
+        found = self._held(scope, body)
+        if found is None:
+            return None
+        remembered, held = found
+        return self._held_answer(scope, remembered, held) if charge(held.cost) else None
+
+    def _held(self, scope: Scope, body: bytes) -> tuple[_Remembered, Held] | None:
+        """The entry of a request whose bytes were seen from an anonymous reader, when memory holds it."""
         state = scope["state"]
         near = state.get("near")
         if not isinstance(near, NearResponses) or not shareable(scope, state.get("identity")):
-            return False
+            return None
         request = state["request_bytes"] = request_bytes(scope, body)
         remembered = self._remembered.get(request)
         held = near.get(remembered.response_key) if remembered is not None else None
         if remembered is None or held is None:
-            return False
+            return None
         state["operation"] = remembered.operation
-        budget = state.get("budget")
-        if budget is None or await self._charged(send, budget, held.cost):
-            self._count_held(state)
-            public = remembered.public
-            inm = header(scope, b"if-none-match") if public else None
-            await answer(*self._response(held.body, held.tags, public=public, inm=inm, etag=held.etag))
-        return True
+        return remembered, held
+
+    def _held_answer(self, scope: Scope, remembered: _Remembered, held: Held) -> tuple[int, list[Header], bytes]:
+        """The answer of an entry held in memory, once charged: counted as a hit."""
+        self._count_held(scope["state"])
+        public = remembered.public
+        inm = header(scope, b"if-none-match") if public else None
+        return self._response(held.body, held.tags, public=public, inm=inm, etag=held.etag)
 
     def _remember(self, request: object, key: _Key, public: bool) -> None:
         if not isinstance(request, tuple) or request in self._remembered:

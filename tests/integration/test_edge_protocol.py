@@ -1,0 +1,400 @@
+"""Answers from memory given by the server's protocol (edge/protocol.py), before the ASGI exchange.
+
+Real uvicorn servers on loopback, raw HTTP/1.1 over a socket: what a client receives from a remembered request must
+be the bytes the exchange sends (but the date), with the same budget charge, metrics and log line; everything the
+exchange handles differently (bodies still arriving, pipelining, `Connection: close`, HTTP/1.0, `Expect`, CORS,
+credentials, a budget that needs Redis) must still be answered right."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+
+from app import create_app
+from edge.protocol import EdgeHttpProtocol
+from localservers import free_port
+from settings import Settings
+from tests.integration import test_response_cache as shared
+from tests.integration.test_edge_keys_limits import limiters
+from tests.integration.test_near_cache import listening
+from tests.integration.test_response_cache import RESEARCHER_PAGE
+
+operations_dir = shared.operations_dir
+_ns = itertools.count()
+
+
+@pytest.fixture(scope="module")
+async def resp_db(make_database: Any) -> tuple[str, dict[str, int]]:
+    return await shared.build_resp_db(make_database, "protocol")
+
+
+@pytest.fixture
+def exchanges(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the requests uvicorn ran through the ASGI exchange, in order."""
+    seen: list[str] = []
+    run_asgi = RequestResponseCycle.run_asgi
+
+    async def counted(self: RequestResponseCycle, app: Any) -> None:
+        seen.append(self.scope["path"])
+        await run_asgi(self, app)
+
+    monkeypatch.setattr(RequestResponseCycle, "run_asgi", counted)
+    return seen
+
+
+@dataclass
+class Server:
+    port: int
+    state: dict[str, Any]
+
+
+@contextlib.asynccontextmanager
+async def server(
+    dsn: str,
+    redis_url: str,
+    namespace: str,
+    protocol: type = EdgeHttpProtocol,
+    prepare: Callable[[Starlette], None] | None = None,
+    **settings: Any,
+) -> AsyncIterator[Server]:
+    """One uvicorn worker serving the app as `wovepaper serve` does (or with uvicorn's own protocol); `prepare` sees
+    the application first."""
+    application = create_app(Settings(DATABASE_URL=dsn, REDIS_URL=redis_url, cache_namespace=namespace, **settings))
+    if prepare is not None:
+        prepare(application)
+    config = uvicorn.Config(
+        application,
+        host="127.0.0.1",
+        port=free_port(),
+        http=protocol,
+        proxy_headers=False,
+        lifespan="on",
+        log_config=None,
+        log_level="warning",
+    )
+    served = uvicorn.Server(config)
+    task = asyncio.create_task(served.serve())
+    try:
+        while not served.started:
+            assert not task.done(), task
+            await asyncio.sleep(0.01)
+        state = served.lifespan.state if hasattr(served, "lifespan") else {}
+        await listening(state["near"])
+        yield Server(config.port, state)
+    finally:
+        served.should_exit = True
+        await task
+
+
+@dataclass
+class Response:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k == name), None)
+
+    def comparable(self) -> tuple[int, list[tuple[str, str]], bytes]:
+        """All but the date and the budget's figures, which move between two answers."""
+        moving = {"date", "x-ratelimit-remaining", "x-ratelimit-used", "x-ratelimit-reset"}
+        return self.status, [(k, "" if k in moving else v) for k, v in self.headers], self.body
+
+
+class Connection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        return cls(*await asyncio.open_connection("127.0.0.1", port))
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def response(self) -> Response:
+        while True:
+            head = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), 10)
+            lines = head.decode("latin-1").split("\r\n")
+            status = int(lines[0].split(" ")[1])
+            if status != 100:
+                break
+        headers = [(k.lower(), v) for k, _, v in (line.partition(": ") for line in lines[1:] if line)]
+        length = int(next(v for k, v in headers if k == "content-length"))
+        body = await asyncio.wait_for(self.reader.readexactly(length), 10)
+        return Response(status, headers, body)
+
+    async def closed(self) -> bool:
+        return await asyncio.wait_for(self.reader.read(), 10) == b""
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(OSError):
+            await self.writer.wait_closed()
+
+
+def request(
+    body: bytes, *, path: str = "/graphql", version: str = "1.1", headers: dict[str, str] | None = None
+) -> bytes:
+    lines = [f"POST {path} HTTP/{version}", "host: wovepaper.test", "content-type: application/json"]
+    lines += [f"{k}: {v}" for k, v in {"x-request-id": "req-0001", **(headers or {})}.items()]
+    lines.append(f"content-length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def page_body(resp_db: tuple[str, dict[str, int]], key: str = "A") -> bytes:
+    return orjson.dumps({"query": RESEARCHER_PAGE, "variables": {"id": str(resp_db[1][key])}})
+
+
+async def ask(port: int, data: bytes) -> Response:
+    conn = await Connection.open(port)
+    try:
+        await conn.send(data)
+        return await conn.response()
+    finally:
+        await conn.close()
+
+
+async def test_a_remembered_request_is_answered_before_the_exchange_with_the_bytes_the_exchange_sends(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges
+) -> None:
+    ns = f"{cache_namespace}-proto{next(_ns)}"
+    page = request(page_body(resp_db))
+    async with (
+        server(resp_db[0], redis_url, ns) as early,
+        server(resp_db[0], redis_url, ns, HttpToolsProtocol) as plain,
+    ):
+        first = await ask(early.port, page)
+        assert first.status == 200 and first.header("x-cache") == "miss"
+        assert await ask(plain.port, page)  # remembered by the plain server too
+        exchanges.clear()
+        from_memory = await ask(early.port, page)
+        assert exchanges == []  # no ASGI exchange
+        through_exchange = await ask(plain.port, page)
+        assert exchanges == ["/graphql"]
+        assert from_memory.header("x-cache") == "hit" and through_exchange.header("x-cache") == "hit"
+        assert from_memory.comparable() == through_exchange.comparable()
+        assert from_memory.body == first.body
+        names = [k for k, _ in from_memory.headers]
+        assert names[:2] == ["date", "server"] and "x-ratelimit-limit" in names
+        assert from_memory.header("x-request-id") == "req-0001" and from_memory.header("vary") == "Origin"
+
+
+async def test_the_budget_is_charged_exactly_whichever_way_a_request_is_answered(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges
+) -> None:
+    """Points spent from a lease without the exchange, then over Redis once the lease is spent: the figures each
+    answer shows move by the page's cost, and what Redis holds afterwards is what was spent."""
+    ns = f"{cache_namespace}-proto{next(_ns)}"
+    page = request(page_body(resp_db))
+    started = time.monotonic()
+    async with server(resp_db[0], redis_url, ns, anon_points_per_hour=1_000) as early:
+        conn = await Connection.open(early.port)
+        try:
+            answers = []
+            for _ in range(40):
+                await conn.send(page)
+                answers.append(await conn.response())
+        finally:
+            await conn.close()
+    assert all(a.status == 200 for a in answers)
+    used = [int(a.header("x-ratelimit-used") or 0) for a in answers]
+    cost = used[0]  # the first answer was computed, and charged its cost
+    assert cost >= 1
+    # Each answer's figures move by exactly its cost, but that a point refills every 3.6 s.
+    refills = 1 + (time.monotonic() - started) / 3.6
+    steps = [b - a for a, b in itertools.pairwise(used)]
+    assert set(steps) <= {cost, cost - 1} and steps.count(cost - 1) <= refills
+    assert exchanges.count("/graphql") <= 40 // 2  # most answered from a lease, without the exchange
+    # The server stopped and gave its lease back: Redis holds what was spent.
+    async with limiters(redis_url, ns, 1) as (fresh,):
+        held = (await fresh.charge("ip:127.0.0.1", 0, 1_000)).used
+    assert 40 * cost - (1 + (time.monotonic() - started) / 3.6) <= held <= 40 * cost
+
+
+async def test_a_budget_that_needs_redis_or_refuses_takes_the_exchange(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges
+) -> None:
+    ns = f"{cache_namespace}-proto{next(_ns)}"
+    page = request(page_body(resp_db))
+    # Too small a budget to lease from: every charge goes to Redis, the last one refused.
+    async with server(resp_db[0], redis_url, ns, anon_points_per_hour=60) as early:
+        answers = [await ask(early.port, page) for _ in range(70)]
+        statuses = [a.status for a in answers]
+        assert 429 in statuses and statuses.index(429) > 1
+        assert all(s == 200 for s in statuses[: statuses.index(429)])
+        refused = answers[statuses.index(429)]
+        assert int(refused.header("retry-after") or 0) >= 1
+        assert orjson.loads(refused.body)["errors"][0]["extensions"]["code"] == "RATE_LIMITED"
+        spent = int(answers[statuses.index(429) - 1].header("x-ratelimit-used") or 0)
+        assert spent <= 60
+        assert len(exchanges) == len(answers)  # none answered without it
+
+
+async def test_pipelined_requests_are_answered_in_order_whichever_way_each_goes(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges
+) -> None:
+    ns = f"{cache_namespace}-proto{next(_ns)}"
+    a, b = request(page_body(resp_db, "A")), request(page_body(resp_db, "B"))
+    health = b"GET /healthz HTTP/1.1\r\nhost: wovepaper.test\r\n\r\n"
+    async with server(resp_db[0], redis_url, ns) as early:
+        first_a, first_b = await ask(early.port, a), await ask(early.port, b)
+        conn = await Connection.open(early.port)
+        try:
+            exchanges.clear()
+            # Four requests in one write: two remembered, one not for memory, one remembered. The last waits for the
+            # exchange of the one before it, as uvicorn has pipelined requests wait, and takes the exchange too.
+            await conn.send(a + b + health + a)
+            got = [await conn.response() for _ in range(4)]
+            assert [r.body for r in got] == [first_a.body, first_b.body, b'{"status":"ok"}', first_a.body]
+            assert exchanges == ["/healthz", "/graphql"]
+            # The connection is kept alive for more.
+            await conn.send(b)
+            assert (await conn.response()).body == first_b.body
+        finally:
+            await conn.close()
+
+
+async def test_connection_close_and_http_1_0_close_after_the_answer(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges
+) -> None:
+    ns = f"{cache_namespace}-proto{next(_ns)}"
+    body = page_body(resp_db)
+    async with server(resp_db[0], redis_url, ns) as early:
+        first = await ask(early.port, request(body))
+        exchanges.clear()
+        for data in (request(body, headers={"connection": "close"}), request(body, version="1.0")):
+            conn = await Connection.open(early.port)
+            try:
+                await conn.send(data)
+                answer = await conn.response()
+                assert answer.body == first.body and answer.header("connection") == "close"
+                assert await conn.closed()
+            finally:
+                await conn.close()
+        assert exchanges == []
+
+
+async def test_a_body_still_arriving_and_expect_100_continue_are_answered_through_the_exchange(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges
+) -> None:
+    ns = f"{cache_namespace}-proto{next(_ns)}"
+    body = page_body(resp_db)
+    async with server(resp_db[0], redis_url, ns) as early:
+        first = await ask(early.port, request(body))
+        exchanges.clear()
+        conn = await Connection.open(early.port)
+        try:
+            data = request(body)
+            await conn.send(data[:-20])
+            await asyncio.sleep(0.1)
+            await conn.send(data[-20:])
+            assert (await conn.response()).body == first.body
+        finally:
+            await conn.close()
+        continued = await ask(early.port, request(body, headers={"expect": "100-continue"}))
+        assert continued.body == first.body
+        assert exchanges == ["/graphql", "/graphql"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"origin": "https://wovepaper.org"}, "access-control-allow-origin"),
+        ({"x-api-key": "wp_not_a_key"}, None),
+    ],
+)
+async def test_requests_the_edge_must_see_whole_take_the_exchange(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges, headers, expected
+) -> None:
+    """CORS answers requests with an Origin; a credential is verified (here: refused)."""
+    ns = f"{cache_namespace}-proto{next(_ns)}"
+    body = page_body(resp_db)
+    async with server(resp_db[0], redis_url, ns, cors_origins="https://wovepaper.org") as early:
+        await ask(early.port, request(body))
+        exchanges.clear()
+        answer = await ask(early.port, request(body, headers=headers))
+        assert exchanges == ["/graphql"]
+        if expected:
+            assert answer.status == 200 and answer.header(expected) == "https://wovepaper.org"
+        else:
+            assert answer.status == 401
+
+
+async def test_with_tracing_on_every_request_takes_the_exchange_and_is_traced(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges
+) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from telemetry.tracing import instrument, tracer_provider, uninstrument
+
+    exporter = InMemorySpanExporter()
+    ns = f"{cache_namespace}-proto{next(_ns)}"
+    page = request(page_body(resp_db))
+
+    def traced(application: Starlette) -> None:
+        instrument(application, service_name="wovepaper-test", provider=tracer_provider("wovepaper-test", exporter))
+
+    try:
+        async with server(resp_db[0], redis_url, ns, prepare=traced) as early:
+            assert (await ask(early.port, page)).header("x-cache") == "miss"
+            exchanges.clear()
+            exporter.clear()
+            assert (await ask(early.port, page)).header("x-cache") == "hit"
+        assert exchanges == ["/graphql"]
+        assert any(s.kind.name == "SERVER" for s in exporter.get_finished_spans())
+    finally:
+        uninstrument()
+
+
+async def test_an_answer_from_memory_is_logged_and_counted(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges, caplog
+) -> None:
+    ns = f"{cache_namespace}-proto{next(_ns)}"
+    page = request(page_body(resp_db), headers={"x-request-id": "req-logged"})
+    async with server(resp_db[0], redis_url, ns) as early:
+        await ask(early.port, page)
+        store = early.state["cache"]
+        hits = store.metrics.response_near_hits
+        before = await served_requests(early.port)
+        exchanges.clear()
+        with caplog.at_level(logging.INFO, logger="wovepaper.request"):
+            await ask(early.port, page)
+            for _ in range(100):
+                if any(getattr(r, "request_id", None) == "req-logged" for r in caplog.records):
+                    break
+                await asyncio.sleep(0.02)
+        assert exchanges == []
+        assert store.metrics.response_near_hits == hits + 1
+        lines = [r for r in caplog.records if getattr(r, "request_id", None) == "req-logged"]
+        (line,) = lines
+        assert (line.status, line.operation, line.response_cache, line.path) == (
+            200,
+            "ResearcherPage",
+            "hit",
+            "/graphql",
+        )
+        assert await served_requests(early.port) == before + 1
+
+
+async def served_requests(port: int) -> float:
+    """The server's count of ResearcherPage requests answered 200."""
+    metrics = await ask(port, b"GET /metrics HTTP/1.1\r\nhost: wovepaper.test\r\n\r\n")
+    for line in metrics.body.decode().splitlines():
+        if line.startswith("wovepaper_request_duration_seconds_count") and 'operation="ResearcherPage"' in line:
+            if 'status="200"' in line:
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
