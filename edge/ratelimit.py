@@ -86,7 +86,7 @@ MAX_BATCH: Final = 256
 # A lease: at most this share of a client's budget, and this many times the charge that takes it, held by one
 # process for at most LEASE_S.
 LEASE_SHARE: Final = 0.01
-LEASE_CHARGES: Final = 64
+LEASE_CHARGES: Final = 256
 LEASE_S: Final = 1.0
 
 
