@@ -9,7 +9,7 @@ import gc
 import hashlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -78,7 +78,7 @@ class Application(Starlette):
         self.front = front
         super().__init__(**kwargs)
 
-    def answer_now(self, scope: Scope, body: bytes, write: Write) -> bool:
+    def answer_now(self, scope: Scope, body: bytes, write: Write) -> bool | Coroutine[Any, Any, None]:
         """A request the edge answers from memory without the ASGI exchange (`Front.answer_now`), offered by the
         server (edge/protocol.py); never when middleware wraps the edge (it would not see the request)."""
         stack = self.middleware_stack
@@ -310,8 +310,7 @@ def create_app(
         front=functools.partial(
             Front,
             graphql=graphql_endpoint,
-            remembered=response_cache.answer_remembered,
-            remembered_now=response_cache.answer_now,
+            memory=response_cache,
             policy=RateLimitPolicy(
                 enabled=settings.rate_limits == "on",
                 anonymous_points_per_hour=settings.anon_points_per_hour,

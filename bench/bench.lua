@@ -13,6 +13,15 @@ function init(args)
   wrk.headers["Accept"] = "application/json"
 end
 
+-- CLIENTS=N: each request from one of N client addresses (X-Forwarded-For, for a server that trusts the loopback
+-- proxy), as the anonymous readers behind a proxy are.
+local clients = tonumber(os.getenv("CLIENTS") or "0")
+
 function request()
-  return wrk.format(nil, os.getenv("TARGET_PATH") or "/graphql", nil, bodies[math.random(#bodies)])
+  local headers = nil
+  if clients > 0 then
+    local n = math.random(clients)
+    headers = {["X-Forwarded-For"] = string.format("10.%d.%d.%d", math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)}
+  end
+  return wrk.format(nil, os.getenv("TARGET_PATH") or "/graphql", headers, bodies[math.random(#bodies)])
 end

@@ -204,12 +204,20 @@ def parse_wrk(out: str) -> dict[str, float]:
 
 
 def wrk(
-    url: str, path: str, bodies: Path, duration: int, pid: int, database: str = "", connections: int = 16
+    url: str,
+    path: str,
+    bodies: Path,
+    duration: int,
+    pid: int,
+    database: str = "",
+    connections: int = 16,
+    clients: int = 0,
 ) -> dict[str, float]:
     """wrk's figures, with the CPU per request of the server and of the PostgreSQL backends serving it: on this
     machine both share the same cores, so what the database spends bounds a server as much as what it spends
-    (`database`: the database's name; none, no database figure)."""
-    env = {**os.environ, "BODIES": str(bodies), "TARGET_PATH": path}
+    (`database`: the database's name; none, no database figure). `clients`: requests come from that many addresses
+    (X-Forwarded-For), none: from wrk's own."""
+    env = {**os.environ, "BODIES": str(bodies), "TARGET_PATH": path, "CLIENTS": str(clients)}
     threads = min(2, connections)
     cmd = [
         "wrk",

@@ -12,7 +12,10 @@ all warmed (each body sent twice) before wrk starts. Variants:
   from those ids, as the API answers it;
 - hit: the API, response cache warm (the in-process tier in front of Redis);
 - hit, Redis tier only: the same with `WOVEPAPER_NEAR_CACHE_MB=0` (every hit reads Redis);
-- hit, rate limit on (`--rate-limit`): the budget charged in Redis on every request;
+- hit, rate limit on (`--rate-limit`): one client (wrk's address) with a budget too large to run out, its points
+  leased (edge/ratelimit.py);
+- hit, rate limit on, 10,000 clients (`--rate-limit`): each request from one of 10,000 addresses
+  (X-Forwarded-For from a trusted loopback proxy), each with the default budget: most charges go to Redis;
 - hit, baseline (`--baseline-root`): the API of another checkout (e.g. `git archive <commit>`), same settings
   (and with the rate limit charged too, with `--rate-limit`);
 - answer looked up (Starlette): `bench.constant:create` reading each request's body and sending the answer the API
@@ -55,6 +58,22 @@ from bench.run import (
 
 BENCH = ROOT / "bench"
 OUT = BENCH / "results" / "warm"
+
+
+# The rate-limited variant as anonymous readers behind a proxy are: each request from one of many addresses, each with
+# the default budget, so that most charges go to Redis (a lease serves only a client that keeps coming).
+MANY = "hit, rate limit on, 10,000 clients"
+MANY_CLIENTS = 10_000
+MANY_CLIENTS_ENV = {
+    "WOVEPAPER_RATE_LIMITS": "on",
+    "WOVEPAPER_ANON_POINTS_PER_HOUR": "1000",
+    "WOVEPAPER_TRUSTED_PROXIES": "127.0.0.1",
+}
+
+
+def clients(server: Server) -> int:
+    """The client addresses a variant's requests come from (0: wrk's own)."""
+    return MANY_CLIENTS if server.env.get("WOVEPAPER_TRUSTED_PROXIES") else 0
 
 
 def api_server(name: str, database_url: str, redis_url: str, root: Path = ROOT, **env: str) -> Server:
@@ -130,6 +149,7 @@ def main() -> None:
         variants["hit, rate limit on"] = api_server(
             "hit rl", args.database_url, args.redis_url, WOVEPAPER_RATE_LIMITS="on"
         )
+        variants[MANY] = api_server("hit many", args.database_url, args.redis_url, **MANY_CLIENTS_ENV)
     if args.baseline_root:
         base = api_server("baseline", args.database_url, args.redis_url, args.baseline_root)
         # The baseline's modules come first on the path; its app is built by the same factory.
@@ -140,6 +160,9 @@ def main() -> None:
                 "baseline rl", args.database_url, args.redis_url, args.baseline_root, WOVEPAPER_RATE_LIMITS="on"
             )
             variants["hit, rate limit on, baseline"] = replace(limited, argv=argv)
+            root = args.baseline_root
+            many = api_server("baseline many", args.database_url, args.redis_url, root, **MANY_CLIENTS_ENV)
+            variants[MANY + ", baseline"] = replace(many, argv=argv)
     starlette = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log"]
     starlette += ["--log-level", "warning", "bench.constant:create", "--factory"]
     constant = Server("constant", starlette, {"BENCH_CONSTANT_BODY": str(constant_path)})
@@ -180,7 +203,7 @@ def main() -> None:
             with running(server) as (pid, url):
                 if name != "constant" and not server.env.get("BENCH_CONSTANT_ANSWERS"):
                     warm_up(url, bodies)
-                got[name] = r = wrk(url, "/graphql", bodies_path, args.duration, pid)
+                got[name] = r = wrk(url, "/graphql", bodies_path, args.duration, pid, clients=clients(server))
             load = os.getloadavg()[0]
             r["load"] = load
             print(
@@ -203,7 +226,8 @@ def count_loaded(server: Server, bodies: list[str], bodies_path: Path, seconds: 
         if not server.env.get("BENCH_CONSTANT_ANSWERS") and server.name != "constant":
             warm_up(counted.url, bodies)
         with counted.counting():
-            served = wrk(counted.url, "/graphql", bodies_path, seconds, counted.pid)["rps"] * seconds
+            served = wrk(counted.url, "/graphql", bodies_path, seconds, counted.pid, clients=clients(server))
+            served = served["rps"] * seconds
     return counted.total / served
 
 

@@ -5,17 +5,18 @@ In order: the request id and timing (telemetry/requests.py), CORS (Starlette's m
 requests carrying an `Origin`; any other response gets `Vary: Origin` as it would from it), the body limit (413),
 identity (401), then `/graphql` goes straight to the GraphQL steps (the budget, parsing, persisted documents, the
 response cache, GraphQL) and any other route to the application's router; a GET or POST the response cache
-remembers (`remembered`: the same bytes from an anonymous reader, its answer held in memory) is answered before
+remembers (`memory`: the same bytes from an anonymous reader, its answer held in memory) is answered before
 those steps, its budget charged as any. On the way out: the rate-limit headers of `/graphql` answers,
 `Cache-Control: private, no-store` for signed-in readers, `X-Request-Id`; once sent, the request's metrics and
-log line.
+log line. The server may offer such a request before the ASGI exchange (`answer_now`, edge/protocol.py): the same
+checks, answer, charge, headers, metrics and line, without the exchange.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -28,6 +29,9 @@ from edge.ratelimit import Budget, Decision, RateLimiter, RateLimitPolicy
 from edge.request import headers_of, read_body, replay
 from telemetry.requests import report, request_id
 
+if TYPE_CHECKING:
+    from edge.response_cache import Recalled, ResponseCache
+
 GRAPHQL_PATH: Final = "/graphql"
 # Methods the GraphQL steps answer; any other goes to the router (405).
 GRAPHQL_METHODS: Final = frozenset({"GET", "POST", "HEAD"})
@@ -37,12 +41,6 @@ REMEMBERED_METHODS: Final = frozenset({"GET", "POST"})
 Header = tuple[bytes, bytes]
 # Sends a whole response: status, headers (none of those the edge adds), body.
 Answer = Callable[[int, list[Header], bytes], Awaitable[None]]
-# Answers a request from memory, given its body, through `Answer` or, for a refusal, `Send`; False when it sent
-# nothing.
-Remembered = Callable[[Scope, bytes, Send, Answer], Awaitable[bool]]
-# The same answer without awaiting anything, given the request's body and a charge of its cost that says whether it
-# took it at once (status, headers, body); None when it charged nothing and the request needs the ASGI exchange.
-RememberedNow = Callable[[Scope, bytes, Callable[[int], bool]], "tuple[int, list[Header], bytes] | None"]
 # Writes a whole response: status, every header, body.
 Write = Callable[[int, list[Header], bytes], None]
 
@@ -61,13 +59,11 @@ class Front:
         trusted_proxies: Sequence[Network] = (),
         key_authenticator: KeyAuthenticator | None = None,
         bearer_authenticator: BearerAuthenticator | None = None,
-        remembered: Remembered | None = None,
-        remembered_now: RememberedNow | None = None,
+        memory: ResponseCache | None = None,
     ) -> None:
         self.app = app
         self.graphql = graphql
-        self.remembered = remembered
-        self.remembered_now = remembered_now
+        self.memory = memory
         self.policy = policy
         self.max_body_bytes = max_body_bytes
         self.identifier = Identifier(
@@ -95,16 +91,17 @@ class Front:
         finally:
             report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
 
-    def answer_now(self, scope: Scope, body: bytes, write: Write) -> bool:
-        """Answers, through `write` and without awaiting anything, a request `__call__` would answer from memory with
-        the same response (headers included), budget charge, metrics and log line, when its client's budget can be
-        charged at once (rate limits off, or a lease holds the points); False, having done nothing, for any other
-        request. `scope`: an HTTP request's, its body complete in `body`. The server calls this (edge/protocol.py)
-        before it starts the ASGI exchange, which is most of a small answer's cost."""
+    def answer_now(self, scope: Scope, body: bytes, write: Write) -> bool | Coroutine[Any, Any, None]:
+        """Answers, through `write`, a request `__call__` would answer from memory, with the same response (headers
+        included), budget charge, metrics and log line: True once written, when the budget could be charged at once
+        (rate limits off, or a lease holds the points); else a coroutine that answers (or refuses) once the charge
+        has gone to Redis. False, having done nothing, for any other request. `scope`: an HTTP request's, its body
+        complete in `body`. The server calls this (edge/protocol.py) before it starts the ASGI exchange, which is
+        most of a small answer's cost."""
         started = time.perf_counter()
         headers = headers_of(scope)
         if (
-            self.remembered_now is None
+            self.memory is None
             or b"origin" in headers
             or scope["method"] not in REMEMBERED_METHODS
             or _route_path(scope) != GRAPHQL_PATH
@@ -116,23 +113,37 @@ class Front:
             return False
         state: dict[str, Any] = scope["state"]
         state["identity"] = identity
-        budget = None
-        charge = _free
-        if self.policy.enabled:
-            limiter = state.get("rate_limiter")
-            if isinstance(limiter, RateLimiter):
-                budget = state["budget"] = Budget(limiter, self.policy, identity)
-                charge = budget.charge_now
-        answered = self.remembered_now(scope, body, charge)
-        if answered is None:
+        recalled = self.memory.recall(scope, body)
+        if recalled is None:
             return False
-        status, extra, content = answered
+        rid = state["request_id"] = request_id(headers.get(b"x-request-id"))
+        budget = None
+        limiter = state.get("rate_limiter")
+        if self.policy.enabled and isinstance(limiter, RateLimiter):
+            budget = state["budget"] = Budget(limiter, self.policy, identity)
+            if not budget.charge_now(recalled.held.cost):
+                return self._answer_charged(scope, recalled, budget, write, started)
+        status, extra, content = self.memory.answer_recalled(scope, recalled)
         if budget is not None and budget.decision is not None:
             extra += budget.decision.headers()
-        rid = state["request_id"] = request_id(headers.get(b"x-request-id"))
         write(status, _edge_headers(extra, private=False, vary=True, request_id=rid), content)
         report(scope, state, rid, status, _cache_of(extra), time.perf_counter() - started)
         return True
+
+    async def _answer_charged(
+        self, scope: Scope, recalled: Recalled, budget: Budget, write: Write, started: float
+    ) -> None:
+        """`answer_now`'s answer once its charge has gone to Redis, as the exchange gives it, a refusal included."""
+        assert self.memory is not None
+        state = scope["state"]
+        rid = state["request_id"]
+        out = _Out(_Written(write), rid)
+        out.vary = True
+        out.budget = budget
+        try:
+            await self.memory.answer_charged(scope, recalled, out, out.answer)
+        finally:
+            report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
 
     async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
         """After CORS: the body limit, identity, then the route."""
@@ -161,9 +172,9 @@ class Front:
                 # With rate limits off an answer from memory charges nothing: its budget is made only for GraphQL.
                 if self.policy.enabled:
                     self._budget(state, identity, out)
-                if self.remembered is not None and scope["method"] in REMEMBERED_METHODS:
+                if self.memory is not None and scope["method"] in REMEMBERED_METHODS:
                     body = await read_body(receive) if scope["method"] == "POST" else b""
-                    if await self.remembered(scope, body, out, out.answer):
+                    if await self.memory.answer_remembered(scope, body, out, out.answer):
                         return
                     receive = replay(body, receive)
                 if not self.policy.enabled:
@@ -238,9 +249,21 @@ class _Out:
         return _edge_headers(headers, private=self.private, vary=self.vary, request_id=self.request_id)
 
 
-def _free(points: int) -> bool:
-    """The charge of an answer from memory with rate limits off: nothing."""
-    return True
+class _Written:
+    """An ASGI `send` for a whole response the server writes at once (`Write`): the start is held for the body."""
+
+    __slots__ = ("start", "write")
+
+    def __init__(self, write: Write) -> None:
+        self.write = write
+        self.start: Message | None = None
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.start = message
+            return
+        assert self.start is not None and not message.get("more_body", False)
+        self.write(self.start["status"], list(self.start.get("headers", ())), message.get("body", b""))
 
 
 def _cache_of(headers: list[Header]) -> str:

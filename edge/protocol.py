@@ -1,24 +1,28 @@
 """uvicorn's HTTP/1.1 protocol (httptools) with the edge's answers from memory given as soon as a request is parsed.
 
 A request whose headers and body arrive together is offered to the application's `answer_now` (edge/front.py)
-before uvicorn starts its ASGI exchange (a task, the scope's messages, the response's checks and two writes): an
-anonymous request the response cache remembers, whose budget can be charged at once, is answered there with one
-write of the same bytes the exchange would send. Anything else, including a request whose body is still on its
-way, takes the exchange as usual. Used by `wovepaper serve`, or `uvicorn --http edge.protocol:EdgeHttpProtocol
---no-proxy-headers`; `answer_now` is looked up on the application uvicorn serves, so a server that wraps it in
-anything of its own (proxy headers, message logging) leaves every request to the exchange.
+before uvicorn starts its ASGI exchange (a task, the scope's messages, Starlette, the response's checks and two
+writes): an anonymous request the response cache remembers is answered with one write of the same bytes the
+exchange would send, there when its budget can be charged at once, else by a task of its own once the charge has
+gone to Redis. Anything else, including a request whose body is still on its way, takes the exchange as usual.
+Used by `wovepaper serve`, or `uvicorn --http edge.protocol:EdgeHttpProtocol --no-proxy-headers`; `answer_now` is
+looked up on the application uvicorn serves, so a server that wraps it in anything of its own (proxy headers,
+message logging) leaves every request to the exchange.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from uvicorn._types import ASGI3Application
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
-Header = tuple[bytes, bytes]
+from edge.front import Header
+
 CONNECTION_CLOSE = b"connection: close\r\n"
 
 
@@ -30,8 +34,6 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         self._holding = False
         # The exchange of a request held until its body is complete: started then, unless answered.
         self._held: tuple[RequestResponseCycle, ASGI3Application] | None = None
-        # The request being answered, while `answer_now` runs.
-        self._answering: RequestResponseCycle | None = None
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -60,26 +62,41 @@ class EdgeHttpProtocol(HttpToolsProtocol):
             super()._start_asgi_task(*held)
 
     def _answered(self, cycle: RequestResponseCycle) -> bool:
-        if self.flow.write_paused or cycle.disconnected or self.answer_now is None:
-            return False  # the exchange waits for the client to read, or notices it left
-        self._answering = cycle
+        if self.flow.write_paused or self.answer_now is None:
+            return False  # the exchange waits for the client to read
         try:
-            return bool(self.answer_now(cycle.scope, bytes(cycle.body), self._write))
+            answered = self.answer_now(cycle.scope, bytes(cycle.body), functools.partial(self._write, cycle))
         except Exception as exc:
             self.logger.error("Exception in ASGI application\n", exc_info=exc)
             if not cycle.response_started:
                 return False  # the exchange answers it, a 500 if it fails there too
             self.transport.close()
             return True
-        finally:
-            self._answering = None
+        if isinstance(answered, bool):
+            return answered
+        # It waits for its budget's charge: a task, as the exchange would be (graceful shutdown waits for it).
+        task = self.loop.create_task(self._answer_later(cycle, answered))
+        task.add_done_callback(self.tasks.discard)
+        self.tasks.add(task)
+        return True
 
-    def _write(self, status: int, headers: list[Header], body: bytes) -> None:
+    async def _answer_later(self, cycle: RequestResponseCycle, answering: Coroutine[Any, Any, None]) -> None:
+        try:
+            await answering
+        except Exception as exc:
+            # As uvicorn's exchange ends an application's failure.
+            self.logger.error("Exception in ASGI application\n", exc_info=exc)
+            if cycle.response_started:
+                self.transport.close()
+            else:
+                await cycle.send_500_response()
+
+    def _write(self, cycle: RequestResponseCycle, status: int, headers: list[Header], body: bytes) -> None:
         """What RequestResponseCycle.send writes for this response (`headers` lower-case and valid), in one write;
         then the exchange is complete."""
-        cycle = self._answering
-        assert cycle is not None
         cycle.response_started = True
+        if cycle.disconnected:
+            return
         scope = cycle.scope
         if self.access_log and self.access_logger.isEnabledFor(logging.INFO):
             client, path = get_client_addr(scope), get_path_with_query_string(scope)

@@ -23,9 +23,9 @@ exactly what an ingest changed. Requests with a key or a token get `Cache-Contro
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 import orjson
 from graphql import (
@@ -137,6 +137,13 @@ class _Remembered:
     public: bool
 
 
+class Recalled(NamedTuple):
+    """A request's entry, held in memory, and how the request was remembered."""
+
+    remembered: _Remembered
+    held: Held
+
+
 def request_bytes(scope: Scope, body: bytes) -> RequestBytes:
     return (scope["method"], header(scope, b"content-type") or b"", scope.get("query_string", b""), body)
 
@@ -173,27 +180,20 @@ class ResponseCache:
         """Answers a request whose bytes this cache has seen from an anonymous reader, when its entry is held in
         memory, before the request is parsed (through `answer`, or `send` for a refusal); False (nothing sent)
         otherwise. `body`: the request's body, read."""
-        found = self._held(scope, body)
-        if found is None:
+        recalled = self.recall(scope, body)
+        if recalled is None:
             return False
-        remembered, held = found
-        budget = scope["state"].get("budget")
-        if budget is None or await self._charged(send, budget, held.cost):
-            await answer(*self._held_answer(scope, remembered, held))
+        await self.answer_charged(scope, recalled, send, answer)
         return True
 
-    def answer_now(
-        self, scope: Scope, body: bytes, charge: Callable[[int], bool]
-    ) -> tuple[int, list[Header], bytes] | None:
-        """What `answer_remembered` answers, when `charge(cost)` takes the entry's cost at once; None (nothing charged)
-        when the request is not one to answer from memory, or the charge would have to wait."""
-        found = self._held(scope, body)
-        if found is None:
-            return None
-        remembered, held = found
-        return self._held_answer(scope, remembered, held) if charge(held.cost) else None
+    async def answer_charged(self, scope: Scope, recalled: Recalled, send: Send, answer: Answer) -> None:
+        """Charges a recalled entry's cost to the request's budget, then answers it (through `answer`), or refuses
+        it (429 through `send`). What a write drops meanwhile is still answered: the request came first."""
+        budget = scope["state"].get("budget")
+        if budget is None or await self._charged(send, budget, recalled.held.cost):
+            await answer(*self.answer_recalled(scope, recalled))
 
-    def _held(self, scope: Scope, body: bytes) -> tuple[_Remembered, Held] | None:
+    def recall(self, scope: Scope, body: bytes) -> Recalled | None:
         """The entry of a request whose bytes were seen from an anonymous reader, when memory holds it."""
         state = scope["state"]
         near = state.get("near")
@@ -205,13 +205,14 @@ class ResponseCache:
         if remembered is None or held is None:
             return None
         state["operation"] = remembered.operation
-        return remembered, held
+        return Recalled(remembered, held)
 
-    def _held_answer(self, scope: Scope, remembered: _Remembered, held: Held) -> tuple[int, list[Header], bytes]:
-        """The answer of an entry held in memory, once charged: counted as a hit."""
+    def answer_recalled(self, scope: Scope, recalled: Recalled) -> tuple[int, list[Header], bytes]:
+        """The answer of an entry recalled from memory, once its cost is charged: counted as a hit."""
         self._count_held(scope["state"])
-        public = remembered.public
+        public = recalled.remembered.public
         inm = header(scope, b"if-none-match") if public else None
+        held = recalled.held
         return self._response(held.body, held.tags, public=public, inm=inm, etag=held.etag)
 
     def _remember(self, request: object, key: _Key, public: bool) -> None:

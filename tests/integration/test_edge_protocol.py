@@ -23,7 +23,10 @@ from starlette.applications import Starlette
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from app import create_app
+from db.cache.invalidation import invalidate
+from db.records import Touched
 from edge.protocol import EdgeHttpProtocol
+from edge.ratelimit import RateLimiter
 from localservers import free_port
 from settings import Settings
 from tests.integration import test_response_cache as shared
@@ -225,23 +228,42 @@ async def test_the_budget_is_charged_exactly_whichever_way_a_request_is_answered
     assert 40 * cost - (1 + (time.monotonic() - started) / 3.6) <= held <= 40 * cost
 
 
-async def test_a_budget_that_needs_redis_or_refuses_takes_the_exchange(
+async def test_a_charge_that_goes_to_redis_is_awaited_without_the_exchange_refusals_included(
     resp_db, redis_url, cache_namespace, operations_dir, exchanges
 ) -> None:
+    """Many anonymous clients each asking a few pages: no lease to spend, every charge goes to Redis. The answer (or
+    the refusal) still comes from memory, with the exchange's headers and figures."""
     ns = f"{cache_namespace}-proto{next(_ns)}"
     page = request(page_body(resp_db))
-    # Too small a budget to lease from: every charge goes to Redis, the last one refused.
-    async with server(resp_db[0], redis_url, ns, anon_points_per_hour=60) as early:
-        answers = [await ask(early.port, page) for _ in range(70)]
+    # Too small a budget to lease from: every charge goes to Redis, the last ones refused.
+    async with (
+        server(resp_db[0], redis_url, ns, anon_points_per_hour=60) as early,
+        server(resp_db[0], redis_url, f"{ns}-plain", HttpToolsProtocol, anon_points_per_hour=60) as plain,
+    ):
+        first = await ask(early.port, page)
+        exchanges.clear()
+        answers = [await ask(early.port, page) for _ in range(69)]
+        assert exchanges == []
         statuses = [a.status for a in answers]
-        assert 429 in statuses and statuses.index(429) > 1
-        assert all(s == 200 for s in statuses[: statuses.index(429)])
+        assert 429 in statuses and all(s == 200 for s in statuses[: statuses.index(429)])
+        used = [int(a.header("x-ratelimit-used") or 0) for a in [first, *answers[: statuses.index(429)]]]
+        cost = used[0]
+        assert used == [cost * (i + 1) for i in range(len(used))] and used[-1] <= 60 < used[-1] + cost
         refused = answers[statuses.index(429)]
-        assert int(refused.header("retry-after") or 0) >= 1
         assert orjson.loads(refused.body)["errors"][0]["extensions"]["code"] == "RATE_LIMITED"
-        spent = int(answers[statuses.index(429) - 1].header("x-ratelimit-used") or 0)
-        assert spent <= 60
-        assert len(exchanges) == len(answers)  # none answered without it
+        # The same answers, headers included, as the exchange gives for the same budget (each server computed its
+        # first answer, which says when).
+        plain_answers = [await ask(plain.port, page) for _ in range(70)]
+        assert exchanges.count("/graphql") == 70
+        for mine, theirs in zip([first, *answers], plain_answers, strict=True):
+            assert mine.comparable()[:2] == theirs.comparable()[:2]
+            if mine.status == 200:
+                assert (mine.body, theirs.body) == (first.body, plain_answers[0].body)
+            else:
+                errors = orjson.loads(mine.body)["errors"], orjson.loads(theirs.body)["errors"]
+                assert [sorted(e[0]["extensions"]) for e in errors] == [
+                    ["code", "cost", "limit", "remaining", "retryAfter"]
+                ] * 2
 
 
 async def test_pipelined_requests_are_answered_in_order_whichever_way_each_goes(
@@ -398,3 +420,28 @@ async def served_requests(port: int) -> float:
             if 'status="200"' in line:
                 return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+async def test_an_entry_dropped_while_its_charge_is_out_is_still_the_answer_and_the_next_request_misses(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges, monkeypatch
+) -> None:
+    """The request came before the write that dropped its entry, as it would through the exchange."""
+    ns = f"{cache_namespace}-proto{next(_ns)}"
+    page = request(page_body(resp_db))
+    async with server(resp_db[0], redis_url, ns, anon_points_per_hour=60) as early:
+        first = await ask(early.port, page)
+        charge = RateLimiter.charge
+
+        async def dropped_meanwhile(self: RateLimiter, subject: str, points: int, limit: int) -> Any:
+            # A write elsewhere drops the page while this charge is on its way to Redis.
+            await invalidate(early.state["cache"], Touched(researchers={resp_db[1]["A"]}))
+            monkeypatch.setattr(RateLimiter, "charge", charge)
+            return await charge(self, subject, points, limit)
+
+        monkeypatch.setattr(RateLimiter, "charge", dropped_meanwhile)
+        exchanges.clear()
+        again = await ask(early.port, page)
+        assert exchanges == []
+        assert (again.status, again.header("x-cache"), again.body) == (200, "hit", first.body)
+        assert (await ask(early.port, page)).header("x-cache") == "miss"
+        assert exchanges == ["/graphql"]
