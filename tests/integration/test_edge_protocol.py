@@ -162,6 +162,16 @@ def page_body(resp_db: tuple[str, dict[str, int]], key: str = "A") -> bytes:
     return orjson.dumps({"query": RESEARCHER_PAGE, "variables": {"id": str(resp_db[1][key])}})
 
 
+async def held(server: Server, entries: int = 1) -> None:
+    """Waits until the server holds `entries` answers in memory: it keeps one after sending it."""
+    near = server.state["near"]
+    for _ in range(500):
+        if len(near) >= entries:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{len(near)} answers held, not {entries}")
+
+
 async def ask(port: int, data: bytes) -> Response:
     conn = await Connection.open(port)
     try:
@@ -183,6 +193,8 @@ async def test_a_remembered_request_is_answered_before_the_exchange_with_the_byt
         first = await ask(early.port, page)
         assert first.status == 200 and first.header("x-cache") == "miss"
         assert await ask(plain.port, page)  # remembered by the plain server too
+        await held(early)
+        await held(plain)
         exchanges.clear()
         from_memory = await ask(early.port, page)
         assert exchanges == []  # no ASGI exchange
@@ -241,6 +253,7 @@ async def test_a_charge_that_goes_to_redis_is_awaited_without_the_exchange_refus
         server(resp_db[0], redis_url, f"{ns}-plain", HttpToolsProtocol, anon_points_per_hour=60) as plain,
     ):
         first = await ask(early.port, page)
+        await held(early)
         exchanges.clear()
         answers = [await ask(early.port, page) for _ in range(69)]
         assert exchanges == []
@@ -274,6 +287,7 @@ async def test_pipelined_requests_are_answered_in_order_whichever_way_each_goes(
     health = b"GET /healthz HTTP/1.1\r\nhost: wovepaper.test\r\n\r\n"
     async with server(resp_db[0], redis_url, ns) as early:
         first_a, first_b = await ask(early.port, a), await ask(early.port, b)
+        await held(early, 2)
         conn = await Connection.open(early.port)
         try:
             exchanges.clear()
@@ -297,6 +311,7 @@ async def test_connection_close_and_http_1_0_close_after_the_answer(
     body = page_body(resp_db)
     async with server(resp_db[0], redis_url, ns) as early:
         first = await ask(early.port, request(body))
+        await held(early)
         exchanges.clear()
         for data in (request(body, headers={"connection": "close"}), request(body, version="1.0")):
             conn = await Connection.open(early.port)
@@ -317,6 +332,7 @@ async def test_a_body_still_arriving_and_expect_100_continue_are_answered_throug
     body = page_body(resp_db)
     async with server(resp_db[0], redis_url, ns) as early:
         first = await ask(early.port, request(body))
+        await held(early)
         exchanges.clear()
         conn = await Connection.open(early.port)
         try:
@@ -347,6 +363,7 @@ async def test_requests_the_edge_must_see_whole_take_the_exchange(
     body = page_body(resp_db)
     async with server(resp_db[0], redis_url, ns, cors_origins="https://wovepaper.org") as early:
         await ask(early.port, request(body))
+        await held(early)
         exchanges.clear()
         answer = await ask(early.port, request(body, headers=headers))
         assert exchanges == ["/graphql"]
@@ -373,6 +390,7 @@ async def test_with_tracing_on_every_request_takes_the_exchange_and_is_traced(
     try:
         async with server(resp_db[0], redis_url, ns, prepare=traced) as early:
             assert (await ask(early.port, page)).header("x-cache") == "miss"
+            await held(early)
             exchanges.clear()
             exporter.clear()
             assert (await ask(early.port, page)).header("x-cache") == "hit"
@@ -389,6 +407,7 @@ async def test_an_answer_from_memory_is_logged_and_counted(
     page = request(page_body(resp_db), headers={"x-request-id": "req-logged"})
     async with server(resp_db[0], redis_url, ns) as early:
         await ask(early.port, page)
+        await held(early)
         store = early.state["cache"]
         hits = store.metrics.response_near_hits
         before = await served_requests(early.port)
@@ -430,6 +449,7 @@ async def test_an_entry_dropped_while_its_charge_is_out_is_still_the_answer_and_
     page = request(page_body(resp_db))
     async with server(resp_db[0], redis_url, ns, anon_points_per_hour=60) as early:
         first = await ask(early.port, page)
+        await held(early)
         charge = RateLimiter.charge
 
         async def dropped_meanwhile(self: RateLimiter, subject: str, points: int, limit: int) -> Any:
