@@ -20,8 +20,11 @@ local clients = tonumber(os.getenv("CLIENTS") or "0")
 function request()
   local headers = nil
   if clients > 0 then
+    -- wrk.format takes these instead of wrk.headers, not besides them.
+    headers = {}
+    for name, value in pairs(wrk.headers) do headers[name] = value end
     local n = math.random(clients)
-    headers = {["X-Forwarded-For"] = string.format("10.%d.%d.%d", math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)}
+    headers["X-Forwarded-For"] = string.format("10.%d.%d.%d", math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
   end
   return wrk.format(nil, os.getenv("TARGET_PATH") or "/graphql", headers, bodies[math.random(#bodies)])
 end
