@@ -172,6 +172,23 @@ async def held(server: Server, entries: int = 1) -> None:
     raise AssertionError(f"{len(near)} answers held, not {entries}")
 
 
+@contextlib.asynccontextmanager
+async def remembering(
+    resp_db: tuple[str, dict[str, int]],
+    redis_url: str,
+    cache_namespace: str,
+    exchanges: list[str],
+    page: bytes,
+    **settings: Any,
+) -> AsyncIterator[tuple[Server, Response]]:
+    """A server that has answered `page` once and holds that answer in memory; `exchanges` counted from then on."""
+    async with server(resp_db[0], redis_url, f"{cache_namespace}-proto{next(_ns)}", **settings) as early:
+        first = await ask(early.port, page)
+        await held(early)
+        exchanges.clear()
+        yield early, first
+
+
 async def ask(port: int, data: bytes) -> Response:
     conn = await Connection.open(port)
     try:
@@ -307,12 +324,8 @@ async def test_pipelined_requests_are_answered_in_order_whichever_way_each_goes(
 async def test_connection_close_and_http_1_0_close_after_the_answer(
     resp_db, redis_url, cache_namespace, operations_dir, exchanges
 ) -> None:
-    ns = f"{cache_namespace}-proto{next(_ns)}"
     body = page_body(resp_db)
-    async with server(resp_db[0], redis_url, ns) as early:
-        first = await ask(early.port, request(body))
-        await held(early)
-        exchanges.clear()
+    async with remembering(resp_db, redis_url, cache_namespace, exchanges, request(body)) as (early, first):
         for data in (request(body, headers={"connection": "close"}), request(body, version="1.0")):
             conn = await Connection.open(early.port)
             try:
@@ -328,12 +341,8 @@ async def test_connection_close_and_http_1_0_close_after_the_answer(
 async def test_a_body_still_arriving_and_expect_100_continue_are_answered_through_the_exchange(
     resp_db, redis_url, cache_namespace, operations_dir, exchanges
 ) -> None:
-    ns = f"{cache_namespace}-proto{next(_ns)}"
     body = page_body(resp_db)
-    async with server(resp_db[0], redis_url, ns) as early:
-        first = await ask(early.port, request(body))
-        await held(early)
-        exchanges.clear()
+    async with remembering(resp_db, redis_url, cache_namespace, exchanges, request(body)) as (early, first):
         conn = await Connection.open(early.port)
         try:
             data = request(body)
@@ -359,12 +368,9 @@ async def test_requests_the_edge_must_see_whole_take_the_exchange(
     resp_db, redis_url, cache_namespace, operations_dir, exchanges, headers, expected
 ) -> None:
     """CORS answers requests with an Origin; a credential is verified (here: refused)."""
-    ns = f"{cache_namespace}-proto{next(_ns)}"
     body = page_body(resp_db)
-    async with server(resp_db[0], redis_url, ns, cors_origins="https://wovepaper.org") as early:
-        await ask(early.port, request(body))
-        await held(early)
-        exchanges.clear()
+    cors = {"cors_origins": "https://wovepaper.org"}
+    async with remembering(resp_db, redis_url, cache_namespace, exchanges, request(body), **cors) as (early, _):
         answer = await ask(early.port, request(body, headers=headers))
         assert exchanges == ["/graphql"]
         if expected:
@@ -381,17 +387,14 @@ async def test_with_tracing_on_every_request_takes_the_exchange_and_is_traced(
     from telemetry.tracing import instrument, tracer_provider, uninstrument
 
     exporter = InMemorySpanExporter()
-    ns = f"{cache_namespace}-proto{next(_ns)}"
     page = request(page_body(resp_db))
 
     def traced(application: Starlette) -> None:
         instrument(application, service_name="wovepaper-test", provider=tracer_provider("wovepaper-test", exporter))
 
     try:
-        async with server(resp_db[0], redis_url, ns, prepare=traced) as early:
-            assert (await ask(early.port, page)).header("x-cache") == "miss"
-            await held(early)
-            exchanges.clear()
+        async with remembering(resp_db, redis_url, cache_namespace, exchanges, page, prepare=traced) as (early, first):
+            assert first.header("x-cache") == "miss"
             exporter.clear()
             assert (await ask(early.port, page)).header("x-cache") == "hit"
         assert exchanges == ["/graphql"]
@@ -403,15 +406,12 @@ async def test_with_tracing_on_every_request_takes_the_exchange_and_is_traced(
 async def test_an_answer_from_memory_is_logged_and_counted(
     resp_db, redis_url, cache_namespace, operations_dir, exchanges, caplog
 ) -> None:
-    ns = f"{cache_namespace}-proto{next(_ns)}"
     page = request(page_body(resp_db), headers={"x-request-id": "req-logged"})
-    async with server(resp_db[0], redis_url, ns) as early:
-        await ask(early.port, page)
-        await held(early)
+    async with remembering(resp_db, redis_url, cache_namespace, exchanges, page) as (early, _):
         store = early.state["cache"]
         hits = store.metrics.response_near_hits
         before = await served_requests(early.port)
-        exchanges.clear()
+        exchanges.clear()  # the scrape
         with caplog.at_level(logging.INFO, logger="wovepaper.request"):
             await ask(early.port, page)
             for _ in range(100):
@@ -445,11 +445,9 @@ async def test_an_entry_dropped_while_its_charge_is_out_is_still_the_answer_and_
     resp_db, redis_url, cache_namespace, operations_dir, exchanges, monkeypatch
 ) -> None:
     """The request came before the write that dropped its entry, as it would through the exchange."""
-    ns = f"{cache_namespace}-proto{next(_ns)}"
     page = request(page_body(resp_db))
-    async with server(resp_db[0], redis_url, ns, anon_points_per_hour=60) as early:
-        first = await ask(early.port, page)
-        await held(early)
+    budget = {"anon_points_per_hour": 60}
+    async with remembering(resp_db, redis_url, cache_namespace, exchanges, page, **budget) as (early, first):
         charge = RateLimiter.charge
 
         async def dropped_meanwhile(self: RateLimiter, subject: str, points: int, limit: int) -> Any:
@@ -459,7 +457,6 @@ async def test_an_entry_dropped_while_its_charge_is_out_is_still_the_answer_and_
             return await charge(self, subject, points, limit)
 
         monkeypatch.setattr(RateLimiter, "charge", dropped_meanwhile)
-        exchanges.clear()
         again = await ask(early.port, page)
         assert exchanges == []
         assert (again.status, again.header("x-cache"), again.body) == (200, "hit", first.body)
