@@ -43,8 +43,9 @@ class Settings(BaseSettings):
     # connection before answering OVERLOADED (503).
     pool_max_per_request: int = Field(3, ge=1)
     pool_acquire_timeout_s: float = Field(3.0, gt=0)
-    # Proxies whose X-Forwarded-For is believed (comma-separated addresses or CIDR networks).
-    trusted_proxies: str = ""
+    # Proxies whose X-Forwarded-For is believed (comma-separated addresses or CIDR networks). Loopback by default: a
+    # proxy on the same host (what uvicorn itself trusts by default; `serve` leaves proxy headers to the edge).
+    trusted_proxies: str = "127.0.0.1,::1"
 
     # The public edge (README, "The public edge").
     rate_limits: Literal["on", "off"] = "on"

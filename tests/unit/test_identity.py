@@ -6,6 +6,7 @@ import pytest
 
 from edge.errors import EdgeError
 from edge.identity import ApiKey, Identifier, client_ip, parse_networks
+from settings import Settings
 
 TRUSTED = parse_networks(["10.0.0.0/8", "::1"])
 
@@ -16,6 +17,16 @@ def scope(peer: str, *headers: tuple[bytes, bytes]) -> dict[str, object]:
 
 def test_peer_is_the_client_without_trusted_proxies() -> None:
     assert client_ip(scope("203.0.113.9", (b"x-forwarded-for", b"1.2.3.4")), ()) == "203.0.113.9"
+
+
+@pytest.mark.parametrize("proxy", ["127.0.0.1", "::1"])
+def test_by_default_a_proxy_on_the_same_host_is_trusted_and_no_other(proxy: str) -> None:
+    """What uvicorn trusted by default before `serve` left proxy headers to the edge: a local nginx keeps working."""
+    default = parse_networks(Settings.model_fields["trusted_proxies"].default.split(","))
+    forwarded = (b"x-forwarded-for", b"198.51.100.7")
+    assert client_ip(scope(proxy, forwarded), default) == "198.51.100.7"
+    assert client_ip(scope("203.0.113.9", forwarded), default) == "203.0.113.9"
+    assert parse_networks(Settings(trusted_proxies="").trusted_proxies.split(",")) == ()
 
 
 def test_forwarded_for_is_ignored_from_an_untrusted_peer() -> None:
