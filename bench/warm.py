@@ -2,7 +2,7 @@
 bytes as a constant, server CPU per request side by side.
 
     .venv/bin/python -m bench.warm --database-url postgresql://... --redis-url redis://... \\
-        [--rounds 3 --duration 10 --ids 200] [--baseline-root DIR] [--rate-limit] [--instructions N]
+        [--rounds 3 --duration 10 --ids 200] [--baseline-root DIR] [--rate-limit] [--instructions N] [--only VARIANT]
 
 Every variant runs as one uvicorn worker (uvloop, httptools, no access log; the API with the HTTP protocol `wovepaper
 serve` uses, edge/protocol.py, where the checkout has it) driven by
@@ -126,6 +126,9 @@ def main() -> None:
     parser.add_argument("--rate-limit", action="store_true", help="add a variant with the rate limit charged")
     parser.add_argument("--decompose", action="store_true", help="only the in-process CPU per hit")
     parser.add_argument(
+        "--only", action="append", metavar="VARIANT", help="run this variant (repeatable); the constant always runs"
+    )
+    parser.add_argument(
         "--instructions", type=int, metavar="N", help="instead of wrk: instructions per request under callgrind, N each"
     )
     parser.add_argument(
@@ -174,7 +177,14 @@ def main() -> None:
     # Not the target's measure: what reading the request and choosing its answer costs any cache of whole answers.
     looked_up = Server("looked up", starlette, {"BENCH_CONSTANT_ANSWERS": str(answers_path)})
     variants["answer looked up (Starlette)"] = looked_up
-    with running(variants["hit"]) as (_, url):
+    # Its answers are the constant's and the looked-up variant's.
+    answering = variants["hit"]
+    if args.only:
+        unknown = set(args.only) - set(variants)
+        if unknown:
+            parser.error(f"no such variant: {', '.join(sorted(unknown))} (variants: {', '.join(variants)})")
+        variants = {name: server for name, server in variants.items() if name in args.only}
+    with running(answering) as (_, url):
         median, answers = warm_up(url, bodies)
     constant_path.write_bytes(median)
     answers_path.write_text(json.dumps(answers))

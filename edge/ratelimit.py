@@ -6,11 +6,11 @@ spend now and `resetAt` is when the budget is full again. A request whose cost d
 whole (nothing is spent, nothing runs). When Redis is unavailable each process counts on its own
 (the same rule in memory): never no limit, never refusing everyone.
 
-A busy client's points are taken from Redis a few requests' worth at a time (a lease), then spent by the process
-that holds them without a round trip: at most LEASE_SHARE of the budget per process, only while a tenth of it would
-still be left in Redis, and what a lease has not spent after LEASE_S goes back. Points leave Redis before they are
-spent, so no client ever spends more than its budget, whichever workers answer it; near the end of a budget every
-charge goes to Redis.
+A busy client's points (one charged again within LEASE_S) are taken from Redis a few requests' worth at a time (a
+lease), then spent by the process that holds them without a round trip, and topped up once half spent: at most
+LEASE_SHARE of the budget per process, only while a tenth of it would still be left in Redis, and what a lease has
+not spent LEASE_S after points were last added goes back. Points leave Redis before they are spent, so no client
+ever spends more than its budget, whichever workers answer it; near the end of a budget every charge goes to Redis.
 """
 
 from __future__ import annotations
@@ -223,6 +223,8 @@ class RateLimiter:
         self._asking: set[str] = set()
         # Answers of top-ups on their way (edge of shutdown: waited for before the leases go back).
         self._topping: set[asyncio.Future[_Result | None]] = set()
+        # When each client was last charged in Redis (monotonic; forgotten all at once when full).
+        self._seen: dict[str, float] = {}
         self._sweeping = False
 
     def charge_now(self, subject: str, points: int, limit: int) -> Decision | None:
@@ -252,8 +254,11 @@ class RateLimiter:
             lease = None
         key = keys.rate_limit(self.store.namespace, subject)
         # One charge at a time asks for a client's lease (or more for it): those sent meanwhile are charged exactly.
+        # A client this process has not charged within a lease's life gets none: most such clients would not be back
+        # before it expired, and it would only hold points back.
+        returning = self._returning(subject)
         asked = 0
-        if subject not in self._asking:
+        if returning and subject not in self._asking:
             asked = max(0, lease_size(points, limit) - (lease.held if lease is not None else 0))
         if asked:
             self._asking.add(subject)
@@ -269,6 +274,15 @@ class RateLimiter:
         # Its figures show what was spent, not what this process holds.
         spent_ms = lease.spent_ms() if lease is not None else tat_ms
         return decide(allowed=bool(allowed), points=points, limit=limit, now_ms=now_ms, tat_ms=spent_ms)
+
+    def _returning(self, subject: str) -> bool:
+        """Whether this process charged `subject` in Redis within LEASE_S; notes this charge."""
+        now = time.monotonic()
+        last = self._seen.get(subject)
+        if last is None and len(self._seen) >= LOCAL_SUBJECTS:
+            self._seen.clear()
+        self._seen[subject] = now
+        return last is not None and now - last < LEASE_S
 
     def _noted(self, subject: str, key: str, limit: int, got: _Result, *, size: int) -> _Lease | None:
         """The client's lease after an answer of Redis: updated with it (and what it leased), or taken with it."""

@@ -247,9 +247,10 @@ async def test_a_busy_client_spends_leased_points_without_a_round_trip_each_and_
         decisions = [await worker.charge("key:site", 1, 700) for _ in range(36)]
         # The figures each charge shows are those of charging Redis every time.
         assert [(d.allowed, d.used, d.remaining) for d in decisions] == [(True, i, 700 - i) for i in range(1, 37)]
-        # Round trips: the charge that takes the lease; then, each time half of it is spent, a request for more,
-        # which here (nothing waits between charges) leaves with the charge that finds the lease empty.
-        assert worker.store.metrics.calls == 7, worker.store.metrics.calls
+        # Round trips: the first charge (a client not charged lately gets no lease), the one that takes the lease;
+        # then, each time half of it is spent, a request for more, which here (nothing waits between charges) leaves
+        # with the charge that finds the lease empty.
+        assert worker.store.metrics.calls == 8, worker.store.metrics.calls
         # Redis holds the lease's unspent points (at most 7) besides those spent: another worker sees no more than it
         # may spend.
         assert 700 - 36 - 7 <= (await other.charge("key:site", 0, 700)).remaining < 700 - 36
@@ -261,7 +262,8 @@ async def test_a_lease_is_topped_up_before_it_runs_out(redis_url: str, cache_nam
     """A client that keeps coming never waits for Redis after its first charge, and sees exact figures."""
     async with limiters(redis_url, f"{cache_namespace}-k{next(_ns)}", 1) as (worker,):
         assert (await worker.charge("key:busy", 1, 700)).used == 1
-        for used in range(2, 40):
+        assert (await worker.charge("key:busy", 1, 700)).used == 2  # a client back within a lease's life gets one
+        for used in range(3, 40):
             decision = worker.charge_now("key:busy", 1, 700)  # None if it would have to wait for Redis
             assert decision is not None and (decision.used, decision.remaining) == (used, 700 - used)
             await asyncio.sleep(0.01)  # time for a top-up's round trip
@@ -270,23 +272,34 @@ async def test_a_lease_is_topped_up_before_it_runs_out(redis_url: str, cache_nam
         assert (await fresh.charge("key:busy", 0, 700)).used == 39  # the lease went back when the worker stopped
 
 
+async def test_a_client_not_charged_lately_gets_no_lease(redis_url: str, cache_namespace: str) -> None:
+    """Most anonymous readers ask a page or two: a lease would expire unused and hold their points back meanwhile."""
+    async with limiters(redis_url, f"{cache_namespace}-k{next(_ns)}", 2) as (worker, other):
+        for i in range(20):
+            assert (await worker.charge(f"ip:198.51.100.{i}", 1, 1000)).used == 1
+            # Redis holds what was spent and no more: no lease was taken.
+            assert (await other.charge(f"ip:198.51.100.{i}", 0, 1000)).used == 1
+
+
 async def test_points_a_lease_did_not_spend_go_back_after_a_while(
     redis_url: str, cache_namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(ratelimit, "LEASE_S", 0.1)
     async with limiters(redis_url, f"{cache_namespace}-k{next(_ns)}", 2) as (worker, other):
+        await worker.charge("ip:192.0.2.7", 0, 1000)  # seen lately: the next charge leases
         first = await worker.charge("ip:192.0.2.7", 2, 1000)
         assert (first.remaining, (await other.charge("ip:192.0.2.7", 0, 1000)).remaining) == (998, 998 - 10)
         await asyncio.sleep(0.5)
         assert (await other.charge("ip:192.0.2.7", 0, 1000)).remaining == 998
         # An expired lease is not spent: the next charge goes to Redis and shows what Redis holds.
         assert (await worker.charge("ip:192.0.2.7", 2, 1000)).remaining == 996
-        # Round trips: the first charge, the points given back, the last charge.
-        assert worker.store is not None and worker.store.metrics.calls == 3
+        # Round trips: the two first charges, the points given back, the last charge (no lease: not seen lately).
+        assert worker.store is not None and worker.store.metrics.calls == 4
 
 
 async def test_a_lease_taken_for_a_request_that_gave_up_goes_back(redis_url: str, cache_namespace: str) -> None:
     async with limiters(redis_url, f"{cache_namespace}-k{next(_ns)}", 2) as (worker, other):
+        await worker.charge("ip:192.0.2.9", 0, 1000)  # seen lately: the next charge leases
         charge = asyncio.ensure_future(worker.charge("ip:192.0.2.9", 2, 1000))
         await asyncio.sleep(0)  # queued and sent
         charge.cancel()  # the client hung up while the lease was on its way
