@@ -9,6 +9,7 @@ peer is a trusted proxy.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ def parse_networks(spec: Sequence[str]) -> tuple[Network, ...]:
     return tuple(ipaddress.ip_network(s.strip(), strict=False) for s in spec if s.strip())
 
 
-def client_ip(scope: Scope, trusted: Sequence[Network]) -> str:
+def client_ip(scope: Scope, trusted: tuple[Network, ...]) -> str:
     """The peer, unless it is a trusted proxy: then the nearest X-Forwarded-For hop that is not one."""
     client = scope.get("client")
     peer = client[0] if client else "unknown"
@@ -71,6 +72,8 @@ def client_ip(scope: Scope, trusted: Sequence[Network]) -> str:
     return hops[0] if hops and _valid_ip(hops[0]) else peer
 
 
+# Addresses parsed lately (the same readers come back): parsing one costs more than the rest of the check.
+@functools.lru_cache(maxsize=16_384)
 def _valid_ip(value: str) -> bool:
     try:
         ipaddress.ip_address(value)
@@ -79,7 +82,8 @@ def _valid_ip(value: str) -> bool:
     return True
 
 
-def _is_trusted(address: str, trusted: Sequence[Network]) -> bool:
+@functools.lru_cache(maxsize=16_384)
+def _is_trusted(address: str, trusted: tuple[Network, ...]) -> bool:
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
