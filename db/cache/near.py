@@ -176,7 +176,7 @@ class NearResponses:
             retry=Retry(NoBackoff(), 0),
             client_name=f"{self.channel}:listener",
         )
-        pubsub: PubSub = client.pubsub()  # type: ignore[no-untyped-call]
+        pubsub: PubSub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]  # typed in newer redis-py
         pubsub.subscribe(self.channel)
         deadline = time.monotonic() + self.timeout_s * 4
         while time.monotonic() < deadline:
