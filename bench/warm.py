@@ -64,11 +64,6 @@ OUT = BENCH / "results" / "warm"
 # the default budget, so that most charges go to Redis (a lease serves only a client that keeps coming).
 MANY = "hit, rate limit on, 10,000 clients"
 MANY_CLIENTS = 10_000
-MANY_CLIENTS_ENV = {
-    "WOVEPAPER_RATE_LIMITS": "on",
-    "WOVEPAPER_ANON_POINTS_PER_HOUR": "1000",
-    "WOVEPAPER_TRUSTED_PROXIES": "127.0.0.1",
-}
 
 
 def clients(server: Server) -> int:
@@ -76,7 +71,7 @@ def clients(server: Server) -> int:
     return MANY_CLIENTS if server.env.get("WOVEPAPER_TRUSTED_PROXIES") else 0
 
 
-def api_server(name: str, database_url: str, redis_url: str, root: Path = ROOT, **env: str) -> Server:
+def api_server(name: str, database_url: str, redis_url: str, *, root: Path = ROOT, **env: str) -> Server:
     uvicorn = ["-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log", "--log-level", "warning"]
     uvicorn += deployed_protocol(root)
     base = {
@@ -91,6 +86,19 @@ def api_server(name: str, database_url: str, redis_url: str, root: Path = ROOT, 
         "WOVEPAPER_REDIS_TIMEOUT_S": "1.0",
     }
     return Server(name, [sys.executable, *uvicorn, "app:create_app", "--factory"], {**base, **env})
+
+
+def many_clients(name: str, database_url: str, redis_url: str, *, root: Path = ROOT) -> Server:
+    """The API as MANY's variants serve it: rate limits on, the default budget, the loopback proxy trusted."""
+    return api_server(
+        name,
+        database_url,
+        redis_url,
+        root=root,
+        WOVEPAPER_RATE_LIMITS="on",
+        WOVEPAPER_ANON_POINTS_PER_HOUR="1000",
+        WOVEPAPER_TRUSTED_PROXIES="127.0.0.1",
+    )
 
 
 def warm_up(url: str, bodies: list[str], *, proxied: bool = False) -> tuple[bytes, dict[str, str]]:
@@ -156,19 +164,18 @@ def main() -> None:
         variants["hit, rate limit on"] = api_server(
             "hit rl", args.database_url, args.redis_url, WOVEPAPER_RATE_LIMITS="on"
         )
-        variants[MANY] = api_server("hit many", args.database_url, args.redis_url, **MANY_CLIENTS_ENV)
+        variants[MANY] = many_clients("hit many", args.database_url, args.redis_url)
     if args.baseline_root:
-        base = api_server("baseline", args.database_url, args.redis_url, args.baseline_root)
+        base = api_server("baseline", args.database_url, args.redis_url, root=args.baseline_root)
         # The baseline's modules come first on the path; its app is built by the same factory.
         argv = [*base.argv[:-2], "--app-dir", str(args.baseline_root.resolve()), *base.argv[-2:]]
         variants["hit, baseline"] = replace(base, argv=argv)
         if args.rate_limit:
             limited = api_server(
-                "baseline rl", args.database_url, args.redis_url, args.baseline_root, WOVEPAPER_RATE_LIMITS="on"
+                "baseline rl", args.database_url, args.redis_url, root=args.baseline_root, WOVEPAPER_RATE_LIMITS="on"
             )
             variants["hit, rate limit on, baseline"] = replace(limited, argv=argv)
-            root = args.baseline_root
-            many = api_server("baseline many", args.database_url, args.redis_url, root, **MANY_CLIENTS_ENV)
+            many = many_clients("baseline many", args.database_url, args.redis_url, root=args.baseline_root)
             variants[MANY + ", baseline"] = replace(many, argv=argv)
     starlette = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--workers", "1", "--no-access-log"]
     starlette += ["--log-level", "warning", "bench.constant:create", "--factory"]
@@ -240,9 +247,8 @@ def count_loaded(server: Server, bodies: list[str], bodies_path: Path, seconds: 
         if not server.env.get("BENCH_CONSTANT_ANSWERS") and server.name != "constant":
             warm_up(counted.url, bodies, proxied=clients(server) > 0)
         with counted.counting():
-            served = wrk(counted.url, "/graphql", bodies_path, seconds, counted.pid, clients=clients(server))
-            served = served["rps"] * seconds
-    return counted.total / served
+            rps = wrk(counted.url, "/graphql", bodies_path, seconds, counted.pid, clients=clients(server))["rps"]
+    return counted.total / (rps * seconds)
 
 
 async def decompose(database_url: str, redis_url: str, bodies: list[str], n: int = 3000) -> None:

@@ -245,9 +245,8 @@ class RateLimiter:
         now = self.charge_now(subject, points, limit)
         if now is not None:
             return now
+        assert self.store is not None  # without Redis every charge is one of `charge_now`
         points = max(0, points)
-        if self.store is None or self._conn is None:
-            return self.local.charge(subject, points, limit)
         lease = self._leases.get(subject)
         if lease is not None and (lease.limit != limit or not lease.fresh()):
             self._give_back(self._leases.pop(subject))
@@ -269,7 +268,7 @@ class RateLimiter:
                 self._asking.discard(subject)
         if got is None:
             return self.local.charge(subject, points, limit)
-        allowed, now_ms, tat_ms, leased = got
+        allowed, now_ms, tat_ms, _ = got
         lease = self._noted(subject, key, limit, got, size=asked)
         # Its figures show what was spent, not what this process holds.
         spent_ms = lease.spent_ms() if lease is not None else tat_ms
