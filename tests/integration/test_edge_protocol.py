@@ -11,7 +11,10 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import random
+import socket
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +23,8 @@ import orjson
 import pytest
 import uvicorn
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from app import create_app
@@ -70,6 +75,7 @@ async def server(
     namespace: str,
     protocol: type = EdgeHttpProtocol,
     prepare: Callable[[Starlette], None] | None = None,
+    keep_alive_s: float = 5,
     **settings: Any,
 ) -> AsyncIterator[Server]:
     """One uvicorn worker serving the app as `wovepaper serve` does (or with uvicorn's own protocol); `prepare` sees
@@ -83,6 +89,7 @@ async def server(
         port=free_port(),
         http=protocol,
         proxy_headers=False,
+        timeout_keep_alive=keep_alive_s,  # type: ignore[arg-type]
         lifespan="on",
         log_config=None,
         log_level="warning",
@@ -144,8 +151,8 @@ class Connection:
         return await asyncio.wait_for(self.reader.read(), 10) == b""
 
     async def close(self) -> None:
-        self.writer.close()
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # the server may have closed it first
+            self.writer.close()
             await self.writer.wait_closed()
 
 
@@ -321,15 +328,49 @@ async def test_pipelined_requests_are_answered_in_order_whichever_way_each_goes(
             await conn.close()
 
 
-async def test_connection_close_and_http_1_0_close_after_the_answer(
+async def test_a_request_pipelined_behind_an_answer_from_memory_outlives_the_idle_timeout(
     resp_db, redis_url, cache_namespace, operations_dir, exchanges
 ) -> None:
+    """The answer from memory leaves the connection idle, so uvicorn arms its keep-alive timer; the request already
+    parsed behind it is in progress, and must not be cut off when the timer fires."""
+
+    async def slow(_: Request) -> PlainTextResponse:
+        await asyncio.sleep(0.6)
+        return PlainTextResponse("slow")
+
+    def add_slow(application: Starlette) -> None:
+        application.add_route("/slow", slow)
+
+    page = request(page_body(resp_db))
+    later = b"GET /slow HTTP/1.1\r\nhost: wovepaper.test\r\n\r\n"
+    # Rate limits off: the answer is written while the data is parsed, before the next request's headers.
+    settings = {"keep_alive_s": 0.2, "prepare": add_slow, "rate_limits": "off"}
+    async with remembering(resp_db, redis_url, cache_namespace, exchanges, page, **settings) as (early, first):
+        conn = await Connection.open(early.port)
+        try:
+            await conn.send(page + later)
+            assert (await conn.response()).body == first.body
+            assert (await conn.response()).body == b"slow"
+            assert exchanges == ["/slow"]
+            # Idle again: closed once the timer fires.
+            assert await conn.closed()
+        finally:
+            await conn.close()
+
+
+@pytest.mark.parametrize("rate_limits", ["on", "off"])  # off: written while the data is parsed
+async def test_connection_close_and_http_1_0_close_after_the_answer(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges, rate_limits
+) -> None:
+    """Nothing more is answered on that connection, not even requests already sent behind it."""
     body = page_body(resp_db)
-    async with remembering(resp_db, redis_url, cache_namespace, exchanges, request(body)) as (early, first):
+    health = b"GET /healthz HTTP/1.1\r\nhost: wovepaper.test\r\n\r\n"
+    settings = {"rate_limits": rate_limits}
+    async with remembering(resp_db, redis_url, cache_namespace, exchanges, request(body), **settings) as (early, first):
         for data in (request(body, headers={"connection": "close"}), request(body, version="1.0")):
             conn = await Connection.open(early.port)
             try:
-                await conn.send(data)
+                await conn.send(data + request(body) + health)
                 answer = await conn.response()
                 assert answer.body == first.body and answer.header("connection") == "close"
                 assert await conn.closed()
@@ -462,3 +503,103 @@ async def test_an_entry_dropped_while_its_charge_is_out_is_still_the_answer_and_
         assert (again.status, again.header("x-cache"), again.body) == (200, "hit", first.body)
         assert (await ask(early.port, page)).header("x-cache") == "miss"
         assert exchanges == ["/graphql"]
+
+
+def responses_in(stream: bytes) -> list[Response]:
+    """Every response in the bytes a connection received until it closed."""
+    answers = []
+    while stream:
+        head, _, stream = stream.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = [(k.lower(), v) for k, _, v in (line.partition(": ") for line in lines[1:] if line)]
+        length = int(next((v for k, v in headers if k == "content-length"), 0))
+        answers.append(Response(int(lines[0].split(" ")[1]), headers, stream[:length]))
+        stream = stream[length:]
+    return answers
+
+
+def hostile_streams(resp_db: tuple[str, dict[str, int]], count: int, seed: int) -> list[list[bytes]]:
+    """Requests a client may pipeline in one connection, well-formed or not, cut into pieces at random bytes."""
+    body = page_body(resp_db)
+    chunked = request(body).replace(f"content-length: {len(body)}".encode(), b"transfer-encoding: chunked")
+    chunked = (
+        chunked[: -len(body)] + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:7], body[7:])) + b"0\r\n\r\n"
+    )
+    query = urllib.parse.urlencode({"query": RESEARCHER_PAGE, "variables": orjson.dumps({"id": str(resp_db[1]["A"])})})
+    kinds = [
+        request(body),
+        request(body),
+        request(page_body(resp_db, "B")),
+        request(body, headers={"connection": "close"}),
+        request(body, version="1.0"),
+        request(body, headers={"connection": "keep-alive"}, version="1.0"),
+        chunked,
+        request(body + b" "),  # other bytes: a miss, computed
+        request(b'{"query": "{ nope }"}'),
+        request(b"{not json"),
+        request(body[: len(body) // 2]),  # declares more than it sends: the rest is the next request's bytes
+        f"GET /graphql?{query} HTTP/1.1\r\nhost: wovepaper.test\r\nx-request-id: req-get\r\n\r\n".encode(),
+        b"GET /healthz HTTP/1.1\r\nhost: wovepaper.test\r\nx-request-id: req-health\r\n\r\n",
+        b"POST /graphql HTTP/1.1\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n",  # smuggling: a 400
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # TLS to a plain port
+        b"GET /\x00 HTTP/1.1\r\n\r\n",
+    ]
+    rng = random.Random(seed)
+    streams = []
+    for _ in range(count):
+        data = b"".join(rng.choices(kinds, k=rng.randint(1, 4)))
+        cuts = sorted(rng.sample(range(1, len(data)), min(len(data) - 1, rng.choice([0, 0, 1, 2, 5]))))
+        streams.append([data[a:b] for a, b in itertools.pairwise([0, *cuts, len(data)])])
+    return streams
+
+
+def same_answers(mine: list[Response], theirs: list[Response]) -> bool:
+    """The same responses; but where invalid bytes end the stream, uvicorn sends its 400 and closes at once, losing
+    the answers of requests before them still being computed (answers from memory are written as their requests
+    are parsed, so fewer are lost): then the same 400 last, and before it the same answers as far as both go."""
+    ours, its = [r.comparable() for r in mine], [r.comparable() for r in theirs]
+    if ours == its:
+        return True
+    invalid = bool(ours and its) and its[-1][0] == 400 and its[-1][2] == b"Invalid HTTP request received."
+    both = min(len(ours), len(its)) - 1
+    return invalid and ours[-1] == its[-1] and ours[:both] == its[:both]
+
+
+def received(port: int, pieces: list[bytes]) -> bytes:
+    """What the server sends back until it closes the connection (it does once idle). A blocking socket, in a
+    thread: a send refused once the server closed must not lose what it sent before."""
+    got = []
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        with contextlib.suppress(OSError):
+            for piece in pieces:
+                conn.sendall(piece)
+                time.sleep(0.002)
+        with contextlib.suppress(ConnectionResetError):
+            while data := conn.recv(65536):
+                got.append(data)
+    return b"".join(got)
+
+
+async def test_any_bytes_a_client_sends_get_the_answers_uvicorn_s_own_protocol_gives(
+    resp_db, redis_url, cache_namespace, operations_dir
+) -> None:
+    """Differential: the same byte streams, cut the same way, to a server answering from memory and to one with
+    uvicorn's own protocol (sharing one cache, so holding the same answers): the same responses, in the same order,
+    on the same connections, but for the date and the budget's figures."""
+    ns = f"{cache_namespace}-proto{next(_ns)}"
+    settings = {"keep_alive_s": 0.2, "anon_points_per_hour": 10_000_000}
+    async with (
+        server(resp_db[0], redis_url, ns, **settings) as early,
+        server(resp_db[0], redis_url, ns, HttpToolsProtocol, **settings) as plain,
+    ):
+        for port in (early.port, plain.port):
+            for key in ("A", "B"):
+                await ask(port, request(page_body(resp_db, key)))
+        await held(early, 2)
+        await held(plain, 2)
+        for number, pieces in enumerate(hostile_streams(resp_db, 60, seed=1205)):
+            got = await asyncio.gather(
+                *(asyncio.to_thread(received, port, pieces) for port in (early.port, plain.port))
+            )
+            mine, theirs = map(responses_in, got)
+            assert same_answers(mine, theirs), (number, pieces)
