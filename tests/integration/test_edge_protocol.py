@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import logging
 import random
 import socket
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -518,8 +519,20 @@ def responses_in(stream: bytes) -> list[Response]:
     return answers
 
 
-def hostile_streams(resp_db: tuple[str, dict[str, int]], count: int, seed: int) -> list[list[bytes]]:
-    """Requests a client may pipeline in one connection, well-formed or not, cut into pieces at random bytes."""
+def persisted_get(resp_db: tuple[str, dict[str, int]], *headers: str) -> bytes:
+    """The page as the site's CDN asks for it: its persisted document by GET."""
+    document = hashlib.sha256(RESEARCHER_PAGE.encode()).hexdigest()
+    variables = orjson.dumps({"id": str(resp_db[1]["A"])})
+    query = urllib.parse.urlencode({"documentId": f"sha256:{document}", "variables": variables})
+    lines = [f"GET /graphql?{query} HTTP/1.1", "host: wovepaper.test", "x-request-id: req-cdn", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def hostile_streams(
+    resp_db: tuple[str, dict[str, int]], count: int, seed: int, more: Sequence[bytes] = ()
+) -> list[list[bytes]]:
+    """Requests a client may pipeline in one connection (`more` among them), well-formed or not, cut into pieces
+    at random bytes."""
     body = page_body(resp_db)
     chunked = request(body).replace(f"content-length: {len(body)}".encode(), b"transfer-encoding: chunked")
     chunked = (
@@ -543,6 +556,7 @@ def hostile_streams(resp_db: tuple[str, dict[str, int]], count: int, seed: int) 
         b"POST /graphql HTTP/1.1\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n",  # smuggling: a 400
         b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # TLS to a plain port
         b"GET /\x00 HTTP/1.1\r\n\r\n",
+        *more,
     ]
     rng = random.Random(seed)
     streams = []
@@ -592,14 +606,21 @@ async def test_any_bytes_a_client_sends_get_the_answers_uvicorn_s_own_protocol_g
         server(resp_db[0], redis_url, ns, **settings) as early,
         server(resp_db[0], redis_url, ns, HttpToolsProtocol, **settings) as plain,
     ):
+        cdn = persisted_get(resp_db)
         for port in (early.port, plain.port):
             for key in ("A", "B"):
                 await ask(port, request(page_body(resp_db, key)))
+            etag = (await ask(port, cdn)).header("etag")  # the same answer as by POST: no more held
         await held(early, 2)
         await held(plain, 2)
-        for number, pieces in enumerate(hostile_streams(resp_db, 60, seed=1205)):
+        assert etag is not None
+        revalidations = [persisted_get(resp_db, f"if-none-match: {tag}") for tag in (etag, '"other"', "*")]
+        statuses: set[int] = set()
+        for number, pieces in enumerate(hostile_streams(resp_db, 60, seed=1205, more=[cdn, *revalidations])):
             got = await asyncio.gather(
                 *(asyncio.to_thread(received, port, pieces) for port in (early.port, plain.port))
             )
             mine, theirs = map(responses_in, got)
             assert same_answers(mine, theirs), (number, pieces)
+            statuses.update(r.status for r in mine)
+        assert statuses >= {200, 304, 400}
