@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import itertools
 import logging
@@ -67,6 +68,8 @@ def exchanges(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 class Server:
     port: int
     state: dict[str, Any]
+    # Its open connections' protocols.
+    connections: set[Any]
 
 
 @contextlib.asynccontextmanager
@@ -103,7 +106,7 @@ async def server(
             await asyncio.sleep(0.01)
         state = served.lifespan.state if hasattr(served, "lifespan") else {}
         await listening(state["near"])
-        yield Server(config.port, state)
+        yield Server(config.port, state, served.server_state.connections)
     finally:
         served.should_exit = True
         await task
@@ -357,6 +360,38 @@ async def test_a_request_pipelined_behind_an_answer_from_memory_outlives_the_idl
             assert await conn.closed()
         finally:
             await conn.close()
+
+
+async def test_a_client_that_does_not_read_gets_every_answer_and_is_not_buffered_without_bound(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges
+) -> None:
+    """Requests one after another from a client that reads nothing until it has sent them all: once its socket is
+    full, the next request waits for the client to read (through the exchange, with the requests behind it queued
+    as uvicorn queues them), instead of answers piling up in the server's memory."""
+    page = request(page_body(resp_db))
+    count = 400  # 0.9 MB of answers
+    settings = {"rate_limits": "off", "keep_alive_s": 0.3}  # closed once idle: the client reads to the end
+    async with remembering(resp_db, redis_url, cache_namespace, exchanges, page, **settings) as (early, first):
+        conn = socket.socket()
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)  # fixed: it fills
+        conn.settimeout(30)
+        conn.connect(("127.0.0.1", early.port))
+        await asyncio.sleep(0.05)
+        (protocol,) = early.connections
+        protocol.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
+        try:
+            for _ in range(count):  # each its own read at the server, so each may be answered from memory
+                conn.sendall(page)
+                await asyncio.sleep(0.001)
+            # Both sockets are full: answers wait in the server's buffer, about its high-water mark of them.
+            assert protocol.flow.write_paused and protocol.transport.get_write_buffer_size() < 200_000
+            received: list[bytes] = []
+            await asyncio.to_thread(lambda: received.extend(iter(functools.partial(conn.recv, 1 << 20), b"")))
+        finally:
+            conn.close()
+    answers = responses_in(b"".join(received))
+    assert len(answers) == count and all(a.body == first.body for a in answers)
+    assert 0 < len(exchanges) < count  # from memory until the client fell behind, then through the exchange
 
 
 @pytest.mark.parametrize("rate_limits", ["on", "off"])  # off: written while the data is parsed
