@@ -42,12 +42,6 @@ class EdgeHttpProtocol(HttpToolsProtocol):
             # The rest of the body comes later: the exchange reads it as it arrives.
             super()._start_asgi_task(*held)
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        # An answer written while this data was parsed armed the idle timer; this request, in the same data, is
-        # the connection's work now (uvicorn only stops the timer when data arrives).
-        self._unset_keepalive_if_required()
-
     def on_headers_complete(self) -> None:
         self._holding = self.answer_now is not None and not self.expect_100_continue
         try:
@@ -56,6 +50,10 @@ class EdgeHttpProtocol(HttpToolsProtocol):
             self._holding = False
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        if self.timeout_keep_alive_task is not None:
+            # An answer written while this data was parsed armed the idle timer; this request, in the same data,
+            # is the connection's work now (uvicorn stops the timer only when data arrives).
+            self._unset_keepalive_if_required()
         if self._holding and app is self.app:
             self._held = (cycle, app)
             return
