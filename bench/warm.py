@@ -198,9 +198,8 @@ def main() -> None:
     print(f"constant body: {constant_path.stat().st_size} bytes; {len(bodies)} ids", flush=True)
 
     if args.instructions or args.loaded_instructions:
-        variants.pop(
-            "hit, Redis tier only", None
-        )  # its Redis calls cross to another process, which callgrind does not see
+        # Its Redis calls cross to another process, which callgrind does not see.
+        variants.pop("hit, Redis tier only", None)
         everyone = [("constant", constant), *variants.items()]
         encoded = [b.encode() for b in bodies]
         # An entry in memory must outlive the slowed run: the program runs some 50 times slower under callgrind.
