@@ -39,6 +39,7 @@ from db.cache.near import Held, NearResponses, strong_etag
 from db.cache.store import CacheStore, EntityRef, Unavailable
 from db.paging import TokenError, decode_global_id
 from edge.cacheable import CacheableOperation, Lookup
+from edge.conditional import not_modified
 from edge.entity_keys import database_id, entity_key, paper_key
 from edge.errors import EdgeError, send_error
 from edge.front import Answer, Header
@@ -417,7 +418,7 @@ class ResponseCache:
                 (b"surrogate-key", tag_list),
                 (b"cache-tag", tag_list.replace(b" ", b",")),
             ]
-            if inm is not None and etag in [t.strip() for t in inm.split(b",")]:
+            if inm is not None and not_modified(inm, etag):
                 status, body = 304, b""
         headers.append((b"content-length", str(len(body)).encode()))
         return status, headers, body

@@ -39,6 +39,7 @@ from db.queries.researchers import ResearcherRow
 from db.queries.search.papers import EmptyQuery, search_papers
 from db.queries.search.statement import SEARCH_SORTS
 from db.queries.viewers import fetch_viewer_by_feed_token
+from edge.conditional import not_modified
 from resolvers.context import Context
 from resolvers.errors import BadUserInput
 from resolvers.feed_xml import MEDIA_TYPES, FeedFormat, FeedItem, FeedMeta, last_modified, render
@@ -335,9 +336,8 @@ async def _render(ctx: Context, source: FeedSource, fmt: FeedFormat, limit: int)
 def _not_modified(request: Request, feed: RenderedFeed) -> bool:
     match = request.headers.get("if-none-match")
     if match is not None:
-        # RFC 9110 13.1.2: weak comparison, and If-Modified-Since is then ignored.
-        tags = {t.strip().removeprefix("W/") for t in match.split(",")}
-        return "*" in tags or feed.etag in tags
+        # If-Modified-Since is then ignored (RFC 9110 13.1.3).
+        return not_modified(match.encode("latin-1"), feed.etag.encode())
     since = request.headers.get("if-modified-since")
     if since is None or feed.last_modified is None:
         return False

@@ -77,6 +77,13 @@ async def test_persisted_get_is_cdn_cacheable_with_etag_and_tags(seeded: Any, re
         not_modified = await client.get("/graphql", params=params, headers={"if-none-match": etag})
         assert not_modified.status_code == 304 and not_modified.content == b""
         assert not_modified.headers["etag"] == etag
+        # Weak comparison (RFC 9110 13.1.2): a proxy that compresses the answer (nginx's gzip, a CDN) hands the
+        # browser a weak tag, which it sends back; `*` names any current answer.
+        for named in (f"W/{etag}", f'"other", W/{etag}', "*"):
+            revalidated = await client.get("/graphql", params=params, headers={"if-none-match": named})
+            assert (revalidated.status_code, revalidated.content) == (304, b""), named
+        for other in ('"other"', 'W/"other"'):
+            assert (await client.get("/graphql", params=params, headers={"if-none-match": other})).status_code == 200
         # The same document by POST runs (and is cached) too, without CDN headers.
         post = await client.post("/graphql", json={"documentId": RESEARCHER_PAGE_ID, "variables": {"id": str(wumo)}})
         assert post.json() == first.json() and "etag" not in post.headers
