@@ -408,7 +408,6 @@ class ResponseCache:
     ) -> tuple[int, list[Header], bytes]:
         """Status, headers and body of a cached operation's answer (a 304 when `If-None-Match` names it)."""
         headers = [JSON_CONTENT, X_CACHE_HIT if hit else X_CACHE_MISS]
-        status = 200
         if public:
             etag = etag or strong_etag(body)
             tag_list = " ".join(tags).encode()
@@ -419,9 +418,10 @@ class ResponseCache:
                 (b"cache-tag", tag_list.replace(b" ", b",")),
             ]
             if inm is not None and not_modified(inm, etag):
-                status, body = 304, b""
+                # No Content-Length: a 304's may only be the whole answer's (RFC 9110 8.6).
+                return 304, headers, b""
         headers.append((b"content-length", str(len(body)).encode()))
-        return status, headers, body
+        return 200, headers, body
 
 
 @dataclass(frozen=True, slots=True)

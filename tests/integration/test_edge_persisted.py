@@ -77,6 +77,8 @@ async def test_persisted_get_is_cdn_cacheable_with_etag_and_tags(seeded: Any, re
         not_modified = await client.get("/graphql", params=params, headers={"if-none-match": etag})
         assert not_modified.status_code == 304 and not_modified.content == b""
         assert not_modified.headers["etag"] == etag
+        # A 304's Content-Length may only be the full answer's (RFC 9110 8.6): none is sent.
+        assert "content-length" not in not_modified.headers
         # Weak comparison (RFC 9110 13.1.2): a proxy that compresses the answer (nginx's gzip, a CDN) hands the
         # browser a weak tag, which it sends back; `*` names any current answer.
         for named in (f"W/{etag}", f'"other", W/{etag}', "*"):
