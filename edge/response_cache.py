@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 CREDENTIAL_HEADERS = CREDENTIALS | {b"cookie"}
 GLOBAL_ID_KINDS = {"Paper": "paper", "Researcher": "researcher", "Institution": "institution"}
 MAX_TAGS = 2000
+# The most of a tag header Fastly (Surrogate-Key) and Cloudflare (Cache-Tag) read.
+CDN_TAG_BYTES: Final = 16_384
 PRIVATE = b"private, no-store"
 JSON_CONTENT: Final = (b"content-type", b"application/json")
 X_CACHE_HIT: Final = (b"x-cache", b"hit")
@@ -120,8 +122,20 @@ class CdnPolicy:
     max_age_s: int
     stale_while_revalidate_s: int
 
-    def cache_control(self) -> bytes:
-        return f"public, max-age={self.max_age_s}, stale-while-revalidate={self.stale_while_revalidate_s}".encode()
+    def headers(self, tags: Sequence[str], etag: bytes) -> list[Header]:
+        """How long caches may keep a public answer, and the tags a CDN purges it by. Fastly and Cloudflare read
+        at most CDN_TAG_BYTES of them and drop the rest unseen: an answer tagged with more could not be purged of a
+        change to what comes after, so it is `private` instead (a browser keeps it as long, a CDN not at all)."""
+        ages = f"max-age={self.max_age_s}, stale-while-revalidate={self.stale_while_revalidate_s}".encode()
+        tag_list = " ".join(tags).encode()
+        if len(tag_list) > CDN_TAG_BYTES:
+            return [(b"cache-control", b"private, " + ages), (b"etag", etag)]
+        return [
+            (b"cache-control", b"public, " + ages),
+            (b"etag", etag),
+            (b"surrogate-key", tag_list),
+            (b"cache-tag", tag_list.replace(b" ", b",")),
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,13 +424,7 @@ class ResponseCache:
         headers = [JSON_CONTENT, X_CACHE_HIT if hit else X_CACHE_MISS]
         if public:
             etag = etag or strong_etag(body)
-            tag_list = " ".join(tags).encode()
-            headers += [
-                (b"cache-control", self.cdn.cache_control()),
-                (b"etag", etag),
-                (b"surrogate-key", tag_list),
-                (b"cache-tag", tag_list.replace(b" ", b",")),
-            ]
+            headers += self.cdn.headers(tags, etag)
             if inm is not None and not_modified(inm, etag):
                 # No Content-Length: a 304's may only be the whole answer's (RFC 9110 8.6).
                 return 304, headers, b""

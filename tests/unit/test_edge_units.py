@@ -6,10 +6,12 @@ import math
 
 import pytest
 
+from edge.conditional import not_modified
 from edge.entity_keys import entity_key, paper_key
 from edge.errors import EdgeError
 from edge.ratelimit import PERIOD_S, LocalLimiter, decide
 from edge.request import parse_get, parse_post
+from edge.response_cache import CDN_TAG_BYTES, CdnPolicy
 from schema.document_cache import MAX_DOCUMENT_BYTES, DocumentCache
 
 
@@ -85,3 +87,36 @@ def test_figures_count_the_points_spent_whatever_the_budget(limit: int) -> None:
     for spent in range(1, min(limit, 40) + 1):
         d = decide(allowed=True, points=1, limit=limit, now_ms=now, tat_ms=math.ceil(now + spent * interval))
         assert (d.used, d.remaining) == (spent, limit - spent)
+
+
+def test_an_answer_with_more_tags_than_a_cdn_reads_is_kept_from_cdns() -> None:
+    """A CDN ignores tags past its limit: such an answer, stored, could not be purged of a change to them."""
+    policy = CdnPolicy(max_age_s=60, stale_while_revalidate_s=600)
+    few = [f"paper:2611.{n:05d}" for n in range(100)]
+    headers = dict(policy.headers(few, b'"e"'))
+    assert headers[b"cache-control"] == b"public, max-age=60, stale-while-revalidate=600"
+    assert headers[b"surrogate-key"].split() == [t.encode() for t in few]
+    assert headers[b"cache-tag"].split(b",") == [t.encode() for t in few]
+    many = [f"researcher:{n}" for n in range(CDN_TAG_BYTES // 12)]  # 14-17 bytes each with the space
+    assert len(" ".join(many)) > CDN_TAG_BYTES
+    assert dict(policy.headers(many, b'"e"')) == {
+        b"cache-control": b"private, max-age=60, stale-while-revalidate=600",
+        b"etag": b'"e"',
+    }
+
+
+@pytest.mark.parametrize(
+    ("if_none_match", "expected"),
+    [
+        (b'"abc"', True),
+        (b'W/"abc"', True),  # weakened by a compressing proxy
+        (b' "x" ,W/"abc" ', True),
+        (b"*", True),
+        (b'"abcd"', False),
+        (b'W/"x", "y"', False),
+        (b"", False),
+    ],
+)
+def test_if_none_match_compares_weakly(if_none_match: bytes, expected: bool) -> None:
+    assert not_modified(if_none_match, b'"abc"') is expected
+    assert not_modified(if_none_match, b'W/"abc"') is expected
