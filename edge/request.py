@@ -160,13 +160,13 @@ class RequestParser:
             await self.app(scope, receive, send)
             return
         try:
-            if scope["method"] == "GET":
+            if scope["method"] in ("GET", "HEAD"):  # a HEAD is answered as its GET; the server drops the body
                 request = parse_get(scope.get("query_string", b""))
             elif scope["method"] == "POST":
                 request = parse_post(header(scope, b"content-type") or b"", await read_body(receive))
             else:
                 raise EdgeError(
-                    405, "METHOD_NOT_ALLOWED", "GraphQL takes GET and POST.", headers={"allow": "GET, POST"}
+                    405, "METHOD_NOT_ALLOWED", "GraphQL takes GET and POST.", headers={"allow": "GET, HEAD, POST"}
                 )
         except EdgeError as exc:
             await send_error(send, exc)

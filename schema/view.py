@@ -44,6 +44,12 @@ class _RequestAdapter(StarletteRequestAdapter):
     def state(self) -> Any:
         return self._request.state
 
+    @property
+    def method(self) -> Any:
+        # A HEAD runs as its GET (a query only, a persisted document): the server sends the head alone.
+        method = super().method
+        return "GET" if method == "HEAD" else method
+
 
 class GraphQLView(GraphQL[Context, None]):
     """GraphiQL for browsers (GET with Accept: text/html) unless turned off; the request as the edge parsed

@@ -139,7 +139,8 @@ class Connection:
         self.writer.write(data)
         await self.writer.drain()
 
-    async def response(self) -> Response:
+    async def response(self, *, bodiless: bool = False) -> Response:
+        """The next response; `bodiless`: one that has none whatever its Content-Length says (to a HEAD)."""
         while True:
             head = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), 10)
             lines = head.decode("latin-1").split("\r\n")
@@ -147,7 +148,7 @@ class Connection:
             if status != 100:
                 break
         headers = [(k.lower(), v) for k, _, v in (line.partition(": ") for line in lines[1:] if line)]
-        length = int(next(v for k, v in headers if k == "content-length"))
+        length = 0 if bodiless else int(next(v for k, v in headers if k == "content-length"))
         body = await asyncio.wait_for(self.reader.readexactly(length), 10)
         return Response(status, headers, body)
 
@@ -561,6 +562,25 @@ def persisted_get(resp_db: tuple[str, dict[str, int]], *headers: str) -> bytes:
     query = urllib.parse.urlencode({"documentId": f"sha256:{document}", "variables": variables})
     lines = [f"GET /graphql?{query} HTTP/1.1", "host: wovepaper.test", "x-request-id: req-cdn", *headers]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+async def test_head_is_answered_as_its_get_without_the_body(
+    resp_db, redis_url, cache_namespace, operations_dir, exchanges
+) -> None:
+    """RFC 9110 9.3.2: the GET's status and headers, its Content-Length included, and no body (uptime checks and
+    some caches ask with HEAD); the connection goes on with the next request."""
+    get = persisted_get(resp_db)
+    head = get.replace(b"GET ", b"HEAD ", 1)
+    async with remembering(resp_db, redis_url, cache_namespace, exchanges, get) as (early, first):
+        conn = await Connection.open(early.port)
+        try:
+            await conn.send(head + get)
+            headed = await conn.response(bodiless=True)
+            got = await conn.response()
+        finally:
+            await conn.close()
+    assert got.body == first.body  # nothing of a body came between
+    assert headed.comparable()[:2] == got.comparable()[:2] and headed.header("x-cache") == "hit"
 
 
 def hostile_streams(
