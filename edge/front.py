@@ -15,7 +15,7 @@ checks, answer, charge, headers, metrics and line, without the exchange.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from starlette.middleware.cors import CORSMiddleware
@@ -56,7 +56,7 @@ class Front:
         policy: RateLimitPolicy,
         cors: dict[str, Any],
         max_body_bytes: int,
-        trusted_proxies: Sequence[Network] = (),
+        trusted_proxies: Iterable[Network] = (),
         key_authenticator: KeyAuthenticator | None = None,
         bearer_authenticator: BearerAuthenticator | None = None,
         memory: ResponseCache | None = None,

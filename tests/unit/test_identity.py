@@ -16,7 +16,7 @@ def scope(peer: str, *headers: tuple[bytes, bytes]) -> dict[str, object]:
 
 
 def test_peer_is_the_client_without_trusted_proxies() -> None:
-    assert client_ip(scope("203.0.113.9", (b"x-forwarded-for", b"1.2.3.4")), ()) == "203.0.113.9"
+    assert client_ip(scope("203.0.113.9", (b"x-forwarded-for", b"1.2.3.4")), frozenset()) == "203.0.113.9"
 
 
 @pytest.mark.parametrize("proxy", ["127.0.0.1", "::1"])
@@ -26,7 +26,7 @@ def test_by_default_a_proxy_on_the_same_host_is_trusted_and_no_other(proxy: str)
     forwarded = (b"x-forwarded-for", b"198.51.100.7")
     assert client_ip(scope(proxy, forwarded), default) == "198.51.100.7"
     assert client_ip(scope("203.0.113.9", forwarded), default) == "203.0.113.9"
-    assert parse_networks(Settings(trusted_proxies="").trusted_proxies.split(",")) == ()
+    assert parse_networks(Settings(trusted_proxies="").trusted_proxies.split(",")) == frozenset()
 
 
 def test_forwarded_for_is_ignored_from_an_untrusted_peer() -> None:
