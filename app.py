@@ -321,7 +321,7 @@ def create_app(
                 "allow_origins": cors_origins,
                 "allow_credentials": "*" not in cors_origins,
                 "allow_methods": ["GET", "POST"],
-                "allow_headers": ["content-type", "authorization", "x-api-key"],
+                "allow_headers": ["content-type", "authorization", "x-api-key", "idempotency-key"],
                 "expose_headers": RATE_LIMIT_HEADERS,
                 "max_age": 600,
             },

@@ -33,6 +33,10 @@ ERROR_CODES: Mapping[str, str] = MappingProxyType(
         "PERSISTED_QUERY_REQUIRED": "This client may only send persisted (registered) operations.",
         "PERSISTED_QUERY_NOT_SUPPORTED": "This server serves no persisted documents: send the document itself.",
         "PERSISTED_QUERY_HASH_MISMATCH": "The document sent with a persisted query hash does not hash to it.",
+        "IDEMPOTENCY_KEY_IN_USE": "A question with this idempotency key is still being answered: retry after "
+        "`retryAfterS` for its answer (HTTP 409 on /chat).",
+        "IDEMPOTENCY_KEY_REUSED": "This idempotency key was used for another question: use a new key for a new "
+        "question (HTTP 422 on /chat).",
         # Who asks, and how often.
         "UNAUTHENTICATED": "A credential (API key, bearer token) was sent but could not be verified (HTTP 401).",
         "FORBIDDEN_ORIGIN": "The API key may not be used from this browser origin (HTTP 403).",
@@ -46,8 +50,10 @@ ERROR_CODES: Mapping[str, str] = MappingProxyType(
         "SERVICE_UNAVAILABLE": "A service the answer needs (the database) is unreachable: retry later (HTTP 503).",
         "SEMANTIC_UNAVAILABLE": "Semantic and hybrid search are off on this server (no embedding model or no "
         "pgvector); KEYWORD search works.",
-        "CHAT_UNAVAILABLE": "Questions to the language model cannot be answered now (not configured, or the model "
-        "does not answer).",
+        "CHAT_UNAVAILABLE": "Questions to the language model cannot be answered on this server (no model is "
+        "configured).",
+        "MODEL_UNAVAILABLE": "The language model did not answer (an error, a timeout, its own limit); nothing was "
+        "stored and the question was given back: try again in a moment (HTTP 502 on /chat, or an `error` event).",
         "INTERNAL_SERVER_ERROR": "A bug: the message is masked and carries `requestId` for the server's log.",
     }
 )

@@ -5,12 +5,17 @@ prompt) and raises ChatError for what makes a question unanswerable; `Answer.eve
 sources, the answer's text as the model writes it (citations checked on the way), and, once the turn is
 stored, its ids and citations. Closing the event iterator early (the reader went away) closes the model's
 stream too, and nothing of that turn is stored.
+
+A question asked with an idempotency key is answered once: a retry with the same key gets the stored answer
+again (`Replay`: the same events, no quota, no model), a retry while the answer is still written is refused as in
+progress, and the same key with another question is refused. A failed or stopped answer frees its key.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
@@ -18,19 +23,25 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import asyncpg
+import orjson
 
 from chat.citations import CitationFilter
 from chat.prompt import ANSWER_TOKENS, Prompt, Turn, build_prompt
 from chat.retrieval import ChatScope, retrieve
+from db.connection import Conn
 from db.queries.chat import (
     MessageRow,
+    StoredAnswer,
+    Taken,
+    claim_chat_request,
     fetch_conversation,
     fetch_recent_messages,
+    forget_chat_request,
     release_chat_message,
     reserve_chat_message,
     save_turn,
 )
-from db.queries.papers import PaperRow
+from db.queries.papers import PaperRow, fetch_papers_by_ids
 from llm import ModelClient, ModelConfig, ModelRequestFailed, TextPart, Usage
 from retry_rules import RetryPolicy
 from telemetry.metrics import CHAT_ANSWERS, MODEL_TOKENS, count_rejection
@@ -42,6 +53,13 @@ MAX_QUESTION_CHARS = 2_000
 CHAT_RETRY = RetryPolicy(max_attempts=2, base_delay_s=0.5, max_delay_s=2.0, max_retry_after_s=5.0)
 TITLE_CHARS = 80
 RECENT_MESSAGES = 12
+# How long a stored answer is sent again for a retried key (a client's retries come within minutes; the draft
+# standard's examples and Stripe keep keys a day).
+IDEMPOTENCY_KEY_TTL_S = 86_400.0
+# An unanswered key older than the answer's time limit and this was left by a worker that died: taken over.
+ABANDONED_AFTER_S = 30.0
+# What a retry of an answer still being written is asked to wait: answers take seconds.
+IN_PROGRESS_RETRY_S = 2
 PINNED_CITATIONS = 3
 NOTHING_FOUND = (
     "I found no papers in the archive that bear on this question, so I cannot answer it from the archive. "
@@ -72,6 +90,12 @@ class Question:
     text: str
     scope: ChatScope | None = None  # None: the conversation's last scope, or the whole archive
     conversation_id: int | None = None
+    idempotency_key: str | None = None
+
+    def fingerprint(self) -> bytes:
+        """What a retry with the same key must ask again."""
+        scope = self.scope.to_json() if self.scope is not None else None
+        return hashlib.sha256(orjson.dumps([self.text, scope, self.conversation_id])).digest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +116,7 @@ class Done:
     citations: list[PaperRow]
     removed_citations: int
     usage: Usage
+    replayed: bool = False  # sent again for a retried idempotency key
 
 
 ChatEvent = Sources | Delta | Done
@@ -144,10 +169,59 @@ class ChatService:
         if self.model is not None:
             await self.model.aclose()
 
-    async def start(self, question: Question) -> Answer:
-        """Everything before the model is asked. Raises ChatError (CHAT_UNAVAILABLE, NOT_FOUND, RATE_LIMITED)."""
+    async def start(self, question: Question) -> Answer | Replay:
+        """Everything before the model is asked, or the stored answer of a retried key. Raises ChatError
+        (CHAT_UNAVAILABLE, NOT_FOUND, RATE_LIMITED, IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUSED)."""
         if self.model is None:
             raise unavailable()
+        if question.idempotency_key is None:
+            return await self._start(question)
+        if (replay := await self._claim(question, question.idempotency_key)) is not None:
+            return replay
+        try:
+            return await self._start(question)
+        except BaseException:
+            await self.forget(question)
+            raise
+
+    async def _claim(self, question: Question, key: str) -> Replay | None:
+        async with self.pool.acquire() as conn:
+            held = await claim_chat_request(
+                conn,
+                question.viewer_id,
+                key,
+                question.fingerprint(),
+                abandoned_after_s=self.answer_timeout_s + ABANDONED_AFTER_S,
+                expires_after_s=IDEMPOTENCY_KEY_TTL_S,
+            )
+            if not isinstance(held, Taken):
+                return None
+            if held.fingerprint != question.fingerprint():
+                raise ChatError(
+                    "IDEMPOTENCY_KEY_REUSED",
+                    "This idempotency key was used for another question; use a new key for a new question.",
+                    status=422,
+                )
+            if held.answer is None:
+                raise ChatError(
+                    "IDEMPOTENCY_KEY_IN_USE",
+                    "The answer to this question is still being written; retry in a moment for it.",
+                    status=409,
+                    retryAfterS=IN_PROGRESS_RETRY_S,
+                )
+            return await Replay.of(conn, held.answer)
+
+    async def forget(self, question: Question) -> None:
+        """Free the question's key, if it has one (its answer failed or stopped). A failure here leaves the key
+        to be taken over once abandoned."""
+        if question.idempotency_key is None:
+            return
+        try:
+            await forget_chat_request(self.pool, question.viewer_id, question.idempotency_key)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("chat idempotency key not freed: %s: %s", type(exc).__name__, exc)
+
+    async def _start(self, question: Question) -> Answer:
         history: list[Turn] = []
         scope = question.scope
         pinned: list[int] = []
@@ -198,11 +272,13 @@ class Answer:
     async def events(self) -> AsyncGenerator[ChatEvent, None]:
         """Sources, Deltas, then Done. Raises ChatError (MODEL_UNAVAILABLE, NOT_FOUND) after Sources."""
         outcome = "cancelled"
+        stored = False
         try:
             # Each generator below closes the one it reads (aclosing): a reader who leaves closes the model's stream.
             async with contextlib.aclosing(self._events()) as events:
                 async for event in events:
                     if isinstance(event, Done):
+                        stored = True
                         outcome = "answered" if self.sources else "nothing_found"
                     yield event
         except ChatError:
@@ -210,6 +286,8 @@ class Answer:
             raise
         finally:
             CHAT_ANSWERS.labels(outcome).inc()
+            if not stored:
+                await self.service.forget(self.question)
 
     async def _events(self) -> AsyncGenerator[ChatEvent, None]:
         yield Sources(self.sources)
@@ -255,6 +333,7 @@ class Answer:
                 completion_tokens=usage.completion_tokens,
                 model=self.service.model.model if self.service.model and self.sources else None,
                 day=self.day,
+                idempotency_key=self.question.idempotency_key,
             )
         if saved is None:
             raise ChatError("NOT_FOUND", "The conversation was deleted while the answer was written.", status=404)
@@ -280,3 +359,29 @@ class Answer:
                     self._usage = part.usage
         if tail := citations.flush():
             yield tail
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A stored answer sent again for a retried idempotency key: the same events as when it was written."""
+
+    answer: StoredAnswer
+    sources: list[PaperRow]
+    citations: list[PaperRow]
+
+    @classmethod
+    async def of(cls, conn: Conn, answer: StoredAnswer) -> Replay:
+        papers = {p.id: p for p in await fetch_papers_by_ids(conn, answer.source_paper_ids + answer.cited_paper_ids)}
+        return cls(
+            answer,
+            [papers[i] for i in answer.source_paper_ids if i in papers],
+            [papers[i] for i in answer.cited_paper_ids if i in papers],
+        )
+
+    async def events(self) -> AsyncGenerator[ChatEvent, None]:
+        CHAT_ANSWERS.labels("replayed").inc()
+        a = self.answer
+        yield Sources(self.sources)
+        yield Delta(a.text)
+        usage = Usage(a.prompt_tokens, a.completion_tokens)
+        yield Done(a.conversation_id, a.message_id, a.text, self.citations, a.removed_citations, usage, replayed=True)

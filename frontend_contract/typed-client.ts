@@ -130,6 +130,7 @@ export function onError(code: ErrorCode): "fix-request" | "retry-later" | "not-f
     case "PERSISTED_QUERY_REQUIRED":
     case "PERSISTED_QUERY_NOT_SUPPORTED":
     case "PERSISTED_QUERY_HASH_MISMATCH":
+    case "IDEMPOTENCY_KEY_REUSED":
     case "FORBIDDEN_ORIGIN":
       return "fix-request";
     case "NOT_FOUND":
@@ -144,6 +145,8 @@ export function onError(code: ErrorCode): "fix-request" | "retry-later" | "not-f
     case "SERVICE_UNAVAILABLE":
     case "SEMANTIC_UNAVAILABLE":
     case "CHAT_UNAVAILABLE":
+    case "MODEL_UNAVAILABLE":
+    case "IDEMPOTENCY_KEY_IN_USE":
       return "retry-later";
     case "INTERNAL_SERVER_ERROR":
       return "report";

@@ -74,6 +74,18 @@ def check_question(text: str) -> str:
     return question
 
 
+MAX_IDEMPOTENCY_KEY_CHARS = 255
+
+
+def check_idempotency_key(key: str) -> str:
+    """A client's key for one question: 1 to 255 printable ASCII characters (a UUID is the usual choice)."""
+    if not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY_CHARS or not all(" " <= c <= "~" for c in key):
+        raise BadUserInput(
+            f"The idempotency key must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} printable ASCII characters (a UUID, say)."
+        )
+    return key
+
+
 def conversation_id(token: str) -> int:
     try:
         kind, db_id = decode_global_id(token)
@@ -124,12 +136,19 @@ async def chat_scope(
     return ChatScope("papers", ids)
 
 
-async def question_of(ctx: Context, question: str, scope: dict[str, Any] | None, conversation: str | None) -> Question:
+async def question_of(
+    ctx: Context,
+    question: str,
+    scope: dict[str, Any] | None,
+    conversation: str | None,
+    idempotency_key: str | None = None,
+) -> Question:
     """The checked question of the signed-in reader (both transports)."""
     viewer_id = signed_in(ctx)
     text = check_question(question)
+    key = check_idempotency_key(idempotency_key) if idempotency_key is not None else None
     resolved = await chat_scope(ctx, **scope) if scope else None
-    return Question(viewer_id, text, resolved, conversation_id(conversation) if conversation else None)
+    return Question(viewer_id, text, resolved, conversation_id(conversation) if conversation else None, key)
 
 
 # -- askPapers ---------------------------------------------------------------------------------------------
@@ -143,13 +162,19 @@ class ChatAnswerView:
     citations: list[PaperRow]
     sources: list[PaperRow]
     removed_citations: int
+    replayed: bool
 
 
 async def resolve_ask_papers(
-    ctx: Context, *, question: str, scope: dict[str, Any] | None, conversation: str | None
+    ctx: Context,
+    *,
+    question: str,
+    scope: dict[str, Any] | None,
+    conversation: str | None,
+    idempotency_key: str | None = None,
 ) -> ChatAnswerView:
     """The whole answer at once, for clients that do not read streams (the site streams through /chat)."""
-    asked = await question_of(ctx, question, scope, conversation)
+    asked = await question_of(ctx, question, scope, conversation, idempotency_key)
     service = ctx.chat
     if service is None:
         raise ChatFailure(unavailable())
@@ -174,6 +199,7 @@ async def resolve_ask_papers(
         done.citations,
         answer.sources,
         done.removed_citations,
+        done.replayed,
     )
 
 

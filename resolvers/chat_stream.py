@@ -1,17 +1,18 @@
 """`POST /chat`: a question answered as a server-sent event stream, for the site's chat dock.
 
 Body (JSON): `{"question": "...", "scope": {"paper" | "researcher" | "institution": id} or {"papers": [ids]},
-"conversationId": "..."}` (scope and conversationId optional). Answer: `text/event-stream` with named events,
-each `data:` one JSON object:
+"conversationId": "..."}` (scope and conversationId optional); an `Idempotency-Key` header makes retries safe
+(askPapers' `idempotencyKey`: a retry gets the stored answer again, `"replayed": true`). Answer: `text/event-stream`
+with named events, each `data:` one JSON object:
 
     sources  {"papers": [{"arxivId", "title", "slug"}]}            the papers retrieved, before any text
     delta    {"text"}                                               the answer as it is written
     done     {"conversationId", "messageId", "citations": [{"arxivId", "title", "slug"}], "removedCitations",
-              "usage": {"promptTokens", "completionTokens", "totalTokens", "estimated"}}
+              "usage": {"promptTokens", "completionTokens", "totalTokens", "estimated"}, "replayed"}
     error    {"code", "message", ...}                               instead of the rest
 
 A question refused before any work (not signed in, bad input, quota spent, no model) is a single `error`
-event under the matching HTTP status (401, 400, 404, 429 with Retry-After, 503); once the stream has
+event under the matching HTTP status (401, 400, 404, 409 or 429 with Retry-After, 422, 503); once the stream has
 started the status is 200 and a failure is an `error` event. A reader who hangs up stops the model: the
 upstream request is closed and nothing of that turn is stored. Comments (`: keep-alive`) keep a quiet
 stream open through proxies.
@@ -159,7 +160,8 @@ async def chat_stream(request: Request) -> Response:
     if conversation is not None and not isinstance(conversation, str):
         return _bad_input("`conversationId` is a string.")
     try:
-        question = await question_of(ctx, body["question"], scope or None, conversation)
+        key = _idempotency_key(request.headers.get("idempotency-key"))
+        question = await question_of(ctx, body["question"], scope or None, conversation, key)
         if ctx.chat is None:
             raise unavailable()
         answer = await ctx.chat.start(question)
@@ -172,6 +174,14 @@ async def chat_stream(request: Request) -> Response:
         extra: dict[str, Any] = {"retryAfterS": RETRY_AFTER_S} if status == 503 else {}
         return refused(code, message, status=status, requestId=ctx.request_id, **extra)
     return EventStream(_answer_events(answer.events(), ctx.request_id))
+
+
+def _idempotency_key(header: str | None) -> str | None:
+    """The `Idempotency-Key` header's key: a structured-field string (`"..."`, as the IETF draft writes it) or the
+    bare token most clients send."""
+    if header is not None and len(header) >= 2 and header[0] == header[-1] == '"':
+        return header[1:-1]
+    return header
 
 
 def _failure(exc: Exception, request_id: str) -> tuple[str, str, int]:
@@ -207,6 +217,7 @@ async def _answer_events(events: AsyncGenerator[Any, None], request_id: str) -> 
                             "citations": [paper_json(p) for p in event.citations],
                             "removedCitations": event.removed_citations,
                             "usage": event.usage.as_json(),
+                            "replayed": event.replayed,
                         },
                     )
         except ChatError as exc:

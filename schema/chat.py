@@ -15,6 +15,7 @@ from db.queries.papers import PaperRow
 from resolvers.chat import (
     CONVERSATION,
     MAX_CONVERSATIONS_PAGE,
+    MAX_IDEMPOTENCY_KEY_CHARS,
     MESSAGE,
     ChatAnswerView,
     conversation_messages,
@@ -47,6 +48,10 @@ class ChatAnswer:
     removed_citations: int = strawberry.field(
         description="Citations the model made of papers outside `sources`, removed from `text`."
     )
+    replayed: bool = strawberry.field(
+        description="Whether this answer was stored earlier and is sent again for a retried `idempotencyKey` "
+        "(no new turn, no quota, no model)."
+    )
 
 
 @strawberry.input(description="What a question is about: exactly one field. Without a scope, the whole archive.")
@@ -71,6 +76,14 @@ class AskPapersInput:
     )
     conversation_id: strawberry.ID | None = strawberry.field(
         default=None, description="Continue this conversation (its recent turns go with the question)."
+    )
+    idempotency_key: str | None = strawberry.field(
+        default=None,
+        description=f"A key of the client's for this question (a new UUID per question, the same on each retry; 1 to "
+        f"{MAX_IDEMPOTENCY_KEY_CHARS} printable ASCII characters). A retry with the same key within a day gets the "
+        "stored answer (`replayed`) instead of asking again; while the first answer is still being written it is "
+        "IDEMPOTENCY_KEY_IN_USE (retry after `extensions.retryAfterS`); the key with another question is "
+        "IDEMPOTENCY_KEY_REUSED. An answer that failed or was stopped frees its key.",
     )
 
 
@@ -153,7 +166,8 @@ class ChatMutation:
         "from the archive within `scope`, citing them as [arXiv:ID]. Errors: BAD_USER_INPUT (an empty or too "
         "long question, a malformed scope), NOT_FOUND (a scope or conversation that does not exist), "
         "RATE_LIMITED (the reader's daily questions are spent; `extensions.resetAt`), CHAT_UNAVAILABLE (no "
-        "language model on this server), MODEL_UNAVAILABLE (the model did not answer; try again).",
+        "language model on this server), MODEL_UNAVAILABLE (the model did not answer; try again), "
+        "IDEMPOTENCY_KEY_IN_USE and IDEMPOTENCY_KEY_REUSED (see `idempotencyKey`).",
         graphql_type=ChatAnswer,
     )
     async def ask_papers(self, info: Info, input: AskPapersInput) -> ChatAnswerView:
@@ -166,7 +180,11 @@ class ChatMutation:
                 "papers": input.scope.papers,
             }
         return await resolve_ask_papers(
-            info.context, question=input.question, scope=scope, conversation=input.conversation_id
+            info.context,
+            question=input.question,
+            scope=scope,
+            conversation=input.conversation_id,
+            idempotency_key=input.idempotency_key,
         )
 
     @strawberry.mutation(description="Delete one of the reader's conversations and its messages.")

@@ -1,4 +1,5 @@
-"""Conversations with the papers, their messages, and each reader's daily chat usage.
+"""Conversations with the papers, their messages, each reader's daily chat usage, and the idempotency keys of
+questions (one stored answer per reader and key).
 
 Every read and write names the viewer: a conversation is reachable only by the reader who owns it.
 """
@@ -99,6 +100,81 @@ WHERE viewer_id = $1 AND day = $2
 """
 
 
+# -- idempotency keys ---------------------------------------------------------------------------------------
+
+# The key is the caller's: take it when it is new, expired, or abandoned by a worker that died mid-answer (the
+# same question, still unanswered after the answer's time limit).
+CLAIM_REQUEST = """
+INSERT INTO chat_requests AS r (viewer_id, key, fingerprint) VALUES ($1, $2, $3)
+ON CONFLICT (viewer_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, started_at = now(), answer_id = NULL
+WHERE r.started_at < now() - make_interval(secs => $5::float8)
+   OR (r.answer_id IS NULL AND r.fingerprint = excluded.fingerprint
+       AND r.started_at < now() - make_interval(secs => $4::float8))
+RETURNING true
+"""
+SELECT_REQUEST = """
+SELECT r.fingerprint, extract(epoch FROM now() - r.started_at)::float8, m.conversation_id, m.id, m.text,
+       m.cited_paper_ids, m.source_paper_ids, m.removed_citations, m.prompt_tokens, m.completion_tokens
+FROM chat_requests r LEFT JOIN conversation_messages m ON m.id = r.answer_id
+WHERE r.viewer_id = $1 AND r.key = $2
+"""
+EXPIRE_REQUESTS = "DELETE FROM chat_requests WHERE viewer_id = $1 AND started_at < now() - make_interval(secs => $2)"
+FORGET_REQUEST = "DELETE FROM chat_requests WHERE viewer_id = $1 AND key = $2 AND answer_id IS NULL"
+ANSWER_REQUEST = "UPDATE chat_requests SET answer_id = $3 WHERE viewer_id = $1 AND key = $2"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAnswer:
+    """An answer as stored, for a retried key."""
+
+    conversation_id: int
+    message_id: int
+    text: str
+    cited_paper_ids: list[int]
+    source_paper_ids: list[int]
+    removed_citations: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """The key is this request's: answer the question."""
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """The key is held: by another question (`fingerprint` differs), an answer still being written
+    (`answer` None, started `age_s` ago), or an answer already stored."""
+
+    fingerprint: bytes
+    age_s: float
+    answer: StoredAnswer | None
+
+
+async def claim_chat_request(
+    conn: Conn, viewer_id: str, key: str, fingerprint: bytes, *, abandoned_after_s: float, expires_after_s: float
+) -> Claimed | Taken:
+    """Take the reader's key for this question, or say who holds it. Expired keys of the reader go on the way."""
+    async with conn.transaction():
+        await conn.execute(EXPIRE_REQUESTS, viewer_id, expires_after_s)
+        while True:
+            if await conn.fetchval(CLAIM_REQUEST, viewer_id, key, fingerprint, abandoned_after_s, expires_after_s):
+                return Claimed()
+            r = await conn.fetchrow(SELECT_REQUEST, viewer_id, key)
+            if r is None:  # deleted between the two (its answer failed): claim it again
+                continue
+            answer = None
+            if r[3] is not None:
+                answer = StoredAnswer(r[2], r[3], r[4], list(r[5]), list(r[6]), r[7], r[8] or 0, r[9] or 0)
+            return Taken(bytes(r[0]), r[1], answer)
+
+
+async def forget_chat_request(conn: Conn | asyncpg.Pool, viewer_id: str, key: str) -> None:
+    """Free an unanswered key (its answer failed or was stopped), so that a retry starts afresh."""
+    await conn.execute(FORGET_REQUEST, viewer_id, key)
+
+
 @dataclass(frozen=True, slots=True)
 class SavedTurn:
     conversation_id: int
@@ -154,9 +230,10 @@ async def save_turn(
     completion_tokens: int,
     model: str | None,
     day: date,
+    idempotency_key: str | None = None,
 ) -> SavedTurn | None:
-    """A question and its answer, in one transaction with the tokens they cost. None when the conversation
-    is gone (deleted while the answer was written)."""
+    """A question and its answer, in one transaction with the tokens they cost and the idempotency key that
+    names the answer. None when the conversation is gone (deleted while the answer was written)."""
     async with conn.transaction():
         if conversation_id is None:
             conversation_id = await conn.fetchval(INSERT_CONVERSATION, viewer_id, title)
@@ -176,7 +253,9 @@ async def save_turn(
             model,
         )
         await conn.execute(ADD_TOKENS, viewer_id, day, prompt_tokens, completion_tokens)
-    ids = {r["role"]: r["id"] for r in rows}
+        ids = {r["role"]: r["id"] for r in rows}
+        if idempotency_key is not None:
+            await conn.execute(ANSWER_REQUEST, viewer_id, idempotency_key, ids["assistant"])
     assert conversation_id is not None
     return SavedTurn(conversation_id, ids["user"], ids["assistant"])
 

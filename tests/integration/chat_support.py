@@ -82,9 +82,11 @@ async def events_of(response: httpx.Response) -> AsyncIterator[Event]:
 
 
 async def ask(
-    client: httpx.AsyncClient, body: dict[str, Any], *, reader: str | None = "reader-1"
+    client: httpx.AsyncClient, body: dict[str, Any], *, reader: str | None = "reader-1", key: str | None = None
 ) -> tuple[httpx.Response, list[Event]]:
     headers = bearer(reader) if reader else {}
+    if key is not None:
+        headers["idempotency-key"] = key
     async with client.stream("POST", "/chat", json=body, headers=headers) as response:
         return response, [e async for e in events_of(response)]
 

@@ -473,3 +473,175 @@ async def test_answers_and_their_tokens_are_counted_in_metrics(serve: Serve) -> 
     assert events[-1].name == "done"
     deltas = [after[k] - before[k] for k in before]
     assert deltas == [1.0, 900.0, 60.0]
+
+
+# -- retries with an idempotency key -----------------------------------------------------------------------
+
+ASK_KEYED = """mutation ($input: AskPapersInput!) {
+  askPapers(input: $input) { conversationId messageId text removedCitations citations { arxivId } sources { arxivId }
+                             replayed }
+}"""
+KEY_1 = "7c0e8f5a-3b1d-4e2a-9f6c-0d8b2a4e6c1f"
+
+
+def keyed(question: str = QUESTION, key: str = KEY_1, **more: Any) -> dict[str, Any]:
+    return {"input": {"question": question, "idempotencyKey": key, **more}}
+
+
+async def stored_turns(client: httpx.AsyncClient, reader: str) -> list[int]:
+    """How many messages each of the reader's conversations holds."""
+    body = await graphql(client, CONVERSATIONS, {"first": 20}, reader=reader)
+    return [len(c["messages"]) for c in body["data"]["viewer"]["conversations"]["nodes"]]
+
+
+async def key_rows(seeded: Seeded, reader: str, key: str | None = None) -> int:
+    """The reader's keys held (that one only, when given)."""
+    conn = await asyncpg.connect(seeded.dsn)
+    try:
+        count: int = await conn.fetchval(
+            "SELECT count(*) FROM chat_requests WHERE viewer_id = $1 AND key = coalesce($2, key)", reader, key
+        )
+        return count
+    finally:
+        await conn.close()
+
+
+async def until_key_freed(seeded: Seeded, reader: str, key: str) -> None:
+    async with asyncio.timeout(10):
+        while True:  # freed by the server after the stream closes
+            if not await key_rows(seeded, reader, key):
+                return
+            await asyncio.sleep(0.02)
+
+
+async def test_a_retried_key_gets_the_stored_answer_once_asked_once_counted(serve: Serve, model: FakeModel) -> None:
+    reader = "reader-retry"
+    async with serve(chat_daily_messages=1) as client:
+        first = await graphql(client, ASK_KEYED, keyed(), reader=reader)
+        again = await graphql(client, ASK_KEYED, keyed(), reader=reader)
+        assert "errors" not in again, again
+        answer, replayed = first["data"]["askPapers"], again["data"]["askPapers"]
+        assert answer.pop("replayed") is False and replayed.pop("replayed") is True
+        assert replayed == answer and len(answer["citations"]) == 2
+        # Through the stream too, with the key quoted as the IETF draft writes it: the same answer's events.
+        response, events = await ask(client, {"question": QUESTION}, reader=reader, key=f'"{KEY_1}"')
+        assert response.status_code == 200 and names(events) == ["sources", "delta", "done"]
+        done = events[-1].data
+        assert answer_text(events) == answer["text"] and done["replayed"] is True
+        assert (done["conversationId"], done["messageId"]) == (answer["conversationId"], answer["messageId"])
+        assert [p["arxivId"] for p in events[0].data["papers"]] == [s["arxivId"] for s in answer["sources"]]
+        assert [c["arxivId"] for c in done["citations"]] == [c["arxivId"] for c in answer["citations"]]
+        # Asked once, stored once, counted once: the daily quota of one question is spent by it alone.
+        assert len(model.requests) == 1 and await stored_turns(client, reader) == [2]
+        refused = await graphql(client, ASK_KEYED, keyed(key="another-key"), reader=reader)
+        assert error_of(refused)["code"] == "RATE_LIMITED"
+
+
+async def test_a_retry_while_the_answer_is_written_is_in_progress_then_gets_it(serve: Serve, model: FakeModel) -> None:
+    reader, arrived, gate = "reader-impatient", asyncio.Event(), asyncio.Event()
+
+    async def gated(received: Received, out: Responder) -> None:
+        arrived.set()
+        await gate.wait()
+        await chatbot(received)(received, out)
+
+    model.then(gated)
+    async with serve() as client:
+        first = asyncio.create_task(ask(client, {"question": QUESTION}, reader=reader, key=KEY_1))
+        await asyncio.wait_for(arrived.wait(), timeout=10)
+        response, events = await ask(client, {"question": QUESTION}, reader=reader, key=KEY_1)
+        assert response.status_code == 409 and response.headers["retry-after"] == "2"
+        assert events[0].data["code"] == "IDEMPOTENCY_KEY_IN_USE" and events[0].data["retryAfterS"] == 2
+        body = await graphql(client, ASK_KEYED, keyed(), reader=reader)
+        assert error_of(body) == {"code": "IDEMPOTENCY_KEY_IN_USE", "retryAfterS": 2}
+        gate.set()
+        _, answered = await first
+        retried = await graphql(client, ASK_KEYED, keyed(), reader=reader)
+        assert retried["data"]["askPapers"]["replayed"] is True
+        assert retried["data"]["askPapers"]["messageId"] == answered[-1].data["messageId"]
+        assert len(model.requests) == 1 and await stored_turns(client, reader) == [2]
+
+
+async def test_a_key_names_one_question_of_one_reader(serve: Serve, model: FakeModel) -> None:
+    async with serve() as client:
+        first = await graphql(client, ASK_KEYED, keyed(), reader="reader-keys")
+        assert first["data"]["askPapers"]["replayed"] is False
+        for other in (
+            keyed("Another question entirely?"),
+            keyed(scope={"paper": "2401.00001"}),
+            keyed(conversationId=first["data"]["askPapers"]["conversationId"]),
+        ):
+            body = await graphql(client, ASK_KEYED, other, reader="reader-keys")
+            assert error_of(body)["code"] == "IDEMPOTENCY_KEY_REUSED", other
+        response, events = await ask(client, {"question": "Another question?"}, reader="reader-keys", key=KEY_1)
+        assert response.status_code == 422 and events[0].data["code"] == "IDEMPOTENCY_KEY_REUSED"
+        # Another reader's key of the same name is theirs.
+        theirs = await graphql(client, ASK_KEYED, keyed(), reader="reader-keys-2")
+        assert theirs["data"]["askPapers"]["replayed"] is False
+        assert theirs["data"]["askPapers"]["conversationId"] != first["data"]["askPapers"]["conversationId"]
+        assert len(model.requests) == 2
+
+
+async def test_a_failed_or_stopped_answer_frees_its_key(serve: Serve, model: FakeModel, seeded: Seeded) -> None:
+    reader = "reader-unlucky"
+    model.then(status(500, {"error": {"message": "down"}}), status(500, {"error": {"message": "down"}}))
+    async with serve() as client:
+        _, failed = await ask(client, {"question": QUESTION}, reader=reader, key=KEY_1)
+        assert failed[-1].data["code"] == "MODEL_UNAVAILABLE"
+        _, events = await ask(client, {"question": QUESTION}, reader=reader, key=KEY_1)
+        assert events[-1].name == "done" and events[-1].data["replayed"] is False
+
+        model.then(reply("word " * 300, pieces=["word "] * 300, interval_s=0.05))
+        async with client.stream(
+            "POST", "/chat", json={"question": QUESTION}, headers={**bearer(reader), "idempotency-key": "k-2"}
+        ) as r:
+            lines = r.aiter_lines()
+            while await anext(lines) != "event: delta":
+                pass
+        await asyncio.wait_for(model.requests[-1].hung_up.wait(), timeout=10)
+        await until_key_freed(seeded, reader, "k-2")
+        _, events = await ask(client, {"question": QUESTION}, reader=reader, key="k-2")
+        assert events[-1].name == "done" and events[-1].data["replayed"] is False
+        assert await stored_turns(client, reader) == [2, 2]
+
+
+async def test_an_abandoned_key_is_taken_over_and_an_expired_one_starts_afresh(
+    serve: Serve, model: FakeModel, seeded: Seeded
+) -> None:
+    from chat.service import Question
+
+    reader = "reader-abandoned"
+    conn = await asyncpg.connect(seeded.dsn)
+    try:
+        # A worker died while answering: its key is an hour old, with no answer.
+        await conn.execute(
+            """INSERT INTO chat_requests (viewer_id, key, fingerprint, started_at)
+               VALUES ($1, $2, $3, now() - '1h'::interval)""",
+            reader,
+            KEY_1,
+            Question(reader, QUESTION).fingerprint(),
+        )
+        async with serve() as client:
+            taken = await graphql(client, ASK_KEYED, keyed(), reader=reader)
+            assert taken["data"]["askPapers"]["replayed"] is False
+            await conn.execute(
+                "UPDATE chat_requests SET started_at = now() - '25h'::interval WHERE viewer_id = $1", reader
+            )
+            # A day on, the key is free for any question, and the old one is gone from the table.
+            fresh = await graphql(client, ASK_KEYED, keyed("A new question on distributed learning?"), reader=reader)
+            assert fresh["data"]["askPapers"]["replayed"] is False
+            assert fresh["data"]["askPapers"]["messageId"] != taken["data"]["askPapers"]["messageId"]
+            assert len(model.requests) == 2 and await key_rows(seeded, reader) == 1
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("key", ["", "k" * 256, "tab\there", "é-accent"], ids=["empty", "long", "control", "non-ascii"])
+async def test_malformed_idempotency_keys_are_bad_input(serve: Serve, model: FakeModel, key: str) -> None:
+    async with serve() as client:
+        body = await graphql(client, ASK_KEYED, keyed(key=key), reader="reader-badkey")
+        assert error_of(body)["code"] == "BAD_USER_INPUT"
+        if key.isascii() and "\t" not in key:
+            response, events = await ask(client, {"question": QUESTION}, reader="reader-badkey", key=key)
+            assert response.status_code == 400 and events[0].data["code"] == "BAD_USER_INPUT"
+    assert not model.requests

@@ -236,6 +236,16 @@ async def test_cors_preflight_and_credentials(seeded: Any, redis_url: str, cache
             "/graphql", headers={"origin": "https://elsewhere.example", "access-control-request-method": "POST"}
         )
         assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
+        # The chat dock's retries send their key from the browser.
+        chat = await client.options(
+            "/chat",
+            headers={
+                "origin": "https://wovepaper.example",
+                "access-control-request-method": "POST",
+                "access-control-request-headers": "authorization, content-type, idempotency-key",
+            },
+        )
+        assert chat.status_code == 200 and "idempotency-key" in chat.headers["access-control-allow-headers"].lower()
 
 
 async def test_graphiql_and_introspection_can_be_closed(seeded: Any, redis_url: str, cache_namespace: str) -> None:

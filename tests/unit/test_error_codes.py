@@ -15,6 +15,7 @@ SKIPPED = {"tests", "bench", ".venv", "node_modules", ".wovepaper", ".git"}
 # Lines that name a code: `code = "X"`, `"code": "X"`, `message, code = "...", "X"`, `EdgeError(401, "X", ...)`,
 # `error_response(504, message, "X")`, `coded(error, "X")`; the code is an upper-case string literal on such a line.
 CODE_LINE = re.compile(r"\bcode\b|EdgeError\(|error_response\(|send_error\(|coded\(|count_rejection\(")
+CHAT_ERROR = re.compile(r'ChatError\(\s*"([A-Z][A-Z0-9_]+)"')
 CODE = re.compile(r'"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]{4,})"')
 
 
@@ -23,10 +24,15 @@ def raised_codes() -> dict[str, list[str]]:
     for path in ROOT.rglob("*.py"):
         if SKIPPED & set(path.relative_to(ROOT).parts):
             continue
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
+        text = path.read_text()
+        for number, line in enumerate(text.splitlines(), start=1):
             if CODE_LINE.search(line):
                 for code in CODE.findall(line):
                     found.setdefault(code, []).append(f"{path.relative_to(ROOT)}:{number}")
+        # Chat's errors name their code first, often on the line after the call's opening.
+        for match in CHAT_ERROR.finditer(text):
+            number = text.count("\n", 0, match.start(1)) + 1
+            found.setdefault(match.group(1), []).append(f"{path.relative_to(ROOT)}:{number}")
     return found
 
 
