@@ -562,6 +562,19 @@ async def test_a_retry_while_the_answer_is_written_is_in_progress_then_gets_it(s
         assert len(model.requests) == 1 and await stored_turns(client, reader) == [2]
 
 
+async def test_two_requests_racing_with_one_key_ask_the_model_once(serve: Serve, model: FakeModel) -> None:
+    reader = "reader-racing"
+    async with serve() as client:
+        bodies = await asyncio.gather(*(graphql(client, ASK_KEYED, keyed(), reader=reader) for _ in range(4)))
+        answered = [b["data"]["askPapers"] for b in bodies if b.get("data") and b["data"]["askPapers"]]
+        waiting = [error_of(b)["code"] for b in bodies if "errors" in b]
+        # One claims the key; the others find it in progress or, once it is stored, get it.
+        assert len(model.requests) == 1 and await stored_turns(client, reader) == [2]
+        assert sum(not a["replayed"] for a in answered) == 1
+        assert len({a["messageId"] for a in answered}) == 1 and len(answered) + len(waiting) == 4
+        assert set(waiting) <= {"IDEMPOTENCY_KEY_IN_USE"}
+
+
 async def test_a_key_names_one_question_of_one_reader(serve: Serve, model: FakeModel) -> None:
     async with serve() as client:
         first = await graphql(client, ASK_KEYED, keyed(), reader="reader-keys")
