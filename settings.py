@@ -128,6 +128,10 @@ class Settings(BaseSettings):
     llm_model: str | None = None
     llm_rps: float = Field(2.0, gt=0)
     llm_timeout_s: float = Field(60.0, gt=0)
+    # For reasoning models: `reasoning_effort` to send (unset: none, the model's default), and the tokens added to
+    # each answer's cap for its reasoning (when the effort is set, or the endpoint takes `max_completion_tokens`).
+    llm_reasoning_effort: str | None = None
+    llm_reasoning_tokens: int = Field(4_000, ge=0)
     # Tokens `ingest analyse` may spend per UTC day (0: no limit).
     llm_daily_tokens: int = Field(1_000_000, ge=0)
     # Questions each signed-in reader may ask per UTC day.
@@ -224,7 +228,13 @@ class Settings(BaseSettings):
             return None
         key = self.llm_api_key.get_secret_value() if self.llm_api_key is not None else None
         return ModelConfig(
-            self.llm_api_url, self.llm_model, api_key=key or None, rps=self.llm_rps, timeout_s=self.llm_timeout_s
+            self.llm_api_url,
+            self.llm_model,
+            api_key=key or None,
+            rps=self.llm_rps,
+            timeout_s=self.llm_timeout_s,
+            reasoning_effort=self.llm_reasoning_effort or None,
+            reasoning_tokens=self.llm_reasoning_tokens,
         )
 
     @field_validator("jwks_url")

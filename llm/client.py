@@ -7,6 +7,9 @@ Retry-After when sent, else exponential backoff with jitter; a requested wait lo
 is a stop). A streamed answer is retried only until its first text has been handed on. Every request's
 token usage is added to `usage` (the server's count, or an estimate when it sends none).
 
+Optional parts of the request an endpoint refuses with a 400 naming them (OpenAI's reasoning models: `max_tokens`,
+`temperature`) are given up at once and the request sent again (`Dialect`), once each for the client's life.
+
 The API key is sent as `Authorization: Bearer`; it is masked in every message this client raises or logs,
 also where an upstream echoes it back.
 """
@@ -37,11 +40,13 @@ from llm.wire import (
     DONE,
     ChatMessage,
     Completion,
+    Dialect,
     EventDecoder,
     Usage,
     describe_error_body,
     parse_chunk,
     parse_completion,
+    refused_parameter,
     request_body,
 )
 from retry_rules import Clock, RetryPolicy, retry_after_seconds
@@ -86,6 +91,10 @@ class _Retry(Exception):
         self.delay_s = delay_s
 
 
+class _Adapted(Exception):
+    """The endpoint refused an optional part of the request, now given up: send it again at once."""
+
+
 class ModelClient:
     """Chat completions, plain (`complete`) or streamed (`stream`), against one endpoint and model."""
 
@@ -102,8 +111,13 @@ class ModelClient:
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = 8,
         rng: Callable[[], float] = random.random,
+        reasoning_effort: str | None = None,
+        reasoning_tokens: int = 0,
     ) -> None:
         self.model = model
+        self.dialect = Dialect()
+        self.reasoning_effort = reasoning_effort
+        self.reasoning_tokens = reasoning_tokens
         self.timeout_s = timeout_s
         self.policy = policy or RetryPolicy()
         self.clock = clock or Clock()
@@ -136,6 +150,8 @@ class ModelClient:
             api_key=config.api_key,
             rps=config.rps,
             timeout_s=config.timeout_s,
+            reasoning_effort=config.reasoning_effort,
+            reasoning_tokens=config.reasoning_tokens,
             **options,
         )
 
@@ -159,20 +175,15 @@ class ModelClient:
         response_format: dict[str, Any] | None = None,
     ) -> Completion:
         """One answer, whole. Raises ModelRequestFailed (and its kinds) once the retries are used up."""
-        body = request_body(
-            self.model,
-            messages,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stream=False,
-            response_format=response_format,
-        )
         attempt = 0
         while True:
+            body = self._body(messages, max_tokens, temperature, stream=False, response_format=response_format)
             await self._pace()
             self.stats.requests += 1
             try:
                 completion = await self._complete_once(body)
+            except _Adapted:
+                continue
             except _Retry as retry:
                 attempt = await self._after_failure(retry, attempt)
                 continue
@@ -219,9 +230,9 @@ class ModelClient:
         Closing the iterator (or cancelling its consumer) closes the upstream connection, which stops the
         generation. Retried only before any text was handed on; after that a failure is AnswerBrokeOff.
         """
-        body = request_body(self.model, messages, max_tokens=max_tokens, temperature=temperature, stream=True)
         attempt = 0
         while True:
+            body = self._body(messages, max_tokens, temperature, stream=True)
             await self._pace()
             self.stats.requests += 1
             emitted: list[str] = []
@@ -231,6 +242,8 @@ class ModelClient:
                         yield event
                         if isinstance(event, StreamEnd):
                             return
+            except _Adapted:
+                continue
             except _Retry as retry:
                 if emitted:
                     raise AnswerBrokeOff(str(retry.failure), status=retry.failure.status) from None
@@ -283,6 +296,29 @@ class ModelClient:
 
     # -- shared -----------------------------------------------------------------------------------------------
 
+    def _body(
+        self,
+        messages: Sequence[ChatMessage],
+        max_tokens: int,
+        temperature: float,
+        *,
+        stream: bool,
+        response_format: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        # A reasoning model counts its reasoning in the cap (OpenAI's `max_completion_tokens`): room for it, or
+        # the reasoning would use up an answer's tokens and leave its text empty.
+        reasons = self.reasoning_effort is not None or self.dialect.limit_field == "max_completion_tokens"
+        return request_body(
+            self.model,
+            messages,
+            max_tokens=max_tokens + (self.reasoning_tokens if reasons else 0),
+            temperature=temperature,
+            stream=stream,
+            response_format=response_format,
+            dialect=self.dialect,
+            reasoning_effort=self.reasoning_effort,
+        )
+
     async def _pace(self) -> None:
         """Start requests at most `rps` per second; they may overlap (a model answer takes seconds)."""
         async with self._pace_lock:
@@ -304,6 +340,9 @@ class ModelClient:
 
     def _status_failure(self, status: int, headers: httpx.Headers, body: bytes) -> NoReturn:
         what = self._mask(describe_error_body(body, headers.get("content-type", "")))
+        if (param := refused_parameter(status, body)) is not None and self.dialect.give_up(param):
+            log.warning("the model endpoint refuses `%s` (%s); sending the request without it from now on", param, what)
+            raise _Adapted()
         delay = _retry_after(headers)
         if status == 429:
             failure: ModelRequestFailed = ModelRateLimited(

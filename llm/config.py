@@ -15,6 +15,10 @@ class ModelConfig:
     api_key: str | None = field(default=None, repr=False)
     rps: float = 2.0
     timeout_s: float = 60.0
+    # Sent as `reasoning_effort` when set ("minimal", "low", ... as the model takes them).
+    reasoning_effort: str | None = None
+    # Added to each request's output cap for a reasoning model (see ModelClient._body).
+    reasoning_tokens: int = 4_000
 
 
 def not_configured_message() -> str:

@@ -79,6 +79,51 @@ def json_schema_format(name: str, schema: dict[str, Any], *, description: str | 
     return {"type": "json_schema", "json_schema": spec}
 
 
+# The request's optional parts an endpoint may refuse, each with what to send instead.
+ADAPTABLE = ("max_tokens", "temperature", "stream_options")
+
+
+@dataclass(slots=True)
+class Dialect:
+    """What the endpoint takes of the request's optional parts, learnt from its refusals. OpenAI's reasoning models
+    (o-series, GPT-5 and later) refuse `max_tokens` ("Use 'max_completion_tokens' instead") and any `temperature`
+    but the default; some servers refuse `stream_options`. Each is given up once, for the client's life."""
+
+    limit_field: str = "max_tokens"
+    temperature: bool = True
+    stream_options: bool = True
+
+    def give_up(self, param: str) -> bool:
+        """Stop sending `param` as it was sent; False when that was done already (the refusal is the request's)."""
+        if param == "max_tokens" and self.limit_field == "max_tokens":
+            self.limit_field = "max_completion_tokens"
+        elif param == "temperature" and self.temperature:
+            self.temperature = False
+        elif param == "stream_options" and self.stream_options:
+            self.stream_options = False
+        else:
+            return False
+        return True
+
+
+def refused_parameter(status: int, body: bytes) -> str | None:
+    """The optional part a 400 refuses, from OpenAI's error object (`param`, or the message naming one)."""
+    if status != 400:
+        return None
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if not isinstance(error, dict):
+        error = payload if isinstance(payload, dict) else {}
+    if (param := error.get("param")) in ADAPTABLE:
+        return str(param)
+    message = error.get("message")
+    named = [p for p in ADAPTABLE if isinstance(message, str) and p in message]
+    return named[0] if len(named) == 1 else None
+
+
 def request_body(
     model: str,
     messages: Sequence[ChatMessage],
@@ -87,19 +132,25 @@ def request_body(
     temperature: float,
     stream: bool,
     response_format: dict[str, Any] | None = None,
+    dialect: Dialect | None = None,
+    reasoning_effort: str | None = None,
 ) -> dict[str, Any]:
-    # `max_tokens` rather than `max_completion_tokens`: every OpenAI-compatible server reads it.
+    # `max_tokens` first: every OpenAI-compatible server reads it, and the dialect learns when one does not.
+    dialect = dialect or Dialect()
     body: dict[str, Any] = {
         "model": model,
         "messages": [m.wire() for m in messages],
-        "max_tokens": max_tokens,
-        "temperature": temperature,
+        dialect.limit_field: max_tokens,
         "stream": stream,
     }
-    if stream:
+    if dialect.temperature:
+        body["temperature"] = temperature
+    if stream and dialect.stream_options:
         body["stream_options"] = {"include_usage": True}
     if response_format is not None:
         body["response_format"] = response_format
+    if reasoning_effort is not None:
+        body["reasoning_effort"] = reasoning_effort
     return body
 
 

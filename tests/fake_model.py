@@ -304,6 +304,50 @@ def rate_limited(retry_after: str | None = None) -> Behaviour:
     return status(429, {"error": error}, headers)
 
 
+# OpenAI's own refusals of what its reasoning models (o-series, GPT-5 and later) do not take, word for word.
+REFUSALS: dict[str, dict[str, Any]] = {
+    "max_tokens": {
+        "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "unsupported_parameter",
+    },
+    "temperature": {
+        "message": "Unsupported value: 'temperature' does not support 0.2 with this model. "
+        "Only the default (1) value is supported.",
+        "type": "invalid_request_error",
+        "param": "temperature",
+        "code": "unsupported_value",
+    },
+    # Azure OpenAI's older API versions, without a `param`.
+    "stream_options": {
+        "message": "Unrecognized request argument supplied: stream_options",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    },
+}
+
+
+def refused(param: str) -> Behaviour:
+    return status(400, {"error": REFUSALS[param]})
+
+
+def reasoning_model(answer: Callable[[Received], Behaviour]) -> Callable[[Received], Behaviour]:
+    """A responder that refuses, as OpenAI's reasoning models do, `max_tokens` and any temperature but 1, and
+    otherwise answers as `answer` does."""
+
+    def respond(received: Received) -> Behaviour:
+        if "max_tokens" in received.body:
+            return refused("max_tokens")
+        if received.body.get("temperature", 1) != 1:
+            return refused("temperature")
+        return answer(received)
+
+    return respond
+
+
 def malformed_json() -> Behaviour:
     """200 with a JSON content type and a body that is not JSON."""
 

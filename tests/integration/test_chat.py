@@ -20,7 +20,17 @@ import pytest
 from app import create_app
 from chat.service import MAX_QUESTION_CHARS
 from tests.contract.conftest import budgets, operation_text
-from tests.fake_model import FakeModel, Received, Responder, fake_model, hang, rate_limited, reply, status
+from tests.fake_model import (
+    FakeModel,
+    Received,
+    Responder,
+    fake_model,
+    hang,
+    rate_limited,
+    reasoning_model,
+    reply,
+    status,
+)
 from tests.integration.chat_support import (
     BOGUS,
     INJECTION,
@@ -367,6 +377,20 @@ async def test_a_failing_model_is_an_error_event_stores_nothing_and_leaks_no_key
         )
     raw = "".join(str(e.data) for e in events) + body.text
     assert KEY not in raw and KEY not in caplog.text
+
+
+async def test_chat_answers_through_a_reasoning_model(serve: Serve, model: FakeModel) -> None:
+    from chat.prompt import ANSWER_TOKENS
+
+    # Pointed at OpenAI's current models, whose refusals of `max_tokens` and `temperature` are learnt once.
+    model.responder = reasoning_model(chatbot)
+    async with serve(llm_reasoning_effort="low") as client:
+        _, events = await ask(client, {"question": QUESTION}, reader="reader-reasoning")
+        _, again = await ask(client, {"question": QUESTION}, reader="reader-reasoning")
+    assert events[-1].name == again[-1].name == "done" and len(events[-1].data["citations"]) == 2
+    answered = model.requests[-1].body
+    assert answered["reasoning_effort"] == "low" and answered["max_completion_tokens"] == ANSWER_TOKENS + 4_000
+    assert len(model.requests) == 4  # two refusals, then each question asked once
 
 
 # -- askPapers and conversations ---------------------------------------------------------------------------

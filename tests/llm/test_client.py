@@ -21,7 +21,17 @@ from llm import (
     json_schema_format,
 )
 from retry_rules import RetryPolicy
-from tests.fake_model import FakeModel, fake_model, hang, malformed_json, rate_limited, reply, status
+from tests.fake_model import (
+    FakeModel,
+    fake_model,
+    hang,
+    malformed_json,
+    rate_limited,
+    reasoning_model,
+    refused,
+    reply,
+    status,
+)
 from tests.ingest.conftest import FakeClock
 
 KEY = "sk-test-6f1c2d9e8b7a4c3d2e1f0a9b8c7d6e5f"
@@ -105,6 +115,49 @@ async def test_usage_is_estimated_when_the_server_sends_none(model: FakeModel) -
         assert answer.usage.estimated and answer.usage.completion_tokens == 10 and answer.usage.prompt_tokens > 0
         _, end = await collect(c)
         assert end.usage.estimated and end.usage.completion_tokens == 20
+
+
+async def test_a_reasoning_models_refusals_are_learnt_once_and_its_reasoning_given_room(model: FakeModel) -> None:
+    model.responder = reasoning_model(lambda received: reply("Reasoned.", usage=(50, 900)))
+    async with client(model, reasoning_tokens=1000) as c:
+        answer = await c.complete(ASK, max_tokens=50)
+        text, end = await collect(c)
+        assert answer.text == text == "Reasoned." and end.usage.completion_tokens == 900
+        assert c.stats.retries == 0 and c.usage.total_tokens == 1900
+    refused_max, refused_temperature, completed, streamed = (r.body for r in model.requests)
+    assert refused_max["max_tokens"] == 50 and refused_temperature["max_completion_tokens"] == 1050
+    assert "max_tokens" not in completed and "temperature" not in completed
+    assert completed["max_completion_tokens"] == 1050
+    # Learnt for the client's life: the stream asks right the first time.
+    assert streamed["stream"] and streamed["max_completion_tokens"] == 1100 and "temperature" not in streamed
+
+
+async def test_an_effort_is_sent_as_set_and_gives_the_reasoning_room(model: FakeModel) -> None:
+    async with client(model, reasoning_effort="low", reasoning_tokens=500) as c:
+        await c.complete(ASK, max_tokens=50)
+    assert model.requests[0].body["reasoning_effort"] == "low" and model.requests[0].body["max_tokens"] == 550
+
+
+async def test_without_stream_options_the_usage_is_estimated(model: FakeModel) -> None:
+    model.then(refused("stream_options"), reply("Streamed without usage.", usage=None))
+    async with client(model) as c:
+        text, end = await collect(c)
+    assert text == "Streamed without usage." and end.usage.estimated and end.usage.completion_tokens > 0
+    assert "stream_options" in model.requests[0].body and "stream_options" not in model.requests[1].body
+
+
+async def test_other_refusals_and_a_refusal_repeated_are_not_sent_again(model: FakeModel) -> None:
+    messages = {"message": "Invalid 'messages[1].role': 'robot'.", "type": "invalid_request_error", "param": "messages"}
+    model.then(status(400, {"error": messages}))
+    async with client(model) as c:
+        with pytest.raises(ModelRequestFailed, match="HTTP 400"):
+            await c.complete(ASK, max_tokens=10)
+        assert len(model.requests) == 1
+        # An endpoint that refuses the cap under both names: given up once, then the refusal stands.
+        model.then(refused("max_tokens"), refused("max_tokens"))
+        with pytest.raises(ModelRequestFailed, match="max_tokens"):
+            await c.complete(ASK, max_tokens=10)
+    assert len(model.requests) == 3
 
 
 async def test_429_with_retry_after_waits_as_told(model: FakeModel) -> None:
