@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -35,6 +36,7 @@ from llm.errors import (
     ModelRequestFailed,
     ModelTimeout,
 )
+from llm.thinking import LeadingThought, without_leading_thought
 from llm.tokens import estimate_prompt_tokens, estimate_tokens
 from llm.wire import (
     DONE,
@@ -187,17 +189,14 @@ class ModelClient:
             except _Retry as retry:
                 attempt = await self._after_failure(retry, attempt)
                 continue
-            if completion.usage.estimated:
-                completion = Completion(
-                    completion.text,
-                    completion.finish_reason,
-                    Usage(
-                        estimate_prompt_tokens(m.content for m in messages),
-                        estimate_tokens(completion.text),
-                        estimated=True,
-                    ),
-                    completion.refusal,
+            usage = completion.usage
+            if usage.estimated:  # the thought was generated too
+                usage = Usage(
+                    estimate_prompt_tokens(m.content for m in messages),
+                    estimate_tokens(completion.text),
+                    estimated=True,
                 )
+            completion = dataclasses.replace(completion, text=without_leading_thought(completion.text), usage=usage)
             self.usage += completion.usage
             return completion
 
@@ -255,6 +254,8 @@ class ModelClient:
         usage: Usage | None = None
         finish: str | None = None
         decoder = EventDecoder()
+        thought = LeadingThought()
+        generated: list[str] = []  # the thought too, for an estimate of the tokens
         try:
             async with self.http.stream("POST", COMPLETIONS_PATH, json=body) as resp:
                 if not resp.is_success:
@@ -276,11 +277,15 @@ class ModelClient:
                     if chunk.usage is not None:
                         usage = chunk.usage
                     finish = chunk.finish_reason or finish
-                    if chunk.text:
-                        emitted.append(chunk.text)
-                        yield TextPart(chunk.text)
+                    generated.append(chunk.text)
+                    if text := thought.feed(chunk.text):
+                        emitted.append(text)
+                        yield TextPart(text)
                 if not ended and (decoder.flush() or "").strip() != DONE and finish is None:
                     raise _Retry(AnswerBrokeOff("the model's answer stopped before its end"))
+                if text := thought.flush():
+                    emitted.append(text)
+                    yield TextPart(text)
         except (TimeoutError, httpx.TimeoutException):
             raise _Retry(ModelTimeout(f"the model was silent for more than {self.timeout_s:g}s")) from None
         except httpx.TransportError as exc:
@@ -288,7 +293,7 @@ class ModelClient:
         if usage is None:
             usage = Usage(
                 estimate_prompt_tokens(m["content"] for m in body["messages"]),
-                estimate_tokens("".join(emitted)),
+                estimate_tokens("".join(generated)),
                 estimated=True,
             )
         self.usage += usage

@@ -160,6 +160,17 @@ async def test_other_refusals_and_a_refusal_repeated_are_not_sent_again(model: F
     assert len(model.requests) == 3
 
 
+async def test_a_thought_sent_in_the_text_is_not_passed_on(model: FakeModel) -> None:
+    thought = "<think>\nThey ask about attention. Cite nothing yet.\n</think>\n\n"
+    model.then(reply(thought + "Attention, stacked.", usage=None), reply(thought + "Attention, streamed.", usage=None))
+    async with client(model) as c:
+        answer = await c.complete(ASK, max_tokens=100)
+        text, end = await collect(c)
+    assert answer.text == "Attention, stacked." and text == "Attention, streamed."
+    # The thought was generated, and is counted in the estimate.
+    assert answer.usage.completion_tokens == end.usage.completion_tokens > len("Attention, streamed.") // 4 + 5
+
+
 async def test_429_with_retry_after_waits_as_told(model: FakeModel) -> None:
     clock = FakeClock()
     model.then(rate_limited("7"), reply("ok"))
