@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.types import Message, Receive, Scope, Send
 
-from edge.errors import EdgeError, send_error
+from edge.errors import JSON_TYPE, EdgeError, send_error
 from edge.request import headers_of
 
 
@@ -40,5 +40,5 @@ def limited(receive: Receive, max_bytes: int) -> Receive:
     return limited_receive
 
 
-async def reject(send: Send, max_bytes: int) -> None:
-    await send_error(send, EdgeError(413, "PAYLOAD_TOO_LARGE", f"Request body larger than {max_bytes} bytes."))
+async def reject(send: Send, max_bytes: int, media: bytes = JSON_TYPE) -> None:
+    await send_error(send, EdgeError(413, "PAYLOAD_TOO_LARGE", f"Request body larger than {max_bytes} bytes."), media)

@@ -1,20 +1,34 @@
-"""Answers the edge gives before GraphQL runs: a GraphQL-shaped error body with a stable code."""
+"""Answers the edge gives before GraphQL runs: a GraphQL-shaped error body with a stable code, in the media type
+the request negotiated (edge/media.py; `application/json` by default)."""
 
 from __future__ import annotations
+
+from typing import Final
 
 import orjson
 from starlette.types import Send
 
+JSON_TYPE: Final = b"application/json"
+
 
 class EdgeError(Exception):
     def __init__(
-        self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None, **extensions: object
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        headers: dict[str, str] | None = None,
+        status_without_data: int | None = None,
+        **extensions: object,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers or {}
+        # The status under `application/graphql-response+json`, where an answer without `data` is never a 2xx.
+        self.status_without_data = status_without_data or status
         self.extensions = extensions
 
     def body(self) -> bytes:
@@ -22,13 +36,15 @@ class EdgeError(Exception):
         return orjson.dumps({"errors": [{"message": self.message, "extensions": extensions}]})
 
 
-async def send_error(send: Send, error: EdgeError) -> None:
+async def send_error(send: Send, error: EdgeError, media: bytes = JSON_TYPE) -> None:
+    """`media`: the answer's Content-Type, `edge.media.response_type` of the request."""
     body = error.body()
+    status = error.status if media == JSON_TYPE else error.status_without_data
     headers = [
-        (b"content-type", b"application/json"),
+        (b"content-type", media),
         (b"content-length", str(len(body)).encode()),
         (b"cache-control", b"no-store"),
         *((k.lower().encode(), v.encode()) for k, v in error.headers.items()),
     ]
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -24,9 +24,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from edge.body_limit import TooLarge, declared_length, limited, reject
 from edge.errors import EdgeError, send_error
 from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network
+from edge.media import media_of
 from edge.private import private as _private
 from edge.ratelimit import Budget, Decision, RateLimiter, RateLimitPolicy
-from edge.request import headers_of, read_body, replay
+from edge.request import headers_of, read_body, replay, response_type
 from telemetry.requests import report, request_id
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ class Front:
             budget = state["budget"] = Budget(limiter, self.policy, identity)
             if not budget.charge_now(recalled.held.cost):
                 return self._answer_charged(scope, recalled, budget, write, started)
-        status, extra, content = self.memory.answer_recalled(scope, recalled)
+        status, extra, content = self.memory.answer_recalled(scope, recalled, media_of(headers))
         if budget is not None and budget.decision is not None:
             extra += budget.decision.headers()
         write(status, _edge_headers(extra, private=False, vary=True, request_id=rid), content)
@@ -150,12 +151,12 @@ class Front:
         out = send if isinstance(send, _Out) else None
         length = declared_length(scope)
         if length is not None and length > self.max_body_bytes:
-            await reject(send, self.max_body_bytes)
+            await reject(send, self.max_body_bytes, response_type(scope))
             return
         try:
             identity = self.identifier.anonymous(scope) or await self.identifier.identify(scope)
         except EdgeError as exc:
-            await send_error(send, exc)
+            await send_error(send, exc, response_type(scope))
             return
         state = scope["state"]
         state["identity"] = identity
@@ -185,7 +186,7 @@ class Front:
         except TooLarge:
             if out.started:
                 raise
-            await reject(send, self.max_body_bytes)
+            await reject(send, self.max_body_bytes, response_type(scope))
 
     def _budget(self, state: dict[str, Any], identity: Identity, out: _Out) -> None:
         """The request's handle on its client's budget (`state["budget"]`), charged by whoever learns the cost."""

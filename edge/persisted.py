@@ -26,7 +26,7 @@ from db.cache import keys
 from db.cache.store import CacheStore, Unavailable
 from edge.errors import EdgeError, send_error
 from edge.identity import Identity
-from edge.request import GraphQLRequest
+from edge.request import GraphQLRequest, response_type
 
 TrustedDocuments = Literal["off", "site", "only"]
 
@@ -68,8 +68,10 @@ def _hash(value: object) -> str | None:
 
 
 def not_found() -> EdgeError:
-    # Status 200, as Apollo's clients expect: the answer to "send the document with its hash".
-    return EdgeError(200, "PERSISTED_QUERY_NOT_FOUND", "PersistedQueryNotFound")
+    # Status 200, as Apollo's clients expect: the answer to "send the document with its hash". Under
+    # `application/graphql-response+json` an answer without `data` is never a 2xx: 404 there (Apollo Client reads the
+    # error from the body whatever the status).
+    return EdgeError(200, "PERSISTED_QUERY_NOT_FOUND", "PersistedQueryNotFound", status_without_data=404)
 
 
 class PersistedDocuments:
@@ -88,7 +90,7 @@ class PersistedDocuments:
         try:
             resolved = await self.resolve(request, state)
         except EdgeError as exc:
-            await send_error(send, exc)
+            await send_error(send, exc, response_type(scope))
             return
         state["graphql_request"] = resolved
         await self.app(scope, receive, send)

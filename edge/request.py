@@ -18,6 +18,7 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge.errors import EdgeError, send_error
+from edge.media import media_of
 
 MAX_NESTING = 32
 JSON_TYPES = (b"application/json", b"application/graphql-response+json")
@@ -142,6 +143,11 @@ def header(scope: Scope, name: bytes) -> bytes | None:
     return None if value is None else bytes(value)
 
 
+def response_type(scope: Scope) -> bytes:
+    """The media type of the answer to this request (edge/media.py): `edge.media.JSON` or `GRAPHQL_RESPONSE`."""
+    return media_of(headers_of(scope))
+
+
 def wants_graphiql(scope: Scope) -> bool:
     """A browser opening /graphql: no query string, HTML accepted."""
     return (
@@ -169,7 +175,7 @@ class RequestParser:
                     405, "METHOD_NOT_ALLOWED", "GraphQL takes GET and POST.", headers={"allow": "GET, HEAD, POST"}
                 )
         except EdgeError as exc:
-            await send_error(send, exc)
+            await send_error(send, exc, response_type(scope))
             return
         scope.setdefault("state", {})["graphql_request"] = request
         await self.app(scope, receive, send)

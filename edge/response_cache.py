@@ -13,11 +13,14 @@ Memory: each worker answers the entries it read or stored lately from its own me
 (db/cache/near.py), kept true across workers by the tags every invalidation publishes; the key of a request
 is remembered by its variables as sent, so a repeated request is not coerced again, and by the request's bytes
 (method, content type, query string, body), so the edge answers the same request again from memory before it
-is parsed (`answer_remembered`): the same bytes pass the same steps to the same key.
+is parsed (`answer_remembered`): the same bytes pass the same steps to the same key. An entry answers requests
+for either media type (edge/media.py): the body is the same, the Content-Type (and a public answer's ETag) is the
+request's, so `Accept` is in no key.
 
 CDN: anonymous GET responses of persisted documents carry `Cache-Control: public`, a strong `ETag` (304
 on `If-None-Match`) and the same tags in `Surrogate-Key` / `Cache-Tag`, so a CDN can hold them and purge
-exactly what an ingest changed. Requests with a key or a token get `Cache-Control: private, no-store`.
+exactly what an ingest changed, and `Vary: Accept`. Requests with a key or a token get `Cache-Control: private,
+no-store`.
 """
 
 from __future__ import annotations
@@ -44,8 +47,9 @@ from edge.entity_keys import database_id, entity_key, paper_key
 from edge.errors import EdgeError, send_error
 from edge.front import Answer, Header
 from edge.identity import CREDENTIALS, Identity
+from edge.media import GRAPHQL_RESPONSE, JSON
 from edge.ratelimit import Budget
-from edge.request import GraphQLRequest, header, headers_of
+from edge.request import GraphQLRequest, header, headers_of, response_type
 from telemetry.metrics import count_rejection
 
 log = logging.getLogger(__name__)
@@ -57,7 +61,10 @@ MAX_TAGS = 2000
 # The most of a tag header Fastly (Surrogate-Key) and Cloudflare (Cache-Tag) read.
 CDN_TAG_BYTES: Final = 16_384
 PRIVATE = b"private, no-store"
-JSON_CONTENT: Final = (b"content-type", b"application/json")
+JSON_CONTENT: Final = (b"content-type", JSON)
+GRAPHQL_RESPONSE_CONTENT: Final = (b"content-type", GRAPHQL_RESPONSE)
+# A public answer's representation depends on the request's Accept (edge/media.py).
+VARY_ACCEPT: Final = (b"vary", b"Accept")
 X_CACHE_HIT: Final = (b"x-cache", b"hit")
 X_CACHE_MISS: Final = (b"x-cache", b"miss")
 # Request variables whose entry key is remembered (forgotten all at once when full).
@@ -117,6 +124,11 @@ def miss_tag(ns: str, lookup: Lookup, requested: object) -> str | None:
     return keys.missing_tag(ns, lookup.kind, "any")
 
 
+def graphql_response_etag(etag: bytes) -> bytes:
+    """The strong ETag of the `application/graphql-response+json` representation of the answer tagged `etag`."""
+    return etag[:-1] + b'+g"'
+
+
 @dataclass(frozen=True, slots=True)
 class CdnPolicy:
     max_age_s: int
@@ -129,10 +141,11 @@ class CdnPolicy:
         ages = f"max-age={self.max_age_s}, stale-while-revalidate={self.stale_while_revalidate_s}".encode()
         tag_list = " ".join(tags).encode()
         if len(tag_list) > CDN_TAG_BYTES:
-            return [(b"cache-control", b"private, " + ages), (b"etag", etag)]
+            return [(b"cache-control", b"private, " + ages), (b"etag", etag), VARY_ACCEPT]
         return [
             (b"cache-control", b"public, " + ages),
             (b"etag", etag),
+            VARY_ACCEPT,
             (b"surrogate-key", tag_list),
             (b"cache-tag", tag_list.replace(b" ", b",")),
         ]
@@ -205,8 +218,8 @@ class ResponseCache:
         """Charges a recalled entry's cost to the request's budget, then answers it (through `answer`), or refuses
         it (429 through `send`). What a write drops meanwhile is still answered: the request came first."""
         budget = scope["state"].get("budget")
-        if budget is None or await self._charged(send, budget, recalled.held.cost):
-            await answer(*self.answer_recalled(scope, recalled))
+        if budget is None or await self._charged(send, budget, recalled.held.cost, scope):
+            await answer(*self.answer_recalled(scope, recalled, response_type(scope)))
 
     def recall(self, scope: Scope, body: bytes) -> Recalled | None:
         """The entry of a request whose bytes were seen from an anonymous reader, when memory holds it."""
@@ -222,13 +235,14 @@ class ResponseCache:
         state["operation"] = remembered.operation
         return Recalled(remembered, held)
 
-    def answer_recalled(self, scope: Scope, recalled: Recalled) -> tuple[int, list[Header], bytes]:
-        """The answer of an entry recalled from memory, once its cost is charged: counted as a hit."""
+    def answer_recalled(self, scope: Scope, recalled: Recalled, media: bytes) -> tuple[int, list[Header], bytes]:
+        """The answer of an entry recalled from memory, once its cost is charged, in `media` (the request's
+        `response_type`): counted as a hit."""
         self._count_held(scope["state"])
         public = recalled.remembered.public
         inm = header(scope, b"if-none-match") if public else None
         held = recalled.held
-        return self._response(held.body, held.tags, public=public, inm=inm, etag=held.etag)
+        return self._response(held.body, held.tags, media, public=public, inm=inm, etag=held.etag)
 
     def _remember(self, request: object, key: _Key, public: bool) -> None:
         if not isinstance(request, tuple) or request in self._remembered:
@@ -261,6 +275,7 @@ class ResponseCache:
             return
         budget = state.get("budget")
         inm = header(scope, b"if-none-match")
+        media = response_type(scope)
         near = state.get("near")
         near = near if isinstance(near, NearResponses) else None
         epoch_key, epoch, since = "", None, 0
@@ -272,9 +287,11 @@ class ResponseCache:
                 self._remember(state.get("request_bytes"), key, public)
                 held = near.get(key.response_key)
             if held is not None:
-                if await self._charged(send, budget, held.cost):
+                if await self._charged(send, budget, held.cost, scope):
                     self._count_held(state)
-                    await self._send(send, held.body, held.tags, public=public, hit=True, inm=inm, etag=held.etag)
+                    await self._send(
+                        send, held.body, held.tags, media, public=public, hit=True, inm=inm, etag=held.etag
+                    )
                 return
             since = near.mark() if near is not None else 0
             epoch_key = keys.response_epoch(store.namespace)
@@ -285,11 +302,11 @@ class ResponseCache:
                 cached, epoch = got
                 entry = _Entry.load(cached) if cached is not None else None
                 if entry is not None:
-                    if await self._charged(send, budget, entry.cost):
+                    if await self._charged(send, budget, entry.cost, scope):
                         store.metrics.response_hits += 1
                         if near is not None:
                             near.keep(key.response_key, entry.body, cost=entry.cost, tags=entry.tags, since=since)
-                        await self._send(send, entry.body, entry.tags, public=public, hit=True, inm=inm)
+                        await self._send(send, entry.body, entry.tags, media, public=public, hit=True, inm=inm)
                     return
                 store.metrics.response_misses += 1
         captured = _Capture()
@@ -311,7 +328,7 @@ class ResponseCache:
             await captured.replay(_with_headers(send, uncached))
             return
         surrogate = [keys.surrogate_key(ns, t) for t in tags]
-        await self._send(send, body, surrogate, public=public, hit=False, inm=inm)
+        await self._send(send, body, surrogate, media, public=public, hit=False, inm=inm)
         if key is not None and isinstance(store, CacheStore):
             charged = budget.decision.cost if isinstance(budget, Budget) and budget.decision else 1
             payload = _Entry(charged, surrogate, body).dump()
@@ -329,7 +346,7 @@ class ResponseCache:
         store.metrics.response_hits += 1
         store.metrics.response_near_hits += 1
 
-    async def _charged(self, send: Send, budget: object, cost: int) -> bool:
+    async def _charged(self, send: Send, budget: object, cost: int, scope: Scope) -> bool:
         """Charges a cached answer's cost; False (after answering 429) when the budget refuses it."""
         if not isinstance(budget, Budget) or not budget.enabled:
             return True
@@ -339,7 +356,8 @@ class ResponseCache:
         count_rejection("RATE_LIMITED")
         message, figures = decision.refusal()
         retry = {"retry-after": str(decision.retry_after)}
-        await send_error(send, EdgeError(429, "RATE_LIMITED", message, headers=retry, **figures))
+        refusal = EdgeError(429, "RATE_LIMITED", message, headers=retry, **figures)
+        await send_error(send, refusal, response_type(scope))
         return False
 
     def _key(self, operation: CacheableOperation, request: GraphQLRequest, ns: str) -> _Key | None:
@@ -400,13 +418,14 @@ class ResponseCache:
         send: Send,
         body: bytes,
         tags: Sequence[str],
+        media: bytes,
         *,
         public: bool,
         hit: bool,
         inm: bytes | None,
         etag: bytes | None = None,
     ) -> None:
-        status, headers, body = self._response(body, tags, public=public, hit=hit, inm=inm, etag=etag)
+        status, headers, body = self._response(body, tags, media, public=public, hit=hit, inm=inm, etag=etag)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
@@ -414,16 +433,22 @@ class ResponseCache:
         self,
         body: bytes,
         tags: Sequence[str],
+        media: bytes,
         *,
         public: bool,
         inm: bytes | None,
         hit: bool = True,
         etag: bytes | None = None,
     ) -> tuple[int, list[Header], bytes]:
-        """Status, headers and body of a cached operation's answer (a 304 when `If-None-Match` names it)."""
-        headers = [JSON_CONTENT, X_CACHE_HIT if hit else X_CACHE_MISS]
+        """Status, headers and body of a cached operation's answer (a 304 when `If-None-Match` names it), in the
+        request's media type: the same body under either, so one entry answers both."""
+        json = media is JSON
+        headers = [JSON_CONTENT if json else GRAPHQL_RESPONSE_CONTENT, X_CACHE_HIT if hit else X_CACHE_MISS]
         if public:
             etag = etag or strong_etag(body)
+            if not json:
+                # A strong tag names one representation (RFC 9110 8.8.3): the other type's is another.
+                etag = graphql_response_etag(etag)
             headers += self.cdn.headers(tags, etag)
             if inm is not None and not_modified(inm, etag):
                 # No Content-Length: a 304's may only be the whole answer's (RFC 9110 8.6).

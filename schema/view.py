@@ -1,4 +1,11 @@
-"""The /graphql endpoint: Strawberry's ASGI view with our context, limits and JSON encoder."""
+"""The /graphql endpoint: Strawberry's ASGI view with our context, limits and JSON encoder.
+
+Answers are in the media type the request's `Accept` chose (edge/media.py). A request error (nothing executed: the
+document does not parse or validate, no operation to run, variables that do not coerce, a refusal before
+execution) has no `data` entry (GraphQL, "Response"); under `application/graphql-response+json` it is a 4xx (400,
+or the refusal's own: 429, 503) or 5xx, and an answer with `data` is a 200 (GraphQL over HTTP, "Status Codes").
+Under `application/json` statuses are as they were: 200 for a request error the document made.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +22,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
-from strawberry.http import GraphQLRequestData
+from strawberry.exceptions import MissingQueryError
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
+from strawberry.types import ExecutionResult
 
-from edge.request import GraphQLRequest
+from edge.media import JSON
+from edge.request import GraphQLRequest, response_type
 from resolvers.context import Context
 from settings import Settings
 
@@ -34,9 +45,34 @@ class OperationTimeout(Exception):
     pass
 
 
-def error_response(status: int, message: str, code: str) -> JSONResponse:
-    """A GraphQL-shaped error body for failures outside execution (the operation timeout)."""
-    return JSONResponse({"errors": [{"message": message, "extensions": {"code": code}}]}, status_code=status)
+class RequestRefused(Exception):
+    """A request error Strawberry raises rather than answers (no operation to run, one the method may not run)."""
+
+    def __init__(self, status: int, message: str, code: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.headers = headers
+
+
+def error_response(
+    status: int, message: str, code: str, media: bytes = JSON, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """A GraphQL-shaped error body, without `data`, for failures outside execution (the operation timeout)."""
+    body = {"errors": [{"message": message, "extensions": {"code": code}}]}
+    return JSONResponse(body, status_code=status, headers=headers, media_type=media.decode())
+
+
+class _SubResponse(Response):
+    """What resolvers may set on the answer (status, headers), and the media type the request negotiated."""
+
+    media: bytes = JSON
+
+
+def is_request_error(result: ExecutionResult) -> bool:
+    """Whether GraphQL answered before executing (no field has run): no data, and no error at a field's path."""
+    return result.data is None and bool(result.errors) and all(e.path is None for e in result.errors or ())
 
 
 class _RequestAdapter(StarletteRequestAdapter):
@@ -85,6 +121,46 @@ class GraphQLView(GraphQL[Context, None]):
             protocol="http",
         )
 
+    async def get_sub_response(self, request: Request | WebSocket) -> Response:
+        sub_response = _SubResponse()
+        sub_response.status_code = None  # type: ignore[assignment]
+        del sub_response.headers["content-length"]
+        sub_response.media = response_type(request.scope)
+        return sub_response
+
+    async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
+        processed = await super().process_result(request, result)
+        if is_request_error(result):
+            # "If an error was raised before execution begins, the data entry should not be present."
+            processed.pop("data", None)
+        return processed
+
+    def create_response(
+        self, response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse], sub_response: Response
+    ) -> Response:
+        response = super().create_response(response_data, sub_response)
+        media = sub_response.media if isinstance(sub_response, _SubResponse) else JSON
+        if media is not JSON and isinstance(response_data, dict):
+            response.headers["content-type"] = media.decode()
+            if "data" in response_data:
+                # Data, even null from a field error, is a 200 (a 503 of a lost database included: data was made).
+                response.status_code = 200
+            elif response.status_code < 400:
+                response.status_code = 500 if _masked(response_data) else 400
+        return response
+
+    async def execute_single(self, *args: Any, **kwargs: Any) -> ExecutionResult:
+        try:
+            return await super().execute_single(*args, **kwargs)
+        except HTTPException as exc:
+            cause = exc.__cause__
+            if isinstance(cause, InvalidOperationTypeError):
+                # GraphQL over HTTP: a mutation by GET is a 405, naming the method that may run it.
+                raise RequestRefused(405, exc.reason, "METHOD_NOT_ALLOWED", {"allow": "POST"}) from exc
+            if isinstance(cause, CannotGetOperationTypeError | MissingQueryError):
+                raise RequestRefused(400, exc.reason, "BAD_REQUEST") from exc
+            raise
+
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
         state = request.state
         return Context.create(
@@ -119,8 +195,19 @@ class GraphQLView(GraphQL[Context, None]):
             return
         try:
             await super().__call__(scope, receive, send)
+        except RequestRefused as exc:
+            answer = error_response(exc.status, exc.message, exc.code, response_type(scope), exc.headers)
+            await answer(scope, receive, send)
         except OperationTimeout:
             seconds = self.settings.operation_timeout_s
             logger.warning("operation timed out after %ss", seconds)
             message = f"The operation took longer than {seconds:g}s."
-            await error_response(504, message, "TIMEOUT")(scope, receive, send)
+            await error_response(504, message, "TIMEOUT", response_type(scope))(scope, receive, send)
+
+
+def _masked(response: GraphQLHTTPResponse) -> bool:
+    """Whether an answer reports a bug of ours (a masked error): a 500, not the client's 400."""
+    errors = response.get("errors") or ()
+    return any(
+        isinstance(e, dict) and (e.get("extensions") or {}).get("code") == "INTERNAL_SERVER_ERROR" for e in errors
+    )

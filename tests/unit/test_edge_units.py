@@ -102,7 +102,9 @@ def test_an_answer_with_more_tags_than_a_cdn_reads_is_kept_from_cdns() -> None:
     assert dict(policy.headers(many, b'"e"')) == {
         b"cache-control": b"private, max-age=60, stale-while-revalidate=600",
         b"etag": b'"e"',
+        b"vary": b"Accept",  # a browser keeps it: one representation per media type
     }
+    assert headers[b"vary"] == b"Accept"
 
 
 @pytest.mark.parametrize(
