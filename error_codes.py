@@ -16,6 +16,8 @@ ERROR_CODES: Mapping[str, str] = MappingProxyType(
         "BAD_REQUEST": "The HTTP request is no GraphQL request (a malformed JSON body or query string, a malformed "
         "`extensions.persistedQuery`); HTTP 400.",
         "UNSUPPORTED_MEDIA_TYPE": "A POST body that is not `application/json` (HTTP 415).",
+        "METHOD_NOT_ALLOWED": "The HTTP method cannot run this request (a mutation by GET, a PUT); `Allow` names "
+        "those that can (HTTP 405).",
         "GRAPHQL_PARSE_FAILED": "The document is not GraphQL (a syntax error).",
         "TOO_MANY_TOKENS": "The document has more tokens than one request may (WOVEPAPER_MAX_TOKENS).",
         "GRAPHQL_VALIDATION_FAILED": "The document does not fit the schema (an unknown field, a variable of the wrong "

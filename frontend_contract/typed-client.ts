@@ -116,6 +116,7 @@ export function onError(code: ErrorCode): "fix-request" | "retry-later" | "not-f
     case "BAD_USER_INPUT":
     case "BAD_REQUEST":
     case "UNSUPPORTED_MEDIA_TYPE":
+    case "METHOD_NOT_ALLOWED":
     case "GRAPHQL_PARSE_FAILED":
     case "TOO_MANY_TOKENS":
     case "GRAPHQL_VALIDATION_FAILED":

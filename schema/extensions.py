@@ -249,6 +249,13 @@ class DocumentGuard(SchemaExtension):
             if dry_run and ec.result is None and ec.graphql_document is not None:
                 ec.graphql_document = only_rate_limit(ec.graphql_document, ec.operation_name)
         yield
+        result = ec.result
+        if result is not None and result.data is None:
+            # Variables that do not coerce to their declared types: graphql-core reports them before any field
+            # runs, without a code; they are the caller's input.
+            for error in result.errors or ():
+                if error.path is None and error.message.startswith("Variable '$") and not error.extensions:
+                    coded(error, "BAD_USER_INPUT")
 
 
 def rate_limited(decision: Decision) -> GraphQLError:

@@ -35,13 +35,13 @@ JSON_BODY = {"content-type": "application/json"}
 FOLLOW_ID = hashlib.sha256((OPERATIONS_DIR / "FollowResearcher.graphql").read_text().encode()).hexdigest()
 
 # Request errors: nothing executed.
-REQUEST_ERRORS: list[tuple[str, dict[str, Any], str | None]] = [
+REQUEST_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("a parse error", {"query": "{"}, "GRAPHQL_PARSE_FAILED"),
     ("a validation error", {"query": "{ noSuchField }"}, "GRAPHQL_VALIDATION_FAILED"),
     (
         "a variable that does not coerce",
         {"query": "query Q($id: String!) { researcher(id: $id) { id } }", "variables": {"id": None}},
-        None,  # graphql-core's coercion errors carry no code (yet)
+        "BAD_USER_INPUT",
     ),
     ("an undeclared variable", {"query": "{ __typename }", "variables": {"x": 1}}, "BAD_USER_INPUT"),
 ]

@@ -183,6 +183,9 @@ async def test_filter_errors(g: Graph) -> None:
     # Variable coercion: a request error (nothing executed, no `data` entry), readable.
     assert "errors" in body and "data" not in body
     assert "publishedFrom" in body["errors"][0]["message"] or "Date" in body["errors"][0]["message"]
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    body = await g.query(LIST_Q, {"first": "ten"})
+    assert "data" not in body and body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
 
 
 RESEARCHER_PAPERS_Q = """query($id: String!, $filter: ResearcherPaperFilter, $sort: PaperSort, $first: Int,

@@ -15,7 +15,8 @@ SKIPPED = {"tests", "bench", ".venv", "node_modules", ".wovepaper", ".git"}
 # Lines that name a code: `code = "X"`, `"code": "X"`, `message, code = "...", "X"`, `EdgeError(401, "X", ...)`,
 # `error_response(504, message, "X")`, `coded(error, "X")`; the code is an upper-case string literal on such a line.
 CODE_LINE = re.compile(r"\bcode\b|EdgeError\(|error_response\(|send_error\(|coded\(|count_rejection\(")
-CHAT_ERROR = re.compile(r'ChatError\(\s*"([A-Z][A-Z0-9_]+)"')
+# Errors that name their code among their first arguments, often on the line after the call's opening.
+CALL = re.compile(r'(?:ChatError|EdgeError|RequestRefused|error_response)\(\s*(?:[\w.]+,\s*){0,2}"([A-Z][A-Z0-9_]+)"')
 CODE = re.compile(r'"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]{4,})"')
 
 
@@ -29,8 +30,7 @@ def raised_codes() -> dict[str, list[str]]:
             if CODE_LINE.search(line):
                 for code in CODE.findall(line):
                     found.setdefault(code, []).append(f"{path.relative_to(ROOT)}:{number}")
-        # Chat's errors name their code first, often on the line after the call's opening.
-        for match in CHAT_ERROR.finditer(text):
+        for match in CALL.finditer(text):
             number = text.count("\n", 0, match.start(1)) + 1
             found.setdefault(match.group(1), []).append(f"{path.relative_to(ROOT)}:{number}")
     return found
