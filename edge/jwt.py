@@ -1,10 +1,11 @@
 """The site's bearer tokens: JWTs verified with PyJWT, the subject is the viewer.
 
-HS256 with a shared secret, and RS256/ES256 with public keys from a JWKS: a URL (fetched with httpx, cached,
-fetched again when it is old or a token names a key it lacks, at most once per `MIN_REFRESH_S`) or a file
-(read again when a token names a key it lacks, as often). Each token is checked with the one
-algorithm its header names and the key that algorithm calls for, so a public key can never serve as an HMAC
-secret. `exp` and `sub` are required; `exp`, `nbf` and `iat` get `LEEWAY_S` of clock skew.
+HS256 with a shared secret, and the asymmetric algorithms identity providers sign with (the RSA ones, ES256/384/512,
+EdDSA) with public keys from a JWKS: a URL (fetched with httpx, cached, fetched again when it is old or a token names
+a key it lacks, at most once per `MIN_REFRESH_S`) or a file (read again when a token names a key it lacks, as
+often). Each token is checked with the one algorithm its header names and the key that algorithm calls for, so a
+public key can never serve as an HMAC secret, and a key signs only the algorithms of its kind (only its `alg` when
+the JWK names one). `exp` and `sub` are required; `exp`, `nbf` and `iat` get `LEEWAY_S` of clock skew.
 """
 
 from __future__ import annotations
@@ -33,7 +34,17 @@ JWKS_MAX_AGE_S = 600.0
 MIN_REFRESH_S = 30.0
 JWKS_TIMEOUT_S = 5.0
 MAX_JWKS_BYTES = 1_000_000
-JWKS_ALGORITHMS = ("RS256", "ES256")
+_RSA = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
+# What a key of each kind (`kty`, and `crv` for curves) may sign with.
+KEY_ALGORITHMS: dict[tuple[str, str | None], tuple[str, ...]] = {
+    ("RSA", None): _RSA,
+    ("EC", "P-256"): ("ES256",),
+    ("EC", "P-384"): ("ES384",),
+    ("EC", "P-521"): ("ES512",),
+    ("OKP", "Ed25519"): ("EdDSA",),
+    ("OKP", "Ed448"): ("EdDSA",),
+}
+JWKS_ALGORITHMS = (*_RSA, "ES256", "ES384", "ES512", "EdDSA")
 SETTINGS_NAMES = "WOVEPAPER_JWT_SECRET, WOVEPAPER_JWKS_URL or WOVEPAPER_JWKS_FILE"
 
 
@@ -45,16 +56,43 @@ def _unauthenticated(message: str) -> EdgeError:
     return EdgeError(401, "UNAUTHENTICATED", message, headers={"www-authenticate": 'Bearer error="invalid_token"'})
 
 
-def _parse_jwks(data: bytes) -> dict[str | None, jwt.PyJWK]:
-    """The RS256/ES256 keys of a JWK Set document, by `kid`; KeysUnavailable when it has none."""
+@dataclass(frozen=True, slots=True)
+class SigningKey:
+    key: Any  # the public key, as PyJWT verifies with it
+    algorithms: tuple[str, ...]  # what it may sign with
+
+
+def _signing_key(jwk: object) -> tuple[str | None, SigningKey] | None:
+    """A JWK's `kid` and key, when it is a public signing key of a kind we verify (else None: skipped)."""
+    if not isinstance(jwk, dict) or jwk.get("use") not in (None, "sig"):
+        return None
+    kind, curve = str(jwk.get("kty")), jwk.get("crv")
+    algorithms = KEY_ALGORITHMS.get((kind, None if kind == "RSA" else str(curve)), ())
+    named = jwk.get("alg")
+    if named is not None:
+        algorithms = (named,) if named in algorithms else ()
+    if not algorithms:
+        return None
+    try:
+        parsed = jwt.PyJWK(jwk, algorithms[0])
+    except jwt.PyJWTError:
+        return None
+    kid = jwk.get("kid")
+    return (kid if isinstance(kid, str) else None), SigningKey(parsed.key, algorithms)
+
+
+def _parse_jwks(data: bytes) -> dict[str | None, SigningKey]:
+    """The signing keys of a JWK Set document, by `kid`; KeysUnavailable when it has none."""
     try:
         document = orjson.loads(data)
-        keys = jwt.PyJWKSet.from_dict(document).keys if isinstance(document, dict) else []
-    except (orjson.JSONDecodeError, jwt.PyJWTError) as exc:
+    except orjson.JSONDecodeError as exc:
         raise KeysUnavailable(f"not a JWK Set: {exc}") from exc
-    usable = {k.key_id: k for k in keys if k.algorithm_name in JWKS_ALGORITHMS and k.public_key_use in (None, "sig")}
+    keys = document.get("keys") if isinstance(document, dict) else None
+    if not isinstance(keys, list):
+        raise KeysUnavailable("not a JWK Set: no `keys` list")
+    usable = dict(key for key in map(_signing_key, keys) if key is not None)
     if not usable:
-        raise KeysUnavailable("the JWK Set holds no RS256 or ES256 signing key")
+        raise KeysUnavailable(f"the JWK Set holds no signing key of {', '.join(JWKS_ALGORITHMS)}")
     return usable
 
 
@@ -75,7 +113,7 @@ class KeySet:
         self._max_age_s = max_age_s
         self._min_refresh_s = min_refresh_s
         self._clock = clock
-        self._keys: dict[str | None, jwt.PyJWK] = {}
+        self._keys: dict[str | None, SigningKey] = {}
         self._loaded_at = float("-inf")
         self._attempted_at = float("-inf")
         self._lock = asyncio.Lock()
@@ -85,7 +123,7 @@ class KeySet:
     def loaded(self) -> bool:
         return bool(self._keys)
 
-    async def get(self, kid: str | None) -> jwt.PyJWK | None:
+    async def get(self, kid: str | None) -> SigningKey | None:
         """The key named `kid` (no `kid`: the only key, when the set has one), or None."""
         if not self._keys or self._clock() - self._loaded_at > self._max_age_s:
             await self._load()
@@ -95,7 +133,7 @@ class KeySet:
             key = self._find(kid)
         return key
 
-    def _find(self, kid: str | None) -> jwt.PyJWK | None:
+    def _find(self, kid: str | None) -> SigningKey | None:
         if kid is None:
             return next(iter(self._keys.values())) if len(self._keys) == 1 else None
         return self._keys.get(kid)
@@ -205,8 +243,9 @@ class JwtAuthenticator:
             if jwk is None:
                 named = f"`kid` {kid!r}" if kid is not None else "no `kid`"
                 raise _unauthenticated(f"The token is signed with an unknown key ({named}).")
-            if jwk.algorithm_name != algorithm:
-                raise _unauthenticated(f"The token's key {kid!r} is a {jwk.algorithm_name} key, not {algorithm}.")
+            if algorithm not in jwk.algorithms:
+                signs = "/".join(jwk.algorithms)
+                raise _unauthenticated(f"The token's key {kid!r} signs {signs}, not {algorithm}.")
             return jwk.key
         accepted = ", ".join(self.algorithms())
         raise _unauthenticated(f"The token's algorithm {algorithm!r} is not accepted; accepted: {accepted}.")

@@ -7,29 +7,40 @@ import time
 from typing import Any
 
 import jwt
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 SECRET = "test-secret-of-at-least-thirty-two-bytes!"
 OTHER_SECRET = "another-secret-of-at-least-thirty-two-bytes"
 
 
 class KeyPair:
-    """A private key for signing and its public JWK (with `kid`)."""
+    """A private key for signing and its public JWK (with `kid`). `kind`: RSA or EC (P-256), or `algorithm` for any
+    other: RS384/RS512/PS256.. (RSA), ES384/ES512 (EC P-384/P-521), EdDSA (Ed25519). `declare`: whether the JWK
+    names its `alg` (identity providers often leave it out)."""
 
-    def __init__(self, kid: str, kind: str = "RSA") -> None:
+    def __init__(self, kid: str, kind: str = "RSA", *, algorithm: str | None = None, declare: bool = True) -> None:
         self.kid = kid
-        self.algorithm = "RS256" if kind == "RSA" else "ES256"
-        if kind == "RSA":
+        self.algorithm = algorithm or ("RS256" if kind == "RSA" else "ES256")
+        family = self.algorithm[:2]
+        if family in ("RS", "PS"):
             self.private: Any = rsa.generate_private_key(public_exponent=65537, key_size=2048)
             jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.private.public_key()))
-        else:
-            self.private = ec.generate_private_key(ec.SECP256R1())
+        elif family == "ES":
+            curve = {"ES256": ec.SECP256R1(), "ES384": ec.SECP384R1(), "ES512": ec.SECP521R1()}[self.algorithm]
+            self.private = ec.generate_private_key(curve)
             jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(self.private.public_key()))
-        self.jwk = {**jwk, "kid": kid, "use": "sig", "alg": self.algorithm}
+        else:
+            self.private = ed25519.Ed25519PrivateKey.generate()
+            jwk = json.loads(jwt.algorithms.OKPAlgorithm.to_jwk(self.private.public_key()))
+        self.jwk = {**jwk, "kid": kid, "use": "sig"}
+        if declare:
+            self.jwk["alg"] = self.algorithm
 
-    def token(self, sub: str = "reader-1", *, kid: str | None = None, **claims: Any) -> str:
+    def token(
+        self, sub: str = "reader-1", *, kid: str | None = None, algorithm: str | None = None, **claims: Any
+    ) -> str:
         headers = {"kid": kid or self.kid}
-        return jwt.encode(_claims(sub, claims), self.private, algorithm=self.algorithm, headers=headers)
+        return jwt.encode(_claims(sub, claims), self.private, algorithm=algorithm or self.algorithm, headers=headers)
 
 
 def jwks(*pairs: KeyPair) -> dict[str, Any]:

@@ -150,9 +150,32 @@ async def test_rs256_and_es256_tokens_verify_with_their_jwks_keys() -> None:
     assert await verify(SCOPE, RSA.token("r")) == "r"
     assert await verify(SCOPE, EC.token("e")) == "e"
     mislabelled = RSA.token("x", kid=EC.kid)  # an RS256 token naming the EC key
-    assert "is a ES256 key, not RS256" in (await refused(verify, mislabelled)).message
+    assert "signs ES256, not RS256" in (await refused(verify, mislabelled)).message
     no_keys = await refused(hs_verifier(), RSA.token())
     assert "neither WOVEPAPER_JWKS_URL nor WOVEPAPER_JWKS_FILE is set" in no_keys.message
+
+
+@pytest.mark.parametrize("algorithm", ["RS384", "RS512", "PS256", "PS512", "ES384", "ES512", "EdDSA"])
+@pytest.mark.parametrize("declare", [True, False], ids=["alg-named", "alg-left-out"])
+async def test_every_asymmetric_algorithm_of_the_providers_verifies(algorithm: str, declare: bool) -> None:
+    # EdDSA: Better Auth's default; PS256: Auth0's option; ES384 and RS512: Keycloak's. A JWK may leave `alg` out.
+    pair = KeyPair(f"k-{algorithm}", algorithm=algorithm, declare=declare)
+    verify = JwtAuthenticator(keys=KeySet(FakeJwks(jwks(pair, RSA))))
+    assert await verify(SCOPE, pair.token("r")) == "r"
+    assert algorithm in verify.algorithms()
+
+
+async def test_a_key_signs_only_the_algorithms_of_its_kind() -> None:
+    rsa_any = KeyPair("rsa-any", declare=False)
+    verify = JwtAuthenticator(keys=KeySet(FakeJwks(jwks(rsa_any, RSA, EC))))
+    # An RSA key without `alg` signs any RSA algorithm; one that names its `alg` signs that one only.
+    assert await verify(SCOPE, rsa_any.token("r", algorithm="PS384")) == "r"
+    named = await refused(verify, RSA.token("x", algorithm="RS512"))
+    assert "signs RS256, not RS512" in named.message
+    # An EC P-256 key signs ES256 only: a token naming it with ES384 is refused before any verification.
+    p384 = KeyPair("ec-384", algorithm="ES384")
+    mislabelled = p384.token("x", kid=EC.kid)
+    assert "signs ES256, not ES384" in (await refused(verify, mislabelled)).message
 
 
 async def test_an_unknown_kid_refetches_the_keys_once_per_window() -> None:
