@@ -264,6 +264,7 @@ class Answer:
     prompt: Prompt
     day: date
     _usage: Usage = field(default_factory=Usage, init=False)
+    _finish: str | None = field(default=None, init=False)
 
     @property
     def sources(self) -> list[PaperRow]:
@@ -312,6 +313,13 @@ class Answer:
                     "The language model did not answer; try again in a moment.",
                     status=502,
                 ) from None
+            if not "".join(shown).strip():
+                # Nothing to store: a reasoning model that spent its tokens thinking, a provider's filter.
+                log.warning("chat answer empty (the model ended with %r)", self._finish)
+                await release_chat_message(self.service.pool, self.question.viewer_id, self.day)
+                raise ChatError(
+                    "MODEL_UNAVAILABLE", "The language model gave no answer; try again in a moment.", status=502
+                )
             usage = self._usage
             MODEL_TOKENS.labels("prompt").inc(usage.prompt_tokens)
             MODEL_TOKENS.labels("completion").inc(usage.completion_tokens)
@@ -356,7 +364,7 @@ class Answer:
                     if text := citations.feed(part.text):
                         yield text
                 else:
-                    self._usage = part.usage
+                    self._usage, self._finish = part.usage, part.finish_reason
         if tail := citations.flush():
             yield tail
 
