@@ -215,36 +215,24 @@ async def test_invalidation_purges_the_cdn_tags(seeded: Any, redis_url: str, cac
 
 
 async def test_cors_preflight_and_credentials(seeded: Any, redis_url: str, cache_namespace: str) -> None:
-    async with api(seeded, redis_url, cache_namespace, cors_origins="https://wovepaper.example") as (client, _):
-        preflight = await client.options(
-            "/graphql",
-            headers={
-                "origin": "https://wovepaper.example",
-                "access-control-request-method": "POST",
-                "access-control-request-headers": "content-type",
-            },
-        )
-        assert preflight.status_code == 200
-        assert preflight.headers["access-control-allow-origin"] == "https://wovepaper.example"
-        assert preflight.headers["access-control-allow-credentials"] == "true"
-        call = await client.post(
-            "/graphql", json={"query": "{ __typename }"}, headers={"origin": "https://wovepaper.example"}
-        )
-        assert call.headers["access-control-allow-origin"] == "https://wovepaper.example"
+    site = "https://wovepaper.example"
+
+    async def preflight(path: str, origin: str, headers: str = "content-type") -> Any:
+        asked = {"origin": origin, "access-control-request-method": "POST", "access-control-request-headers": headers}
+        return await client.options(path, headers=asked)
+
+    async with api(seeded, redis_url, cache_namespace, cors_origins=site) as (client, _):
+        allowed = await preflight("/graphql", site)
+        assert allowed.status_code == 200
+        assert allowed.headers["access-control-allow-origin"] == site
+        assert allowed.headers["access-control-allow-credentials"] == "true"
+        call = await client.post("/graphql", json={"query": "{ __typename }"}, headers={"origin": site})
+        assert call.headers["access-control-allow-origin"] == site
         assert "x-ratelimit-remaining" in call.headers["access-control-expose-headers"]
-        other = await client.options(
-            "/graphql", headers={"origin": "https://elsewhere.example", "access-control-request-method": "POST"}
-        )
+        other = await preflight("/graphql", "https://elsewhere.example")
         assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
         # The chat dock's retries send their key from the browser.
-        chat = await client.options(
-            "/chat",
-            headers={
-                "origin": "https://wovepaper.example",
-                "access-control-request-method": "POST",
-                "access-control-request-headers": "authorization, content-type, idempotency-key",
-            },
-        )
+        chat = await preflight("/chat", site, "authorization, content-type, idempotency-key")
         assert chat.status_code == 200 and "idempotency-key" in chat.headers["access-control-allow-headers"].lower()
 
 
