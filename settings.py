@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     cdn_max_age_s: int = Field(60, ge=0)
     cdn_stale_while_revalidate_s: int = Field(600, ge=0)
     purge_url: str | None = None
+    # Sent to the purge hook as `Authorization: Bearer`, so that it can refuse anyone else's purges.
+    purge_token: SecretStr | None = None
     cors_origins: str = ""
     graphiql: bool = True
     introspection: bool = True

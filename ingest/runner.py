@@ -56,7 +56,8 @@ async def _resources(settings: Settings) -> AsyncIterator[tuple[asyncpg.Connecti
         cache = CacheStore(
             redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
         )
-    purge = HttpPurge(settings.purge_url) if settings.purge_url and cache is not None else None
+    token = settings.purge_token.get_secret_value() if settings.purge_token is not None else None
+    purge = HttpPurge(settings.purge_url, token=token) if settings.purge_url and cache is not None else None
     if purge is not None and cache is not None:
         attach_purge(cache, purge)
     try:

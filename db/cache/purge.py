@@ -1,36 +1,70 @@
 """The CDN purge hook: POSTs the tags an invalidation made stale to WOVEPAPER_PURGE_URL.
 
 The body is `{"tags": ["paper:12", "researcher:7", "lists", ...]}`, the names responses carry in
-`Surrogate-Key` / `Cache-Tag`; a small adapter at that URL turns it into the CDN's own purge call.
-A failed purge is logged, never raised: the entries it missed expire with their `max-age`.
+`Surrogate-Key` / `Cache-Tag`, at most TAGS_PER_REQUEST a request; a small adapter at that URL turns it into the
+CDN's own purge call, and can tell the API from strangers by WOVEPAPER_PURGE_TOKEN (`Authorization: Bearer`).
+A passing failure (a timeout, a refused connection, 429 or 5xx) is retried by the upstream rules (retry_rules.py,
+`Retry-After` included); one that lasts is logged, never raised, and the other requests of the purge still go: the
+entries it missed expire with their `max-age`.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from typing import Final
 
 import httpx
+
+from retry_rules import Clock, RetryPolicy, retry_after_seconds
 
 log = logging.getLogger(__name__)
 
 TIMEOUT_S: Final = 5.0
 TAGS_PER_REQUEST: Final = 1000
+# A purge runs after the ingest's commit, in its process: a few quick attempts, no long waits.
+PURGE_RETRY: Final = RetryPolicy(max_attempts=4, base_delay_s=0.5, max_delay_s=5.0, max_retry_after_s=30.0)
 
 
 class HttpPurge:
-    def __init__(self, url: str, *, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        policy: RetryPolicy = PURGE_RETRY,
+        clock: Clock | None = None,
+    ) -> None:
         self.url = url
         self.client = client or httpx.AsyncClient(timeout=TIMEOUT_S)
+        self.headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.policy = policy
+        self.clock = clock or Clock()
 
     async def __call__(self, tags: list[str]) -> None:
         for start in range(0, len(tags), TAGS_PER_REQUEST):
+            await self._send(tags[start : start + TAGS_PER_REQUEST])
+
+    async def _send(self, tags: list[str]) -> None:
+        for attempt in range(self.policy.max_attempts):
+            wait: float | None = None
             try:
-                response = await self.client.post(self.url, json={"tags": tags[start : start + TAGS_PER_REQUEST]})
-                response.raise_for_status()
-            except httpx.HTTPError as exc:
-                log.warning("CDN purge of %d tags failed: %s", len(tags), exc)
-                return
+                response = await self.client.post(self.url, json={"tags": tags}, headers=self.headers)
+            except httpx.TransportError as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.is_success:
+                    return
+                failure = f"HTTP {response.status_code}"
+                if response.status_code not in self.policy.retry_statuses:
+                    break
+                wait = retry_after_seconds(response.headers.get("retry-after"))
+                if wait is not None and wait > self.policy.max_retry_after_s:
+                    break
+            if attempt + 1 < self.policy.max_attempts:
+                await self.clock.sleep(wait if wait is not None else self.policy.backoff_s(attempt, random.random))
+        log.warning("CDN purge of %d tags failed: %s", len(tags), failure)
 
     async def aclose(self) -> None:
         await self.client.aclose()
