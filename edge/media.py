@@ -22,8 +22,10 @@ JSON: Final = JSON_TYPE
 GRAPHQL_RESPONSE: Final = b"application/graphql-response+json; charset=utf-8"
 _GRAPHQL_RESPONSE_TYPE: Final = b"application/graphql-response+json"
 # Accept values seen, and the type each chose (forgotten all at once when full: clients send a handful of them).
+# Only short ones: a client sending long made-up values must not fill memory with them.
 _CHOSEN: dict[bytes, bytes] = {}
 _CHOSEN_SIZE: Final = 1024
+_CHOSEN_VALUE_BYTES: Final = 256
 
 
 def negotiate(accept: bytes | None) -> bytes:
@@ -46,6 +48,8 @@ def media_of(headers: Mapping[bytes, bytes]) -> bytes:
 
 def _remember(accept: bytes) -> bytes:
     chosen = _choose(accept)
+    if len(accept) > _CHOSEN_VALUE_BYTES:
+        return chosen
     if len(_CHOSEN) >= _CHOSEN_SIZE:
         _CHOSEN.clear()
     _CHOSEN[accept] = chosen

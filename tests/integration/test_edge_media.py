@@ -85,6 +85,15 @@ def test_negotiation(accept: bytes | None, chosen: bytes) -> None:
     assert negotiate(accept) is chosen
 
 
+def test_long_made_up_accept_values_are_chosen_for_but_not_remembered() -> None:
+    from edge import media
+
+    before = len(media._CHOSEN)
+    for n in range(2_000):
+        assert negotiate(b"application/graphql-response+json, " + b"x/%d;q=0.1, " % n * 40) is GRAPHQL_RESPONSE
+    assert len(media._CHOSEN) == before
+
+
 async def graphql(client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
     return await client.post("/graphql", json=body, headers=headers)
 
