@@ -210,7 +210,7 @@ class ModelClient:
         except httpx.TransportError as exc:
             raise _Retry(self._transport_failure(exc)) from None
         if not resp.is_success:
-            self._status_failure(resp.status_code, resp.headers, resp.content)
+            self._status_failure(resp.status_code, resp.headers, resp.content, body)
         try:
             return parse_completion(orjson.loads(resp.content))
         except orjson.JSONDecodeError:
@@ -259,7 +259,7 @@ class ModelClient:
         try:
             async with self.http.stream("POST", COMPLETIONS_PATH, json=body) as resp:
                 if not resp.is_success:
-                    self._status_failure(resp.status_code, resp.headers, await resp.aread())
+                    self._status_failure(resp.status_code, resp.headers, await resp.aread(), body)
                 ended = False
                 async for line in resp.aiter_lines():
                     data = decoder.feed(line)
@@ -343,9 +343,11 @@ class ModelClient:
         await self.clock.sleep(wait)
         return attempt
 
-    def _status_failure(self, status: int, headers: httpx.Headers, body: bytes) -> NoReturn:
+    def _status_failure(self, status: int, headers: httpx.Headers, body: bytes, sent: dict[str, Any]) -> NoReturn:
         what = self._mask(describe_error_body(body, headers.get("content-type", "")))
-        if (param := refused_parameter(status, body)) is not None and self.dialect.give_up(param):
+        # Given up only when the request carried it: a refusal naming what was not sent is the request's failure.
+        param = refused_parameter(status, body)
+        if param is not None and param in sent and self.dialect.give_up(param):
             log.warning("the model endpoint refuses `%s` (%s); sending the request without it from now on", param, what)
             raise _Adapted()
         delay = _retry_after(headers)

@@ -80,18 +80,20 @@ def json_schema_format(name: str, schema: dict[str, Any], *, description: str | 
 
 
 # The request's optional parts an endpoint may refuse, each with what to send instead.
-ADAPTABLE = ("max_tokens", "temperature", "stream_options")
+ADAPTABLE = ("max_tokens", "temperature", "stream_options", "response_format")
 
 
 @dataclass(slots=True)
 class Dialect:
     """What the endpoint takes of the request's optional parts, learnt from its refusals. OpenAI's reasoning models
     (o-series, GPT-5 and later) refuse `max_tokens` ("Use 'max_completion_tokens' instead") and any `temperature`
-    but the default; some servers refuse `stream_options`. Each is given up once, for the client's life."""
+    but the default; some servers refuse `stream_options`, or structured outputs (`response_format`: its schema then
+    goes into the first message instead). Each is given up once, for the client's life."""
 
     limit_field: str = "max_tokens"
     temperature: bool = True
     stream_options: bool = True
+    response_format: bool = True
 
     def give_up(self, param: str) -> bool:
         """Stop sending `param` as it was sent; False when that was done already (the refusal is the request's)."""
@@ -101,6 +103,8 @@ class Dialect:
             self.temperature = False
         elif param == "stream_options" and self.stream_options:
             self.stream_options = False
+        elif param == "response_format" and self.response_format:
+            self.response_format = False
         else:
             return False
         return True
@@ -124,6 +128,19 @@ def refused_parameter(status: int, body: bytes) -> str | None:
     return named[0] if len(named) == 1 else None
 
 
+def with_format_in_prompt(messages: Sequence[ChatMessage], response_format: dict[str, Any]) -> list[ChatMessage]:
+    """The messages with what `response_format` asked for written into the first one (a system message, where
+    there is one: some chat templates take a system message first only)."""
+    spec = response_format.get("json_schema")
+    if response_format.get("type") == "json_schema" and isinstance(spec, dict):
+        schema = orjson.dumps(spec.get("schema", {})).decode()
+        note = f"Answer with one JSON object, and nothing else, that follows this JSON Schema:\n{schema}"
+    else:
+        note = "Answer with one JSON object, and nothing else."
+    first, *rest = messages
+    return [ChatMessage(first.role, f"{first.content}\n\n{note}"), *rest]
+
+
 def request_body(
     model: str,
     messages: Sequence[ChatMessage],
@@ -137,6 +154,8 @@ def request_body(
 ) -> dict[str, Any]:
     # `max_tokens` first: every OpenAI-compatible server reads it, and the dialect learns when one does not.
     dialect = dialect or Dialect()
+    if response_format is not None and not dialect.response_format:
+        messages, response_format = with_format_in_prompt(messages, response_format), None
     body: dict[str, Any] = {
         "model": model,
         "messages": [m.wire() for m in messages],

@@ -320,6 +320,12 @@ REFUSALS: dict[str, dict[str, Any]] = {
         "param": "temperature",
         "code": "unsupported_value",
     },
+    # A server whose model has no structured outputs (as Groq answers for some of its models).
+    "response_format": {
+        "message": "response_format `json_schema` is not supported with this model",
+        "type": "invalid_request_error",
+        "param": "response_format",
+    },
     # Azure OpenAI's older API versions, without a `param`.
     "stream_options": {
         "message": "Unrecognized request argument supplied: stream_options",

@@ -146,6 +146,22 @@ async def test_without_stream_options_the_usage_is_estimated(model: FakeModel) -
     assert "stream_options" in model.requests[0].body and "stream_options" not in model.requests[1].body
 
 
+async def test_without_structured_outputs_the_schema_goes_into_the_first_message(model: FakeModel) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    model.then(refused("response_format"), reply('{"a": "b"}'))
+    async with client(model) as c:
+        answer = await c.complete(ASK, max_tokens=50, response_format=json_schema_format("thing", schema))
+    assert answer.text == '{"a": "b"}'
+    first, second = (r.body for r in model.requests)
+    assert first["response_format"]["type"] == "json_schema" and "response_format" not in second
+    system, user = second["messages"]
+    assert system["role"] == "system" and system["content"].startswith("Answer briefly.\n\n")
+    assert system["content"].endswith(
+        'follows this JSON Schema:\n{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}'
+    )
+    assert user == first["messages"][1]
+
+
 async def test_other_refusals_and_a_refusal_repeated_are_not_sent_again(model: FakeModel) -> None:
     messages = {"message": "Invalid 'messages[1].role': 'robot'.", "type": "invalid_request_error", "param": "messages"}
     model.then(status(400, {"error": messages}))
