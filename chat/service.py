@@ -341,6 +341,7 @@ class Answer:
                 completion_tokens=usage.completion_tokens,
                 model=self.service.model.model if self.service.model and self.sources else None,
                 day=self.day,
+                tokens_estimated=usage.estimated,
                 idempotency_key=self.question.idempotency_key,
             )
         if saved is None:
@@ -391,5 +392,5 @@ class Replay:
         a = self.answer
         yield Sources(self.sources)
         yield Delta(a.text)
-        usage = Usage(a.prompt_tokens, a.completion_tokens)
+        usage = Usage(a.prompt_tokens, a.completion_tokens, a.tokens_estimated)
         yield Done(a.conversation_id, a.message_id, a.text, self.citations, a.removed_citations, usage, replayed=True)

@@ -14,3 +14,7 @@ CREATE TABLE chat_requests (
     PRIMARY KEY (viewer_id, key)
 );
 CREATE INDEX chat_requests_answer_idx ON chat_requests (answer_id) WHERE answer_id IS NOT NULL;
+
+-- Whether an answer's token counts are the server's or estimated (a server that reports no usage): a retried key
+-- replays the figures as they were reported.
+ALTER TABLE conversation_messages ADD COLUMN tokens_estimated boolean NOT NULL DEFAULT false;

@@ -76,12 +76,14 @@ INSERT_CONVERSATION = "INSERT INTO conversations (viewer_id, title) VALUES ($1, 
 TOUCH_CONVERSATION = "UPDATE conversations SET updated_at = now() WHERE id = $1 AND viewer_id = $2 RETURNING id"
 INSERT_MESSAGES = """
 INSERT INTO conversation_messages (conversation_id, role, text, scope, cited_paper_ids, source_paper_ids,
-                                   removed_citations, prompt_tokens, completion_tokens, model)
+                                   removed_citations, prompt_tokens, completion_tokens, tokens_estimated, model)
 SELECT $1::bigint, m.role, m.text, m.scope::jsonb, m.cited, m.sources, m.removed, m.prompt_tokens,
-       m.completion_tokens, m.model
-FROM (VALUES ('user', $2::text, $3::text, '{}'::bigint[], $4::bigint[], 0, NULL::int, NULL::int, NULL::text),
-             ('assistant', $5::text, NULL, $6::bigint[], $4::bigint[], $7::int, $8::int, $9::int, $10::text))
-     AS m (role, text, scope, cited, sources, removed, prompt_tokens, completion_tokens, model)
+       m.completion_tokens, m.estimated, m.model
+FROM (VALUES ('user', $2::text, $3::text, '{}'::bigint[], $4::bigint[], 0, NULL::int, NULL::int, false,
+              NULL::text),
+             ('assistant', $5::text, NULL, $6::bigint[], $4::bigint[], $7::int, $8::int, $9::int, $11::bool,
+              $10::text))
+     AS m (role, text, scope, cited, sources, removed, prompt_tokens, completion_tokens, estimated, model)
 ORDER BY m.role DESC
 RETURNING id, role
 """
@@ -114,7 +116,8 @@ RETURNING true
 """
 SELECT_REQUEST = """
 SELECT r.fingerprint, extract(epoch FROM now() - r.started_at)::float8, m.conversation_id, m.id, m.text,
-       m.cited_paper_ids, m.source_paper_ids, m.removed_citations, m.prompt_tokens, m.completion_tokens
+       m.cited_paper_ids, m.source_paper_ids, m.removed_citations, m.prompt_tokens, m.completion_tokens,
+       m.tokens_estimated
 FROM chat_requests r LEFT JOIN conversation_messages m ON m.id = r.answer_id
 WHERE r.viewer_id = $1 AND r.key = $2
 """
@@ -135,6 +138,7 @@ class StoredAnswer:
     removed_citations: int
     prompt_tokens: int
     completion_tokens: int
+    tokens_estimated: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +170,7 @@ async def claim_chat_request(
                 continue
             answer = None
             if r[3] is not None:
-                answer = StoredAnswer(r[2], r[3], r[4], list(r[5]), list(r[6]), r[7], r[8] or 0, r[9] or 0)
+                answer = StoredAnswer(r[2], r[3], r[4], list(r[5]), list(r[6]), r[7], r[8] or 0, r[9] or 0, r[10])
             return Taken(bytes(r[0]), r[1], answer)
 
 
@@ -230,6 +234,7 @@ async def save_turn(
     completion_tokens: int,
     model: str | None,
     day: date,
+    tokens_estimated: bool = False,
     idempotency_key: str | None = None,
 ) -> SavedTurn | None:
     """A question and its answer, in one transaction with the tokens they cost and the idempotency key that
@@ -251,6 +256,7 @@ async def save_turn(
             prompt_tokens,
             completion_tokens,
             model,
+            tokens_estimated,
         )
         await conn.execute(ADD_TOKENS, viewer_id, day, prompt_tokens, completion_tokens)
         ids = {r["role"]: r["id"] for r in rows}

@@ -572,6 +572,16 @@ async def test_a_retried_key_gets_the_stored_answer_once_asked_once_counted(serv
         assert error_of(refused)["code"] == "RATE_LIMITED"
 
 
+async def test_a_replay_reports_the_tokens_as_they_were_reported(serve: Serve, model: FakeModel) -> None:
+    model.then(reply("An answer from a server that counts no tokens.", usage=None))
+    async with serve() as client:
+        _, first = await ask(client, {"question": QUESTION}, reader="reader-estimated", key=KEY_1)
+        _, again = await ask(client, {"question": QUESTION}, reader="reader-estimated", key=KEY_1)
+    usage = first[-1].data["usage"]
+    assert usage["estimated"] is True and usage["completionTokens"] > 0
+    assert again[-1].data["replayed"] is True and again[-1].data["usage"] == usage
+
+
 async def test_a_retry_while_the_answer_is_written_is_in_progress_then_gets_it(serve: Serve, model: FakeModel) -> None:
     reader, arrived, gate = "reader-impatient", asyncio.Event(), asyncio.Event()
 
