@@ -11,7 +11,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from edge.identity import parse_networks
-from llm.config import ModelConfig
+from llm.config import REASONING_TOKENS, ModelConfig
 
 # Written into feeds and links as is: a scheme, a host and a path, nothing that needs escaping.
 _PUBLIC_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d{1,5})?(?:/[A-Za-z0-9._~/-]*)?$")
@@ -133,7 +133,7 @@ class Settings(BaseSettings):
     # For reasoning models: `reasoning_effort` to send (unset: none, the model's default), and the tokens added to
     # each answer's cap for its reasoning (when the effort is set, or the endpoint takes `max_completion_tokens`).
     llm_reasoning_effort: str | None = None
-    llm_reasoning_tokens: int = Field(4_000, ge=0)
+    llm_reasoning_tokens: int = Field(REASONING_TOKENS, ge=0)
     # Tokens `ingest analyse` may spend per UTC day (0: no limit).
     llm_daily_tokens: int = Field(1_000_000, ge=0)
     # Questions each signed-in reader may ask per UTC day.

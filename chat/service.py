@@ -32,7 +32,6 @@ from db.connection import Conn
 from db.queries.chat import (
     MessageRow,
     StoredAnswer,
-    Taken,
     claim_chat_request,
     fetch_conversation,
     fetch_recent_messages,
@@ -185,18 +184,19 @@ class ChatService:
             raise
 
     async def _claim(self, question: Question, key: str) -> Replay | None:
+        fingerprint = question.fingerprint()
         async with self.pool.acquire() as conn:
             held = await claim_chat_request(
                 conn,
                 question.viewer_id,
                 key,
-                question.fingerprint(),
+                fingerprint,
                 abandoned_after_s=self.answer_timeout_s + ABANDONED_AFTER_S,
                 expires_after_s=IDEMPOTENCY_KEY_TTL_S,
             )
-            if not isinstance(held, Taken):
+            if held is None:
                 return None
-            if held.fingerprint != question.fingerprint():
+            if held.fingerprint != fingerprint:
                 raise ChatError(
                     "IDEMPOTENCY_KEY_REUSED",
                     "This idempotency key was used for another question; use a new key for a new question.",
@@ -307,19 +307,11 @@ class Answer:
                         yield Delta(text)
             except (ModelRequestFailed, TimeoutError) as exc:
                 log.warning("chat answer failed: %s", exc)
-                await release_chat_message(self.service.pool, self.question.viewer_id, self.day)
-                raise ChatError(
-                    "MODEL_UNAVAILABLE",
-                    "The language model did not answer; try again in a moment.",
-                    status=502,
-                ) from None
-            if not "".join(shown).strip():
+                raise await self._given_back("The language model did not answer; try again in a moment.") from None
+            if not any(part.strip() for part in shown):
                 # Nothing to store: a reasoning model that spent its tokens thinking, a provider's filter.
                 log.warning("chat answer empty (the model ended with %r)", self._finish)
-                await release_chat_message(self.service.pool, self.question.viewer_id, self.day)
-                raise ChatError(
-                    "MODEL_UNAVAILABLE", "The language model gave no answer; try again in a moment.", status=502
-                )
+                raise await self._given_back("The language model gave no answer; try again in a moment.")
             usage = self._usage
             MODEL_TOKENS.labels("prompt").inc(usage.prompt_tokens)
             MODEL_TOKENS.labels("completion").inc(usage.completion_tokens)
@@ -347,6 +339,11 @@ class Answer:
         if saved is None:
             raise ChatError("NOT_FOUND", "The conversation was deleted while the answer was written.", status=404)
         yield Done(saved.conversation_id, saved.answer_id, text, cited, citations.removed, usage)
+
+    async def _given_back(self, message: str) -> ChatError:
+        """The question given back to the reader's quota (the model never answered it), and the error to raise."""
+        await release_chat_message(self.service.pool, self.question.viewer_id, self.day)
+        return ChatError("MODEL_UNAVAILABLE", message, status=502)
 
     async def _model_text(self, citations: CitationFilter) -> AsyncGenerator[str, None]:
         model = self.service.model

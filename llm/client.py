@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 import httpx
 import orjson
 
-from llm.config import ModelConfig
+from llm.config import REASONING_TOKENS, ModelConfig
 from llm.errors import (
     AnswerBrokeOff,
     MalformedModelResponse,
@@ -114,7 +114,7 @@ class ModelClient:
         max_connections: int = 8,
         rng: Callable[[], float] = random.random,
         reasoning_effort: str | None = None,
-        reasoning_tokens: int = 0,
+        reasoning_tokens: int = REASONING_TOKENS,
     ) -> None:
         self.model = model
         self.dialect = Dialect()

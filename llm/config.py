@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 # The settings an operator sets to turn analysis and chat on (named in the "not configured" messages).
 REQUIRED_SETTINGS = ("WOVEPAPER_LLM_API_URL", "WOVEPAPER_LLM_MODEL")
+# Room for a reasoning model's reasoning in each answer's cap (WOVEPAPER_LLM_REASONING_TOKENS's default).
+REASONING_TOKENS = 4_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +20,7 @@ class ModelConfig:
     # Sent as `reasoning_effort` when set ("minimal", "low", ... as the model takes them).
     reasoning_effort: str | None = None
     # Added to each request's output cap for a reasoning model (see ModelClient._body).
-    reasoning_tokens: int = 4_000
+    reasoning_tokens: int = REASONING_TOKENS
 
 
 def not_configured_message() -> str:

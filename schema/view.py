@@ -18,7 +18,7 @@ import orjson
 import strawberry.http.async_base_view as strawberry_view
 from cross_web import AsyncHTTPRequestAdapter, HTTPException, StarletteRequestAdapter
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
@@ -27,6 +27,7 @@ from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionResult
 
+from edge.errors import EdgeError, send_error
 from edge.media import JSON
 from edge.request import GraphQLRequest, response_type
 from resolvers.context import Context
@@ -45,23 +46,8 @@ class OperationTimeout(Exception):
     pass
 
 
-class RequestRefused(Exception):
-    """A request error Strawberry raises rather than answers (no operation to run, one the method may not run)."""
-
-    def __init__(self, status: int, message: str, code: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.code = code
-        self.headers = headers
-
-
-def error_response(
-    status: int, message: str, code: str, media: bytes = JSON, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    """A GraphQL-shaped error body, without `data`, for failures outside execution (the operation timeout)."""
-    body = {"errors": [{"message": message, "extensions": {"code": code}}]}
-    return JSONResponse(body, status_code=status, headers=headers, media_type=media.decode())
+# What a 405 names for an operation only POST may run.
+MUTATIONS_ALLOWED = {"allow": "POST"}
 
 
 class _SubResponse(Response):
@@ -156,9 +142,9 @@ class GraphQLView(GraphQL[Context, None]):
             cause = exc.__cause__
             if isinstance(cause, InvalidOperationTypeError):
                 # GraphQL over HTTP: a mutation by GET is a 405, naming the method that may run it.
-                raise RequestRefused(405, exc.reason, "METHOD_NOT_ALLOWED", {"allow": "POST"}) from exc
+                raise EdgeError(405, "METHOD_NOT_ALLOWED", exc.reason, headers=MUTATIONS_ALLOWED) from exc
             if isinstance(cause, CannotGetOperationTypeError | MissingQueryError):
-                raise RequestRefused(400, exc.reason, "BAD_REQUEST") from exc
+                raise EdgeError(400, "BAD_REQUEST", exc.reason) from exc
             raise
 
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
@@ -195,14 +181,13 @@ class GraphQLView(GraphQL[Context, None]):
             return
         try:
             await super().__call__(scope, receive, send)
-        except RequestRefused as exc:
-            answer = error_response(exc.status, exc.message, exc.code, response_type(scope), exc.headers)
-            await answer(scope, receive, send)
+        except EdgeError as exc:  # a request error Strawberry raises rather than answers
+            await send_error(send, exc, response_type(scope))
         except OperationTimeout:
             seconds = self.settings.operation_timeout_s
             logger.warning("operation timed out after %ss", seconds)
             message = f"The operation took longer than {seconds:g}s."
-            await error_response(504, message, "TIMEOUT", response_type(scope))(scope, receive, send)
+            await send_error(send, EdgeError(504, "TIMEOUT", message), response_type(scope))
 
 
 def _masked(response: GraphQLHTTPResponse) -> bool:

@@ -104,20 +104,18 @@ WHERE viewer_id = $1 AND day = $2
 
 # -- idempotency keys ---------------------------------------------------------------------------------------
 
-# The key is the caller's: take it when it is new, expired, or abandoned by a worker that died mid-answer (the
-# same question, still unanswered after the answer's time limit).
+# The key is the caller's: take it when it is new (expired keys are deleted first), or abandoned by a worker that
+# died mid-answer (the same question, still unanswered after the answer's time limit).
 CLAIM_REQUEST = """
 INSERT INTO chat_requests AS r (viewer_id, key, fingerprint) VALUES ($1, $2, $3)
-ON CONFLICT (viewer_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, started_at = now(), answer_id = NULL
-WHERE r.started_at < now() - make_interval(secs => $5::float8)
-   OR (r.answer_id IS NULL AND r.fingerprint = excluded.fingerprint
-       AND r.started_at < now() - make_interval(secs => $4::float8))
+ON CONFLICT (viewer_id, key) DO UPDATE SET started_at = now()
+WHERE r.answer_id IS NULL AND r.fingerprint = excluded.fingerprint
+  AND r.started_at < now() - make_interval(secs => $4::float8)
 RETURNING true
 """
 SELECT_REQUEST = """
-SELECT r.fingerprint, extract(epoch FROM now() - r.started_at)::float8, m.conversation_id, m.id, m.text,
-       m.cited_paper_ids, m.source_paper_ids, m.removed_citations, m.prompt_tokens, m.completion_tokens,
-       m.tokens_estimated
+SELECT r.fingerprint, m.conversation_id, m.id, m.text, m.cited_paper_ids, m.source_paper_ids, m.removed_citations,
+       m.prompt_tokens, m.completion_tokens, m.tokens_estimated
 FROM chat_requests r LEFT JOIN conversation_messages m ON m.id = r.answer_id
 WHERE r.viewer_id = $1 AND r.key = $2
 """
@@ -142,36 +140,30 @@ class StoredAnswer:
 
 
 @dataclass(frozen=True, slots=True)
-class Claimed:
-    """The key is this request's: answer the question."""
-
-
-@dataclass(frozen=True, slots=True)
 class Taken:
-    """The key is held: by another question (`fingerprint` differs), an answer still being written
-    (`answer` None, started `age_s` ago), or an answer already stored."""
+    """The key is held: by another question (`fingerprint` differs), an answer still being written (`answer`
+    None), or an answer already stored."""
 
     fingerprint: bytes
-    age_s: float
     answer: StoredAnswer | None
 
 
 async def claim_chat_request(
     conn: Conn, viewer_id: str, key: str, fingerprint: bytes, *, abandoned_after_s: float, expires_after_s: float
-) -> Claimed | Taken:
-    """Take the reader's key for this question, or say who holds it. Expired keys of the reader go on the way."""
+) -> Taken | None:
+    """Take the reader's key for this question (None), or say who holds it. Expired keys of the reader go first."""
     async with conn.transaction():
         await conn.execute(EXPIRE_REQUESTS, viewer_id, expires_after_s)
         while True:
-            if await conn.fetchval(CLAIM_REQUEST, viewer_id, key, fingerprint, abandoned_after_s, expires_after_s):
-                return Claimed()
+            if await conn.fetchval(CLAIM_REQUEST, viewer_id, key, fingerprint, abandoned_after_s):
+                return None
             r = await conn.fetchrow(SELECT_REQUEST, viewer_id, key)
             if r is None:  # deleted between the two (its answer failed): claim it again
                 continue
             answer = None
-            if r[3] is not None:
-                answer = StoredAnswer(r[2], r[3], r[4], list(r[5]), list(r[6]), r[7], r[8] or 0, r[9] or 0, r[10])
-            return Taken(bytes(r[0]), r[1], answer)
+            if r[2] is not None:
+                answer = StoredAnswer(r[1], r[2], r[3], list(r[4]), list(r[5]), r[6], r[7] or 0, r[8] or 0, r[9])
+            return Taken(bytes(r[0]), answer)
 
 
 async def forget_chat_request(conn: Conn | asyncpg.Pool, viewer_id: str, key: str) -> None:

@@ -13,10 +13,10 @@ from error_codes import ERROR_CODES
 ROOT = Path(__file__).resolve().parents[2]
 SKIPPED = {"tests", "bench", ".venv", "node_modules", ".wovepaper", ".git"}
 # Lines that name a code: `code = "X"`, `"code": "X"`, `message, code = "...", "X"`, `EdgeError(401, "X", ...)`,
-# `error_response(504, message, "X")`, `coded(error, "X")`; the code is an upper-case string literal on such a line.
-CODE_LINE = re.compile(r"\bcode\b|EdgeError\(|error_response\(|send_error\(|coded\(|count_rejection\(")
+# `coded(error, "X")`; the code is an upper-case string literal on such a line.
+CODE_LINE = re.compile(r"\bcode\b|EdgeError\(|send_error\(|coded\(|count_rejection\(")
 # Errors that name their code among their first arguments, often on the line after the call's opening.
-CALL = re.compile(r'(?:ChatError|EdgeError|RequestRefused|error_response)\(\s*(?:[\w.]+,\s*){0,2}"([A-Z][A-Z0-9_]+)"')
+CALL = re.compile(r'(?:ChatError|EdgeError)\(\s*(?:[\w.]+,\s*){0,2}"([A-Z][A-Z0-9_]+)"')
 CODE = re.compile(r'"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]{4,})"')
 
 
