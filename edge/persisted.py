@@ -30,6 +30,9 @@ from edge.request import GraphQLRequest, response_type
 
 TrustedDocuments = Literal["off", "site", "only"]
 
+# Set in the request's state by GraphQL's guard (schema/extensions.py) once the operation is admitted: it parsed,
+# validated, fit the limits and its cost was charged.
+ADMITTED: Final = "graphql_admitted"
 REGISTRATION_TTL_S: Final = 24 * 3600
 MAX_REGISTERED_BYTES: Final = 16 * 1024
 # Registrations per REGISTRATION_TTL_S window and namespace: at most this many times MAX_REGISTERED_BYTES
