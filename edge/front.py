@@ -182,6 +182,10 @@ class Front:
                     self._budget(state, identity, out)
                 await self.graphql(scope, receive, send)
             else:
+                # Other routes that cost something (the feeds) charge the same budget themselves, and add its headers
+                # to what they answer.
+                if self.policy.enabled and isinstance(limiter := state.get("rate_limiter"), RateLimiter):
+                    state["budget"] = Budget(limiter, self.policy, identity)
                 await self.app(scope, receive, send)
         except TooLarge:
             if out.started:

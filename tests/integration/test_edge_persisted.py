@@ -140,7 +140,9 @@ async def registered(client: httpx.AsyncClient, document: str) -> bool:
     return "data" in body or body["errors"][0]["extensions"]["code"] != "PERSISTED_QUERY_NOT_FOUND"
 
 
-async def test_the_registry_keeps_the_documents_used_last(seeded: Any, redis_url: str, cache_namespace: str, monkeypatch):
+async def test_the_registry_keeps_the_documents_used_last(
+    seeded: Any, redis_url: str, cache_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A client cannot fill Redis, nor lock other clients out: past the registry's size the document used least
     lately is forgotten, and a new valid document always registers. Past 16 KB documents run but are not kept."""
     import edge.persisted
@@ -169,8 +171,11 @@ async def test_the_registry_keeps_the_documents_used_last(seeded: Any, redis_url
         ("query Broken { papers(first: 1) {", "GRAPHQL_PARSE_FAILED"),
         ("query Unknown { noSuchField }", "GRAPHQL_VALIDATION_FAILED"),
         ("query Huge { papers(first: " + "9" * 5000 + ") { totalCount } }", "GRAPHQL_VALIDATION_FAILED"),
-        ("query Deep { papers { nodes { authors { researcher { papers { nodes { authors { researcher { papers "
-         "{ nodes { authors { researcher { name } } } } } } } } } } } } }", "QUERY_TOO_DEEP"),
+        (
+            "query Deep { papers { nodes { authors { researcher { papers { nodes { authors { researcher { papers "
+            "{ nodes { authors { researcher { name } } } } } } } } } } } } }",
+            "QUERY_TOO_DEEP",
+        ),
         ("query Undeclared { __typename }", "BAD_USER_INPUT"),
     ],
     ids=["parse", "validation", "literal", "limits", "variables"],

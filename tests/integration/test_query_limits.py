@@ -190,7 +190,10 @@ async def test_number_literals_past_any_type_are_validation_errors(seeded: Any, 
 
 async def test_number_variables_past_any_type_are_bad_input(seeded: Any) -> None:
     app = create_app(settings_for(seeded.dsn), query_logger=StatementCounter())
-    query = "query($n: Int, $d: Date, $c: String) { papers(first: $n, after: $c, filter: {publishedFrom: $d}) { totalCount } }"
+    query = (
+        "query($n: Int, $d: Date, $c: String) "
+        "{ papers(first: $n, after: $c, filter: {publishedFrom: $d}) { totalCount } }"
+    )
     async with serving(app) as client:
         for variables in ({"n": HUGE}, {"n": -(2**40)}, {"n": 1.5}, {"d": HUGE}, {"d": "99999-01-01"}, {"c": HUGE}):
             body = (await client.post("/graphql", json={"query": query, "variables": variables})).json()
