@@ -23,10 +23,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge.body_limit import TooLarge, declared_length, limited, reject
 from edge.errors import EVENT_STREAM, EdgeError, send_error
-from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network
+from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network, client_ip
 from edge.media import media_of
 from edge.private import private as _private
-from edge.ratelimit import Budget, Decision, RateLimiter, RateLimitPolicy
+from edge.ratelimit import ADDRESS_BUDGET, Budget, Decision, RateLimiter, RateLimitPolicy
 from edge.request import headers_of, read_body, replay, response_type
 from telemetry.requests import report, request_id
 
@@ -159,12 +159,15 @@ class Front:
         if length is not None and length > self.max_body_bytes:
             await reject(send, self.max_body_bytes, self._media(scope))
             return
+        state = scope["state"]
         try:
-            identity = self.identifier.anonymous(scope) or await self.identifier.identify(scope)
+            identity = self.identifier.anonymous(scope) or await self._identify(scope, state)
         except EdgeError as exc:
+            # The log line names who failed, and why.
+            state["identity"] = Identity(client_ip=client_ip(scope, self.identifier.trusted_proxies))
+            state["error_codes"] = [exc.code]
             await send_error(send, exc, self._media(scope))
             return
-        state = scope["state"]
         state["identity"] = identity
         if out is None:
             # Behind CORS's own send: the headers below are added on a send of this layer's.
@@ -201,6 +204,15 @@ class Front:
             if out.started:
                 raise
             await reject(send, self.max_body_bytes, self._media(scope))
+
+    async def _identify(self, scope: Scope, state: dict[str, Any]) -> Identity:
+        """Verifies the request's credentials. A failed authentication is charged to the client address's budget
+        (`ADDRESS_BUDGET`, edge/api_keys.py): its handle is made here, before them."""
+        limiter = state.get("rate_limiter")
+        if self.policy.enabled and isinstance(limiter, RateLimiter):
+            address = Identity(client_ip=client_ip(scope, self.identifier.trusted_proxies))
+            state[ADDRESS_BUDGET] = Budget(limiter, self.policy, address)
+        return await self.identifier.identify(scope)
 
     def _media(self, scope: Scope) -> bytes:
         """The media type of the edge's refusals of this request."""
