@@ -208,7 +208,7 @@ async def _register(store: CacheStore, digest: str, document: str) -> None:
     doc_key = keys.persisted_query(store.namespace, digest)
     index_key = keys.persisted_query_index(store.namespace)
     prefix = keys.persisted_query(store.namespace, "")
-    args = [document, REGISTRATION_TTL_S, MAX_REGISTERED, digest, prefix]
+    args: list[str | int] = [document, REGISTRATION_TTL_S, MAX_REGISTERED, digest, prefix]
 
     async def run(r: Redis) -> object:
         return await script(keys=[doc_key, index_key], args=args, client=r)

@@ -41,8 +41,9 @@ async def memory_policy_warning(redis: aioredis.Redis) -> str | None:
     except RedisError as exc:
         why = f"{type(exc).__name__}: {str(exc)[:120]}"
         return f"Redis's memory policy could not be checked ({why}); make sure to {ADVICE}."
-    maxmemory = _text(config.get("maxmemory") or config.get(b"maxmemory"))
-    policy = _text(config.get("maxmemory-policy") or config.get(b"maxmemory-policy"))
+    # Names and values are text or bytes, as the client decodes replies or not.
+    settings = {_text(name): _text(value) for name, value in dict(config).items()}
+    maxmemory, policy = settings.get("maxmemory"), settings.get("maxmemory-policy")
     if maxmemory is None or policy is None:
         return f"Redis did not report its memory settings; make sure to {ADVICE}."
     problems = []
