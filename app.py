@@ -50,6 +50,8 @@ from telemetry.ingest_progress import IngestProgressCollector
 from telemetry.tracing import instrument
 
 OPERATIONS_DIR = Path(__file__).resolve().parent / "frontend_contract" / "operations"
+# The route that answers with server-sent events: the edge's refusals of it are `error` events too.
+CHAT_PATH = "/chat"
 RESPONSE_TTL_S = 600
 READY_TIMEOUT_S = 2.0
 # /readyz waits this long for a pooled connection; a pool that busy is checked on a connection of its own, so
@@ -304,7 +306,7 @@ def create_app(
             Route("/readyz", readyz),
             Route("/metrics", metrics),
             *feed_routes(),
-            Route("/chat", chat_stream, methods=["POST"]),
+            Route(CHAT_PATH, chat_stream, methods=["POST"]),
         ],
         # The edge in front of Starlette's whole stack, its error middleware included.
         front=functools.partial(
@@ -329,6 +331,7 @@ def create_app(
             trusted_proxies=parse_networks(settings.trusted_proxies.split(",")),
             key_authenticator=key_authenticator or ApiKeyAuthenticator(),
             bearer_authenticator=bearer_authenticator,
+            event_streams=[CHAT_PATH],
         ),
         lifespan=lifespan,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
     pass
 
 from cli.common import app, database_url_or_exit, settings_or_exit
+
+# How long the start-up check of Redis's memory policy may wait for Redis.
+REDIS_CHECK_TIMEOUT_S = 2.0
 
 # How uvicorn serves the app: answers from memory without the ASGI exchange (edge/protocol.py), and the client
 # address behind a proxy found by the edge (WOVEPAPER_TRUSTED_PROXIES), not by uvicorn.
@@ -42,6 +46,8 @@ def serve(
 
     settings = settings_or_exit()
     logs.configure(settings.log_format)
+    # Once, before any worker starts.
+    _warn_about_redis_memory(settings.redis_url)
     own_metrics_dir = None
     if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # Set before any worker imports prometheus_client: each writes its values here, /metrics reads them all.
@@ -63,6 +69,25 @@ def serve(
     finally:
         if own_metrics_dir is not None:
             shutil.rmtree(own_metrics_dir, ignore_errors=True)
+
+
+def _warn_about_redis_memory(redis_url: str | None) -> None:
+    """Logs what `memory_policy_warning` finds wrong with how Redis bounds its memory (db/cache/memory_policy.py)."""
+    if not redis_url:
+        return
+    from db.cache.memory_policy import memory_policy_warning
+    from db.cache.store import create_redis
+
+    async def check() -> str | None:
+        redis = create_redis(redis_url, timeout_s=REDIS_CHECK_TIMEOUT_S)
+        try:
+            return await memory_policy_warning(redis)
+        finally:
+            await redis.aclose()
+
+    warning = asyncio.run(check())
+    if warning is not None:
+        logging.getLogger("wovepaper.serve").warning(warning)
 
 
 @app.command()
@@ -182,6 +207,7 @@ def up(
                 loading_demo = True
                 subprocess.run([sys.executable, "-m", "cli", "demo", "--if-empty", *size], check=True)
                 loading_demo = False
+            _warn_about_redis_memory(env.redis_url)
             typer.echo(f"serving GraphiQL at http://{host}:{port}/graphql (Ctrl-C stops)")
             uvicorn.run(
                 "app:create_app",

@@ -1,5 +1,6 @@
 """Answers the edge gives before GraphQL runs: a GraphQL-shaped error body with a stable code, in the media type
-the request negotiated (edge/media.py; `application/json` by default)."""
+the request negotiated (edge/media.py; `application/json` by default), or, to a route that answers with a stream of
+server-sent events (`/chat`), one `error` event `{"code", "message", ...}` as the route's own refusals are."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import orjson
 from starlette.types import Send
 
 JSON_TYPE: Final = b"application/json"
+EVENT_STREAM: Final = b"text/event-stream"
 
 
 class EdgeError(Exception):
@@ -35,11 +37,18 @@ class EdgeError(Exception):
         extensions = {"code": self.code, **self.extensions}
         return orjson.dumps({"errors": [{"message": self.message, "extensions": extensions}]})
 
+    def event(self) -> bytes:
+        """The error as one server-sent `error` event."""
+        return b"event: error\ndata: " + orjson.dumps({"code": self.code, "message": self.message, **self.extensions})
+
 
 async def send_error(send: Send, error: EdgeError, media: bytes = JSON_TYPE) -> None:
-    """`media`: the answer's Content-Type, `edge.media.response_type` of the request."""
-    body = error.body()
-    status = error.status if media == JSON_TYPE else error.status_without_data
+    """`media`: the answer's Content-Type, `edge.media.response_type` of the request, or EVENT_STREAM."""
+    if media == EVENT_STREAM:
+        body, status = error.event() + b"\n\n", error.status
+    else:
+        body = error.body()
+        status = error.status if media == JSON_TYPE else error.status_without_data
     headers = [
         (b"content-type", media),
         (b"content-length", str(len(body)).encode()),

@@ -22,11 +22,11 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge.body_limit import TooLarge, declared_length, limited, reject
-from edge.errors import EdgeError, send_error
-from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network
+from edge.errors import EVENT_STREAM, EdgeError, send_error
+from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network, client_ip
 from edge.media import media_of
 from edge.private import private as _private
-from edge.ratelimit import Budget, Decision, RateLimiter, RateLimitPolicy
+from edge.ratelimit import ADDRESS_BUDGET, Budget, Decision, RateLimiter, RateLimitPolicy
 from edge.request import headers_of, read_body, replay, response_type
 from telemetry.requests import report, request_id
 
@@ -38,6 +38,8 @@ GRAPHQL_PATH: Final = "/graphql"
 GRAPHQL_METHODS: Final = frozenset({"GET", "POST", "HEAD"})
 VARY_ORIGIN: Final = b"Origin"
 REMEMBERED_METHODS: Final = frozenset({"GET", "POST"})
+# Methods whose requests carry no body to read.
+BODILESS_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 
 Header = tuple[bytes, bytes]
 # Sends a whole response: status, headers (none of those the edge adds), body.
@@ -61,8 +63,12 @@ class Front:
         key_authenticator: KeyAuthenticator | None = None,
         bearer_authenticator: BearerAuthenticator | None = None,
         memory: ResponseCache | None = None,
+        event_streams: Iterable[str] = (),
     ) -> None:
+        """`event_streams`: the paths of routes that answer with server-sent events (`/chat`), whose refusals here are
+        an `error` event as theirs are."""
         self.app = app
+        self.event_streams = frozenset(event_streams)
         self.graphql = graphql
         self.memory = memory
         self.policy = policy
@@ -151,14 +157,17 @@ class Front:
         out = send if isinstance(send, _Out) else None
         length = declared_length(scope)
         if length is not None and length > self.max_body_bytes:
-            await reject(send, self.max_body_bytes, response_type(scope))
-            return
-        try:
-            identity = self.identifier.anonymous(scope) or await self.identifier.identify(scope)
-        except EdgeError as exc:
-            await send_error(send, exc, response_type(scope))
+            await reject(send, self.max_body_bytes, self._media(scope))
             return
         state = scope["state"]
+        try:
+            identity = self.identifier.anonymous(scope) or await self._identify(scope, state)
+        except EdgeError as exc:
+            # The log line names who failed, and why.
+            state["identity"] = Identity(client_ip=client_ip(scope, self.identifier.trusted_proxies))
+            state["error_codes"] = [exc.code]
+            await send_error(send, exc, self._media(scope))
+            return
         state["identity"] = identity
         if out is None:
             # Behind CORS's own send: the headers below are added on a send of this layer's.
@@ -182,11 +191,32 @@ class Front:
                     self._budget(state, identity, out)
                 await self.graphql(scope, receive, send)
             else:
+                # Other routes that cost something (the feeds) charge the same budget themselves, and add its headers
+                # to what they answer.
+                if self.policy.enabled and isinstance(limiter := state.get("rate_limiter"), RateLimiter):
+                    state["budget"] = Budget(limiter, self.policy, identity)
+                if length is None and scope["method"] not in BODILESS_METHODS:
+                    # Read here, within the limit: past it, a route's own read would raise through Starlette's error
+                    # middleware, which answers 500 before the 413 below could.
+                    receive = replay(await read_body(receive), receive)
                 await self.app(scope, receive, send)
         except TooLarge:
             if out.started:
                 raise
-            await reject(send, self.max_body_bytes, response_type(scope))
+            await reject(send, self.max_body_bytes, self._media(scope))
+
+    async def _identify(self, scope: Scope, state: dict[str, Any]) -> Identity:
+        """Verifies the request's credentials. A failed authentication is charged to the client address's budget
+        (`ADDRESS_BUDGET`, edge/api_keys.py): its handle is made here, before them."""
+        limiter = state.get("rate_limiter")
+        if self.policy.enabled and isinstance(limiter, RateLimiter):
+            address = Identity(client_ip=client_ip(scope, self.identifier.trusted_proxies))
+            state[ADDRESS_BUDGET] = Budget(limiter, self.policy, address)
+        return await self.identifier.identify(scope)
+
+    def _media(self, scope: Scope) -> bytes:
+        """The media type of the edge's refusals of this request."""
+        return EVENT_STREAM if _route_path(scope) in self.event_streams else response_type(scope)
 
     def _budget(self, state: dict[str, Any], identity: Identity, out: _Out) -> None:
         """The request's handle on its client's budget (`state["budget"]`), charged by whoever learns the cost."""

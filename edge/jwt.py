@@ -5,7 +5,9 @@ EdDSA) with public keys from a JWKS: a URL (fetched with httpx, cached, fetched 
 a key it lacks, at most once per `MIN_REFRESH_S`) or a file (read again when a token names a key it lacks, as
 often). Each token is checked with the one algorithm its header names and the key that algorithm calls for, so a
 public key can never serve as an HMAC secret, and a key signs only the algorithms of its kind (only its `alg` when
-the JWK names one). `exp` and `sub` are required; `exp`, `nbf` and `iat` get `LEEWAY_S` of clock skew.
+the JWK names one). `exp` and `sub` are required; `exp`, `nbf` and `iat` get `LEEWAY_S` of clock skew. `aud` must be
+the configured audience, and without one a token naming any audience is refused (it was minted for another service).
+What a refusal repeats of a token (its `kid`, its `alg`) is cut to `ECHOED_CHARS`.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ KEY_ALGORITHMS: dict[tuple[str, str | None], tuple[str, ...]] = {
 }
 JWKS_ALGORITHMS = (*_RSA, "ES256", "ES384", "ES512", "EdDSA")
 SETTINGS_NAMES = "WOVEPAPER_JWT_SECRET, WOVEPAPER_JWKS_URL or WOVEPAPER_JWKS_FILE"
+# Most characters of a token's own values (`kid`, `alg`) a refusal repeats: a 30 KB `kid` is not answered whole.
+ECHOED_CHARS = 64
 
 
 class KeysUnavailable(Exception):
@@ -219,7 +223,8 @@ class JwtAuthenticator:
                 issuer=claims.issuer,
                 audience=claims.audience,
                 leeway=LEEWAY_S,
-                options={"require": ["exp", "sub"], "verify_aud": claims.audience is not None},
+                # Verified even without a configured audience: PyJWT then refuses any token that names one.
+                options={"require": ["exp", "sub"], "verify_aud": True},
             )
         except jwt.PyJWTError as exc:
             raise _unauthenticated(_reason(exc, claims)) from None
@@ -241,14 +246,14 @@ class JwtAuthenticator:
             if jwk is None and not self._keys.loaded:
                 raise EdgeError(503, "AUTH_UNAVAILABLE", "The signing keys (JWKS) cannot be loaded; retry later.")
             if jwk is None:
-                named = f"`kid` {kid!r}" if kid is not None else "no `kid`"
+                named = f"`kid` {_echoed(kid)}" if kid is not None else "no `kid`"
                 raise _unauthenticated(f"The token is signed with an unknown key ({named}).")
             if algorithm not in jwk.algorithms:
                 signs = "/".join(jwk.algorithms)
-                raise _unauthenticated(f"The token's key {kid!r} signs {signs}, not {algorithm}.")
+                raise _unauthenticated(f"The token's key {_echoed(kid)} signs {signs}, not {algorithm}.")
             return jwk.key
         accepted = ", ".join(self.algorithms())
-        raise _unauthenticated(f"The token's algorithm {algorithm!r} is not accepted; accepted: {accepted}.")
+        raise _unauthenticated(f"The token's algorithm {_echoed(algorithm)} is not accepted; accepted: {accepted}.")
 
     def algorithms(self) -> Sequence[str]:
         return (["HS256"] if self._secret is not None else []) + (list(JWKS_ALGORITHMS) if self._keys else [])
@@ -267,6 +272,8 @@ def _reason(exc: jwt.PyJWTError, claims: Claims) -> str:
     if isinstance(exc, jwt.InvalidSignatureError):
         return "The bearer token has a bad signature."
     if isinstance(exc, jwt.InvalidAudienceError):
+        if claims.audience is None:
+            return "The bearer token names an audience (`aud`), and this server takes none (WOVEPAPER_JWT_AUDIENCE)."
         return f"The bearer token has the wrong audience: expected {claims.audience!r}."
     if isinstance(exc, jwt.InvalidIssuerError):
         return f"The bearer token has the wrong issuer: expected {claims.issuer!r}."
@@ -274,7 +281,13 @@ def _reason(exc: jwt.PyJWTError, claims: Claims) -> str:
         return f"The bearer token has no `{exc.claim}` claim."
     if isinstance(exc, jwt.DecodeError):
         return "The bearer token is malformed."
-    return f"The bearer token is invalid: {exc}."
+    return f"The bearer token is invalid: {_echoed(str(exc))}."
+
+
+def _echoed(value: object) -> str:
+    """`value` as a refusal repeats it: its repr, cut to ECHOED_CHARS characters."""
+    shown = repr(value)
+    return shown if len(shown) <= ECHOED_CHARS else shown[:ECHOED_CHARS] + f"... ({len(shown)} characters)"
 
 
 def _subject(sub: object) -> str:

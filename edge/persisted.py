@@ -4,8 +4,10 @@ The site's operations are in a manifest (sha256 -> document) generated from fron
 committed with it. `documentId=<sha256>` (GET or POST) runs one. Other documents use the APQ protocol:
 a request with `extensions.persistedQuery.sha256Hash` and no `query` runs the registered document or
 answers PERSISTED_QUERY_NOT_FOUND; the client then sends the document with its hash, which registers it
-in Redis for REGISTRATION_TTL_S. Registrations are bounded (document size, and how many per window),
-so a client cannot fill Redis. GET runs persisted documents only.
+in Redis once GraphQL has admitted it (it parsed, validated, fit the limits and its cost was charged; a refused
+document registers nothing), before the answer is sent. The registry is bounded: documents up to
+MAX_REGISTERED_BYTES, at most MAX_REGISTERED of them, the one used least lately forgotten first, each for
+REGISTRATION_TTL_S after its last use. GET runs persisted documents only.
 
 `WOVEPAPER_TRUSTED_DOCUMENTS`: `off` serves none of this, `site` (default) all of it and any document,
 `only` runs nothing but the manifest's documents, except for requests with an API key.
@@ -15,12 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Final, Literal
 
 from redis.asyncio import Redis
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from db.cache import keys
 from db.cache.store import CacheStore, Unavailable
@@ -30,24 +32,40 @@ from edge.request import GraphQLRequest, response_type
 
 TrustedDocuments = Literal["off", "site", "only"]
 
+# Set in the request's state by GraphQL's guard (schema/extensions.py) once the operation is admitted: it parsed,
+# validated, fit the limits and its cost was charged.
+ADMITTED: Final = "graphql_admitted"
 REGISTRATION_TTL_S: Final = 24 * 3600
 MAX_REGISTERED_BYTES: Final = 16 * 1024
-# Registrations per REGISTRATION_TTL_S window and namespace: at most this many times MAX_REGISTERED_BYTES
-# live in Redis (twice, across a window boundary).
-MAX_REGISTRATIONS: Final = 2000
+# Documents registered per namespace: at most this many times MAX_REGISTERED_BYTES live in Redis (32 MB).
+MAX_REGISTERED = 2000
 _SHA256 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 
-# KEYS[1] document, KEYS[2] window counter; ARGV document, ttl, most registrations per window.
+# KEYS[1] the document, KEYS[2] the registry's index (digests by last use, Redis's clock in ms); ARGV document, ttl,
+# most documents, digest, the documents' key prefix (KEYS[1] is it and the digest). Documents past the most, used
+# least lately, are forgotten.
 _REGISTER = """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('EXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-local n = redis.call('INCR', KEYS[2])
-if n == 1 then redis.call('EXPIRE', KEYS[2], ARGV[2]) end
-if n > tonumber(ARGV[3]) then return 0 end
+local t = redis.call('TIME')
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('ZADD', KEYS[2], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), ARGV[4])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[3])
+if over > 0 then
+  local gone = redis.call('ZPOPMIN', KEYS[2], over)
+  for i = 1, #gone, 2 do redis.call('DEL', ARGV[5] .. gone[i]) end
+end
 return 1
+"""
+# KEYS[1] the document, KEYS[2] the index; ARGV ttl, digest. The document, marked used (its time to live starts
+# again), or nil.
+_LOOK_UP = """
+local document = redis.call('GET', KEYS[1])
+if document then
+  local t = redis.call('TIME')
+  redis.call('EXPIRE', KEYS[1], ARGV[1])
+  redis.call('ZADD', KEYS[2], 'XX', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), ARGV[2])
+end
+return document
 """
 
 
@@ -93,9 +111,12 @@ class PersistedDocuments:
             await send_error(send, exc, response_type(scope))
             return
         state["graphql_request"] = resolved
+        registration = state.pop(_REGISTRATION, None)
+        if registration is not None:
+            send = _registering(send, state, *registration)
         await self.app(scope, receive, send)
 
-    async def resolve(self, request: GraphQLRequest, state: Mapping[str, object]) -> GraphQLRequest:
+    async def resolve(self, request: GraphQLRequest, state: MutableMapping[str, object]) -> GraphQLRequest:
         identity = state.get("identity")
         keyed = isinstance(identity, Identity) and identity.api_key is not None
         persisted_query = (request.extensions or {}).get("persistedQuery")
@@ -109,7 +130,7 @@ class PersistedDocuments:
                 raise EdgeError(400, "PERSISTED_QUERY_NOT_FOUND", "No persisted document has this `documentId`.")
             return request.with_document(document, "site")
         if persisted_query is not None:
-            return await self._automatic(request, persisted_query, state.get("cache"), keyed=keyed)
+            return await self._automatic(request, persisted_query, state, keyed=keyed)
         assert request.query is not None
         if request.query in self.site_documents:
             return request.with_document(request.query, "site")
@@ -124,13 +145,14 @@ class PersistedDocuments:
         return request
 
     async def _automatic(
-        self, request: GraphQLRequest, persisted_query: object, cache: object, *, keyed: bool
+        self, request: GraphQLRequest, persisted_query: object, state: MutableMapping[str, object], *, keyed: bool
     ) -> GraphQLRequest:
         digest = _hash(persisted_query.get("sha256Hash") if isinstance(persisted_query, dict) else None)
         if digest is None or not isinstance(persisted_query, dict) or persisted_query.get("version", 1) != 1:
             raise EdgeError(400, "BAD_REQUEST", "`extensions.persistedQuery` needs `version: 1` and a `sha256Hash`.")
         if digest in self.manifest:
             return request.with_document(self.manifest[digest], "site")
+        cache = state.get("cache")
         store = cache if isinstance(cache, CacheStore) else None
         if self.mode == "only" and not keyed:
             raise EdgeError(400, "PERSISTED_QUERY_REQUIRED", "This server runs the site's persisted documents only.")
@@ -141,29 +163,54 @@ class PersistedDocuments:
             return request.with_document(document, "apq")
         if sha256_hex(request.query) != digest:
             raise EdgeError(400, "PERSISTED_QUERY_HASH_MISMATCH", "The document's sha256 is not `sha256Hash`.")
-        if len(request.query.encode()) <= MAX_REGISTERED_BYTES:
-            await _register(store, digest, request.query)
+        if store is not None and store.redis is not None and len(request.query.encode()) <= MAX_REGISTERED_BYTES:
+            # Registered once GraphQL has admitted it (`_registering`), not before.
+            state[_REGISTRATION] = (store, digest, request.query)
         return request.with_document(request.query, "apq")
 
 
+# The registration a request asks for, in its state from `resolve` until `__call__` takes it.
+_REGISTRATION: Final = "persisted_registration"
+
+
+def _registering(send: Send, state: Mapping[str, object], store: CacheStore, digest: str, document: str) -> Send:
+    """`send`, registering the document before the answer starts when GraphQL admitted it: the client's next request
+    by hash alone finds it, whichever worker answers."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and state.get(ADMITTED):
+            await _register(store, digest, document)
+        await send(message)
+
+    return sending
+
+
 async def _registered(store: CacheStore | None, digest: str) -> str | None:
-    if store is None:
+    if store is None or store.redis is None:
         return None
-    key = keys.persisted_query(store.namespace, digest)
-    got = await store.call(lambda r: r.get(key))
+    script = store.redis.register_script(_LOOK_UP)
+    doc_key = keys.persisted_query(store.namespace, digest)
+    index_key = keys.persisted_query_index(store.namespace)
+
+    async def run(r: Redis) -> object:
+        return await script(keys=[doc_key, index_key], args=[REGISTRATION_TTL_S, digest], client=r)
+
+    got = await store.call(run)
     if isinstance(got, Unavailable) or got is None:
         return None
     return bytes(got).decode() if isinstance(got, bytes) else str(got)
 
 
-async def _register(store: CacheStore | None, digest: str, document: str) -> None:
-    if store is None or store.redis is None:
+async def _register(store: CacheStore, digest: str, document: str) -> None:
+    if store.redis is None:
         return
     script = store.redis.register_script(_REGISTER)
     doc_key = keys.persisted_query(store.namespace, digest)
-    count_key = keys.persisted_query_count(store.namespace)
+    index_key = keys.persisted_query_index(store.namespace)
+    prefix = keys.persisted_query(store.namespace, "")
+    args: list[str | int] = [document, REGISTRATION_TTL_S, MAX_REGISTERED, digest, prefix]
 
     async def run(r: Redis) -> object:
-        return await script(keys=[doc_key, count_key], args=[document, REGISTRATION_TTL_S, MAX_REGISTRATIONS], client=r)
+        return await script(keys=[doc_key, index_key], args=args, client=r)
 
     await store.call(run)

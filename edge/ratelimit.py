@@ -30,11 +30,15 @@ from redis.exceptions import NoScriptError
 
 from db.cache import keys
 from db.cache.store import CacheStore, Unavailable
+from edge.errors import EdgeError
 from edge.identity import Identity
 
 PERIOD_S: Final = 3600
 PERIOD_MS: Final = PERIOD_S * 1000
 RESOURCE: Final = "graphql"
+# The request state's handle on its client address's budget, for a request that presents credentials: what a failed
+# authentication costs is charged to it (edge/api_keys.py).
+ADDRESS_BUDGET: Final = "address_budget"
 _RESOURCE_HEADER: Final = (b"x-ratelimit-resource", RESOURCE.encode())
 # Clients a process remembers while Redis is down (least recently seen forgotten first).
 LOCAL_SUBJECTS: Final = 100_000
@@ -126,6 +130,12 @@ class Decision(NamedTuple):
         ]
 
 
+def rate_limited(decision: Decision) -> EdgeError:
+    """The 429 answering a charge the budget refused, before GraphQL runs."""
+    message, figures = decision.refusal()
+    return EdgeError(429, "RATE_LIMITED", message, headers={"retry-after": str(decision.retry_after)}, **figures)
+
+
 def decide(*, allowed: bool, points: int, limit: int, now_ms: float, tat_ms: float) -> Decision:
     """The figures a client sees, from the state after the charge (or the unchanged one, if refused)."""
     interval = PERIOD_MS / limit
@@ -158,6 +168,11 @@ class LocalLimiter:
             while len(self._tat) > LOCAL_SUBJECTS:
                 self._tat.popitem(last=False)
         return decide(allowed=allowed, points=points, limit=limit, now_ms=now, tat_ms=new_tat if allowed else tat)
+
+    def give_back(self, subject: str, points: int, limit: int) -> None:
+        tat = self._tat.get(subject)
+        if tat is not None:
+            self._tat[subject] = max(self.clock() * 1000, tat - points * PERIOD_MS / limit)
 
 
 @dataclass(slots=True)
@@ -273,6 +288,20 @@ class RateLimiter:
         # Its figures show what was spent, not what this process holds.
         spent_ms = lease.spent_ms() if lease is not None else tat_ms
         return decide(allowed=bool(allowed), points=points, limit=limit, now_ms=now_ms, tat_ms=spent_ms)
+
+    def give_back(self, subject: str, points: int, limit: int) -> None:
+        """Returns `points` a charge took that turned out not to be owed: to the client's lease when this process holds
+        one (spent from it or not, they are the client's again), else to Redis with the next batch."""
+        if points <= 0:
+            return
+        if self.store is None or self._conn is None:
+            self.local.give_back(subject, points, limit)
+            return
+        lease = self._leases.get(subject)
+        if lease is not None and lease.limit == limit and lease.fresh():
+            lease.held += points
+            return
+        self._send(keys.rate_limit(self.store.namespace, subject), -points, limit, 0)
 
     def _returning(self, subject: str) -> bool:
         """Whether this process charged `subject` in Redis within LEASE_S; notes this charge."""
@@ -444,6 +473,11 @@ class Budget:
         else:
             self.decision = await self.limiter.charge(self.subject, points, self.limit)
         return self.decision
+
+    def give_back(self, points: int) -> None:
+        """Returns `points` of a charge that turned out not to be owed (a look-up paid for in advance)."""
+        if self.enabled:
+            self.limiter.give_back(self.subject, points, self.limit)
 
     def charge_now(self, points: int) -> bool:
         """Spends `points` when that needs no round trip to Redis (`RateLimiter.charge_now`); False, spending nothing,

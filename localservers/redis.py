@@ -20,6 +20,8 @@ from pathlib import Path
 
 from localservers.errors import LocalServiceError
 
+# The project-local Redis's memory bound (`make run`, `make test`).
+LOCAL_MAXMEMORY = "512mb"
 # Longest Unix socket path Linux accepts (sun_path is 108 bytes with the trailing NUL).
 MAX_SOCKET_PATH = 107
 _PR_SET_PDEATHSIG = 1
@@ -105,6 +107,8 @@ def start_redis(directory: Path, *, port: int | None = None) -> LocalRedis:
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "redis.log"
     args = [redis_server_binary(), "--save", "", "--appendonly", "no", "--dir", str(directory), "--logfile", str(log)]
+    # Bounded and evicting, as the README asks of any Redis the API uses (db/cache/memory_policy.py checks it).
+    args += ["--maxmemory", LOCAL_MAXMEMORY, "--maxmemory-policy", "allkeys-lru"]
     socket_dir: Path | None = None
     if port is None:
         sock = _socket_path(directory)

@@ -9,7 +9,10 @@
 
 Papers come through the query layer `papers` uses. Each feed has an ETag (its bytes' hash) and Last-Modified
 (the newest change to an entry) and answers 304 to a matching conditional request. The public feeds are cached in
-Redis like the list operations' responses (every write drops them); the personal feed is never cached.
+Redis like the list operations' responses (every write drops them), keyed by what the feed is once resolved (the
+category, the entity's id, the search's words) and one of a few sizes (LIMITS); the personal feed is never cached.
+A feed costs FEED_COST points of the client's GraphQL budget (edge/ratelimit.py), charged before any work; a
+spent budget is a 429 with Retry-After.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from db.queries.search.papers import EmptyQuery, search_papers
 from db.queries.search.statement import SEARCH_SORTS
 from db.queries.viewers import fetch_viewer_by_feed_token
 from edge.conditional import not_modified
+from edge.ratelimit import Budget
 from resolvers.context import Context
 from resolvers.errors import BadUserInput
 from resolvers.feed_xml import MEDIA_TYPES, FeedFormat, FeedItem, FeedMeta, last_modified, render
@@ -48,9 +52,16 @@ from resolvers.institutions import resolve_institution
 from resolvers.researchers import resolve_researcher
 from resolvers.viewer import feed_path, page_followed_papers
 from settings import Settings
+from telemetry.metrics import count_rejection
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
+# The sizes a feed comes in: `?limit=n` is served as the largest within n, so each feed has at most this many cached
+# copies per format, whatever limits clients ask for.
+LIMITS = (1, 2, 5, 10, 20, 50, 100, 200)
+_LIMIT = re.compile(r"[0-9]{1,3}")
+# What a feed costs of the client's budget: what `papers(first: 200)` costs (schema/cost.py).
+FEED_COST = 1
 MAX_QUERY_LENGTH = 200
 PUBLIC = "public, max-age=300"
 # The personal feed is one reader's: no shared cache may keep it (a rotated token must stop working at once).
@@ -249,12 +260,37 @@ def feed_routes() -> list[Route]:
 
 
 def _limit(request: Request) -> int:
+    """The feed's size: the largest of LIMITS within `?limit=` (ASCII digits, 1 to MAX_LIMIT)."""
     raw = request.query_params.get("limit")
     if raw is None:
         return DEFAULT_LIMIT
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    # ASCII digits only, and few of them: `str.isdigit` takes "²" and "①", which `int` refuses.
+    if not _LIMIT.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIMIT:
         raise FeedError(400, f"`limit` must be a whole number from 1 to {MAX_LIMIT}.")
-    return int(raw)
+    wanted = int(raw)
+    return max(size for size in LIMITS if size <= wanted)
+
+
+async def _charged(request: Request) -> Response | None:
+    """Charges the feed to the client's budget; the 429 to answer when the budget refuses it."""
+    budget = getattr(request.state, "budget", None)
+    if not isinstance(budget, Budget) or not budget.enabled:
+        return None
+    decision = await budget.charge(FEED_COST)
+    if decision.allowed:
+        return None
+    count_rejection("RATE_LIMITED")
+    message = (
+        f"Rate limited: a feed costs {FEED_COST} point and {decision.remaining} of {decision.limit} remain this "
+        f"hour; retry in {decision.retry_after} s.\n"
+    )
+    headers = {k.decode(): v.decode() for k, v in decision.headers()}
+    headers |= {
+        "retry-after": str(decision.retry_after),
+        "cache-control": "no-store",
+        "x-content-type-options": "nosniff",
+    }
+    return PlainTextResponse(message, 429, headers=headers)
 
 
 def _endpoint(
@@ -267,6 +303,9 @@ def _endpoint(
         ctx = Context.create(state.pool, settings, cache=cache)
         try:
             limit = _limit(request)
+            refused = await _charged(request)
+            if refused is not None:
+                return refused
             source = await resolve(ctx, request.path_params.get("name", ""), request)
             feed = await _feed(ctx, source, fmt, limit)
         except FeedError as exc:

@@ -1,9 +1,13 @@
 """The schema extensions every request runs through, as factories (no state shared between requests).
 
-`DocumentGuard` does, in order: parse (cached for small documents), the document's limits (depth,
-aliases, directives, repeated fields: one linear pass, before any other validation rule can take
-quadratic time), validation (cached), undeclared variables, nodes and cost (before any SQL), then
-the client's rate limit, which it charges with the cost; `rateLimit(dryRun: true)` stops there.
+`DocumentGuard` does, in order: parse (cached for small documents), the operation to run (a document of several
+operations needs `operationName`), the document's limits (depth, aliases, directives, repeated fields: one linear
+pass, before any other validation rule can take quadratic time), validation (cached), undeclared variables, nodes
+and cost (before any SQL), then the client's rate limit, which it charges with the cost; `rateLimit(dryRun: true)`
+stops there. An operation that passed all of it is marked admitted in the request's state (`ADMITTED`), for the
+steps before GraphQL that act only on documents that run (edge/persisted.py registers them).
+
+The errors it answers name the client's input and repeat at most MAX_MESSAGE_CHARS of it.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from graphql import (
     VariableNode,
     specified_rules,
 )
-from graphql.language import DocumentNode
+from graphql.language import DocumentNode, FloatValueNode, IntValueNode
 from graphql.validation import NoSchemaIntrospectionCustomRule
 from strawberry.extensions import SchemaExtension
+from strawberry.schema.exceptions import CannotGetOperationTypeError
 from strawberry.schema.schema import validate_document
 from strawberry.types import ExecutionResult
 
+from edge.persisted import ADMITTED
 from edge.ratelimit import Decision
 from schema.cost import Measure, measure, select_operation
 from schema.document_cache import DocumentCache
@@ -55,6 +61,40 @@ COUNTED_REFUSALS = frozenset(
 )
 # Field selections once every fragment spread is expanded (the contract's largest operation has about 110).
 MAX_FIELDS = 2000
+# Characters of an error message about the client's input: graphql-core repeats the input whole (a 5,000-digit
+# literal, a 900 KB variable).
+MAX_MESSAGE_CHARS = 300
+
+
+def bounded(error: GraphQLError) -> GraphQLError:
+    """`error` with its message cut to MAX_MESSAGE_CHARS."""
+    message = error.message
+    if len(message) > MAX_MESSAGE_CHARS:
+        error.message = f"{message[:MAX_MESSAGE_CHARS]}... ({len(message)} characters)"
+    return error
+
+
+def invalid_literal(error: GraphQLError) -> GraphQLError:
+    """A validation error whose rule failed on a literal it could not read (a number literal of more digits than
+    Python converts, 4,300): the document's fault, answered as any invalid value rather than masked as a bug."""
+    node = error.nodes[0] if error.nodes else None
+    if isinstance(node, IntValueNode | FloatValueNode):
+        message = f"A number literal of {len(node.value)} characters is larger than any type here can hold."
+    else:
+        message = "A literal in the document cannot be read as a value of its type."
+    return GraphQLError(message, nodes=error.nodes)
+
+
+class OperationNameRequired(CannotGetOperationTypeError):
+    """A document of several operations without `operationName` (GraphQL's GetOperation): a request error, which
+    the view answers as a 400 BAD_REQUEST."""
+
+    def __init__(self, operations: int) -> None:
+        super().__init__(None)
+        self.operations = operations
+
+    def as_http_error_reason(self) -> str:
+        return f"The document has {self.operations} operations: name the one to run in `operationName`."
 
 
 def coded(error: GraphQLError, code: str, **figures: object) -> GraphQLError:
@@ -197,9 +237,19 @@ class DocumentGuard(SchemaExtension):
         if ec.pre_execution_errors:
             for error in ec.pre_execution_errors:
                 too_many = "Document contains more than" in error.message
-                coded(error, "TOO_MANY_TOKENS" if too_many else "GRAPHQL_PARSE_FAILED")
-        elif query is not None and ec.graphql_document is not None:
-            self.caches.parsed.put(query, ec.graphql_document)
+                coded(bounded(error), "TOO_MANY_TOKENS" if too_many else "GRAPHQL_PARSE_FAILED")
+            return
+        document = ec.graphql_document
+        if document is None:
+            return
+        if query is not None:
+            self.caches.parsed.put(query, document)
+        # Strawberry would run the first operation; GraphQL asks for a name. (The name the request gave is kept
+        # apart by Strawberry: `operation_name` answers the first operation's when the request named none.)
+        if ec._provided_operation_name is None:  # noqa: SLF001
+            operations = sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
+            if operations > 1:
+                raise OperationNameRequired(operations)
 
     def on_validate(self) -> Iterator[None]:
         ec = self.execution_context
@@ -214,7 +264,10 @@ class DocumentGuard(SchemaExtension):
             cached = self.caches.validated.get(query) if ec.query is not None else None
             if cached is None:
                 found = validate_document(schema, document, self.rules)
-                cached = [coded(e, "GRAPHQL_VALIDATION_FAILED") for e in found]
+                cached = [
+                    coded(bounded(e if _readable(e) else invalid_literal(e)), "GRAPHQL_VALIDATION_FAILED")
+                    for e in found
+                ]
                 if ec.query is not None:
                     self.caches.validated.put(query, cached)
             errors = list(cached)
@@ -248,6 +301,8 @@ class DocumentGuard(SchemaExtension):
                         response.headers["retry-after"] = str(decision.retry_after)
             if dry_run and ec.result is None and ec.graphql_document is not None:
                 ec.graphql_document = only_rate_limit(ec.graphql_document, ec.operation_name)
+        if ec.result is None and context is not None:
+            _admit(context)
         yield
         result = ec.result
         if result is not None and result.data is None:
@@ -255,7 +310,19 @@ class DocumentGuard(SchemaExtension):
             # runs, without a code; they are the caller's input.
             for error in result.errors or ():
                 if error.path is None and error.message.startswith("Variable '$") and not error.extensions:
-                    coded(error, "BAD_USER_INPUT")
+                    coded(bounded(error), "BAD_USER_INPUT")
+
+
+def _readable(error: GraphQLError) -> bool:
+    """A validation error of graphql-core's own making, as opposed to one wrapping an exception a rule met."""
+    return error.original_error is None or isinstance(error.original_error, GraphQLError)
+
+
+def _admit(context: Any) -> None:
+    """Marks the request's operation admitted: it parsed, validated, fit the limits and its cost was charged."""
+    request = getattr(context, "request", None)
+    if request is not None:
+        request.scope.setdefault("state", {})[ADMITTED] = True
 
 
 def rate_limited(decision: Decision) -> GraphQLError:
@@ -276,7 +343,7 @@ def undeclared_variables(
     if not extra:
         return []
     names = ", ".join(f"${name}" for name in extra[:5])
-    return [coded(GraphQLError(f"Variables not declared by the operation: {names}."), "BAD_USER_INPUT")]
+    return [coded(bounded(GraphQLError(f"Variables not declared by the operation: {names}.")), "BAD_USER_INPUT")]
 
 
 def _rate_limit_fields(operation: OperationDefinitionNode) -> list[FieldNode]:

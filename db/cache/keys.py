@@ -90,9 +90,9 @@ def persisted_query(ns: str, sha256: str) -> str:
     return f"{ns}:apq:{sha256}"
 
 
-def persisted_query_count(ns: str) -> str:
-    """How many documents were registered in the current window (bounds what clients can store)."""
-    return f"{ns}:apq:count"
+def persisted_query_index(ns: str) -> str:
+    """The registered documents' sha256 by when each was last used: the registry forgets the oldest past its size."""
+    return f"{ns}:apq-index"
 
 
 def missing_tag(ns: str, kind: str, key: str) -> str:

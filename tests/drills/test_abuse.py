@@ -106,6 +106,20 @@ ABUSE: list[tuple[str, bytes, dict[str, str], set[int], str | None]] = [
         {415},
         "UNSUPPORTED_MEDIA_TYPE",
     ),
+    (
+        "a 5,000-digit literal",
+        _query("{ papers(first: " + "9" * 5000 + ") { totalCount } }"),
+        JSON_TYPE,
+        {200, 400},
+        "GRAPHQL_VALIDATION_FAILED",
+    ),
+    (
+        "two operations and no name",
+        _query("query A { __typename } query B { papers(first: 1) { totalCount } }"),
+        JSON_TYPE,
+        {400},
+        "BAD_REQUEST",
+    ),
 ]
 
 

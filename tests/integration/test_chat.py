@@ -7,6 +7,7 @@ real, and the app runs under uvicorn, so a client that hangs up really closes a 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -40,6 +41,7 @@ from tests.integration.chat_support import (
     ask,
     bearer,
     chatbot,
+    events_of,
     listening,
     papers_document,
     verify,
@@ -303,6 +305,32 @@ async def test_bad_questions_are_clear_errors(serve: Serve, body: dict[str, Any]
             variables = {"input": dict(body)}
             answer = await graphql(client, ASK, variables, reader="reader-bad")
             assert error_of(answer)["code"] == code
+
+
+async def test_a_token_that_does_not_verify_is_a_401_error_event(serve: Serve) -> None:
+    async with serve() as client:
+        response, events = await ask(client, {"question": QUESTION}, reader="forged-token")
+    assert response.status_code == 401 and response.headers["content-type"].startswith("text/event-stream")
+    assert [e.name for e in events] == ["error"] and events[0].data["code"] == "UNAUTHENTICATED"
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+async def test_a_body_over_the_limit_is_a_413_error_event(serve: Serve, chunked: bool) -> None:
+    body = json.dumps({"question": "x" * 1_100_000}).encode()
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), 64 * 1024):
+            yield body[start : start + 64 * 1024]
+
+    async with serve() as client:
+        content = pieces() if chunked else body
+        async with client.stream("POST", "/chat", content=content, headers=bearer()) as response:
+            events = [e async for e in events_of(response)]
+        assert response.status_code == 413 and response.headers["content-type"].startswith("text/event-stream")
+        assert [e.name for e in events] == ["error"] and events[0].data["code"] == "PAYLOAD_TOO_LARGE"
+        # The server goes on answering.
+        small, _ = await ask(client, {"question": "   "})
+        assert small.status_code == 400
 
 
 async def test_a_body_that_is_not_json_is_bad_input(serve: Serve) -> None:

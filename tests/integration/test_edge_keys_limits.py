@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
+import logging
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -19,9 +21,11 @@ import localservers
 from app import create_app
 from cli import app as cli_app
 from db.cache.store import CacheStore, create_redis
+from db.queries.api_keys import USE_API_KEY
 from edge import ratelimit
-from edge.api_keys import ApiKeyAuthenticator
+from edge.api_keys import FAILED_KEY_POINTS, ApiKeyAuthenticator
 from edge.ratelimit import RateLimiter
+from telemetry.logs import JsonFormatter
 from tests.integration.graph_support import StatementCounter, seeded_database, serving, settings_for
 
 _ns = itertools.count()
@@ -104,6 +108,71 @@ async def test_keys_created_listed_checked_without_sql_and_revoked(seeded: Any, 
         revoked = await client.post("/graphql", json=TYPENAME, headers={"x-api-key": key})
         assert revoked.status_code == 401
         assert revoked.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+
+
+def key_look_ups(counter: StatementCounter) -> int:
+    return sum("api_keys" in s for s in counter.statements)
+
+
+async def test_unknown_keys_are_remembered_charged_to_the_address_and_logged(
+    seeded: Any, redis_url: str, cache_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Made-up keys cost their sender: each failed authentication spends the address's budget (a look-up is paid
+    for before it runs), an unknown key is remembered (no statement for it again), and once the budget is spent
+    the address is refused without a look-up. The request lines name the address."""
+    made_up = [f"wpk_{i:08x}_" + "A" * 43 for i in range(4)]
+    options = {"anon_points_per_hour": 3 * FAILED_KEY_POINTS, "trusted_proxies": "127.0.0.1/32"}
+    async with api(seeded, redis_url, cache_namespace, **options) as (client, counter):
+        counter.reset()
+        with caplog.at_level(logging.INFO, logger="wovepaper.request"):
+            for key in (made_up[0], made_up[0], made_up[1]):
+                refused = await client.post("/graphql", json=TYPENAME, headers={"x-api-key": key})
+                assert refused.status_code == 401
+                assert refused.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+            assert key_look_ups(counter) == 2  # the repeated key was remembered
+            spent = await client.post("/graphql", json=TYPENAME, headers={"x-api-key": made_up[2]})
+            assert spent.status_code == 429 and int(spent.headers["retry-after"]) >= 1
+            assert spent.json()["errors"][0]["extensions"]["code"] == "RATE_LIMITED"
+            assert key_look_ups(counter) == 2  # refused before any look-up
+            anonymous = await client.post("/graphql", json=TYPENAME)
+            assert anonymous.status_code == 429  # one budget per address
+            elsewhere = {"x-api-key": made_up[3], "x-forwarded-for": "203.0.113.7"}
+            assert (await client.post("/graphql", json=TYPENAME, headers=elsewhere)).status_code == 401
+    lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records if r.name == "wovepaper.request"]
+    failed = [(line["status"], line["client"], line["error_codes"]) for line in lines if line["status"] == 401]
+    assert failed == [(401, "127.0.0.1", ["UNAUTHENTICATED"])] * 3 + [(401, "203.0.113.7", ["UNAUTHENTICATED"])]
+
+
+async def test_a_good_key_costs_its_address_nothing_and_a_flood_of_unknown_keys_keeps_it_remembered(
+    seeded: Any, redis_url: str, cache_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edge import api_keys
+
+    key = (await cli(seeded.dsn, "keys", "create", "--name", "partner-flood")).strip()
+    # Room for about 20 unknown keys: a flood of made-up ones forgets the oldest of them, never the keys in use.
+    monkeypatch.setattr(api_keys, "UNKNOWN_BYTES", 20 * api_keys.UNKNOWN_ENTRY_BYTES)
+    authenticator = ApiKeyAuthenticator()
+    options = {"keys": authenticator, "anon_points_per_hour": 100_000}
+    async with api(seeded, redis_url, cache_namespace, **options) as (client, counter):
+        assert (await client.post("/graphql", json=TYPENAME, headers={"x-api-key": key})).status_code == 200
+        anonymous = await client.post("/graphql", json=TYPENAME)
+        assert anonymous.headers["x-ratelimit-used"] == "1"  # the key's look-up was paid for, then given back
+        for i in range(100):
+            made_up = {"x-api-key": f"wpk_{i:08x}_" + "B" * 43}
+            assert (await client.post("/graphql", json=TYPENAME, headers=made_up)).status_code == 401
+        counter.reset()
+        assert (await client.post("/graphql", json=TYPENAME, headers={"x-api-key": key})).status_code == 200
+        assert key_look_ups(counter) == 0
+        assert authenticator.remembered_bytes() <= api_keys.KNOWN_BYTES + api_keys.UNKNOWN_BYTES
+
+
+async def test_a_key_is_looked_up_by_its_index(seeded: Any) -> None:
+    conn = await asyncpg.connect(seeded.dsn)
+    try:
+        plan = await conn.fetchval("EXPLAIN (FORMAT JSON) " + USE_API_KEY, b"\x00" * 32)
+    finally:
+        await conn.close()
+    assert "api_keys_key_hash_key" in str(plan) and "Seq Scan" not in str(plan)
 
 
 async def test_key_origins(seeded: Any, redis_url: str, cache_namespace: str) -> None:

@@ -130,23 +130,80 @@ async def test_automatic_persisted_queries(seeded: Any, redis_url: str, cache_na
         assert got.headers["cache-control"].startswith("public") and "lists" in got.headers["surrogate-key"].split()
 
 
-async def test_registrations_are_bounded(seeded: Any, redis_url: str, cache_namespace: str, monkeypatch) -> None:
-    """A client cannot fill Redis: past the window's count (and past 16 KB) documents run but are not kept."""
+def persisted(document: str) -> dict[str, Any]:
+    return {"persistedQuery": {"version": 1, "sha256Hash": hashlib.sha256(document.encode()).hexdigest()}}
+
+
+async def registered(client: httpx.AsyncClient, document: str) -> bool:
+    """Whether the server knows `document` by its hash alone (it runs it, or refuses to for another reason)."""
+    body = (await client.post("/graphql", json={"extensions": persisted(document)})).json()
+    return "data" in body or body["errors"][0]["extensions"]["code"] != "PERSISTED_QUERY_NOT_FOUND"
+
+
+async def test_the_registry_keeps_the_documents_used_last(
+    seeded: Any, redis_url: str, cache_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client cannot fill Redis, nor lock other clients out: past the registry's size the document used least
+    lately is forgotten, and a new valid document always registers. Past 16 KB documents run but are not kept."""
     import edge.persisted
 
-    monkeypatch.setattr(edge.persisted, "MAX_REGISTRATIONS", 2)
-    documents = [f"query R{i} {{ __typename }}" for i in range(3)] + ["query Big { __typename }" + " " * 17_000]
+    monkeypatch.setattr(edge.persisted, "MAX_REGISTERED", 2)
+    documents = [f"query R{i} {{ __typename }}" for i in range(5)]
     async with api(seeded, redis_url, cache_namespace) as (client, _):
-        for document in documents:
-            pq = {"persistedQuery": {"version": 1, "sha256Hash": hashlib.sha256(document.encode()).hexdigest()}}
-            ran = await client.post("/graphql", json={"query": document, "extensions": pq})
+        for document in documents[:2]:
+            ran = await client.post("/graphql", json={"query": document, "extensions": persisted(document)})
             assert ran.json() == {"data": {"__typename": "Query"}}
-        kept = []
-        for document in documents:
-            pq = {"persistedQuery": {"version": 1, "sha256Hash": hashlib.sha256(document.encode()).hexdigest()}}
-            body = (await client.post("/graphql", json={"extensions": pq})).json()
-            kept.append("data" in body)
-    assert kept == [True, True, False, False]
+        assert await registered(client, documents[0])  # used: R1 is now the one used least lately
+        await client.post("/graphql", json={"query": documents[2], "extensions": persisted(documents[2])})
+        assert [await registered(client, d) for d in documents[:3]] == [True, False, True]
+        for document in documents[3:]:
+            await client.post("/graphql", json={"query": document, "extensions": persisted(document)})
+            assert await registered(client, document)
+        big = "query Big { __typename }" + " " * 17_000
+        ran = await client.post("/graphql", json={"query": big, "extensions": persisted(big)})
+        assert ran.json() == {"data": {"__typename": "Query"}}
+        assert not await registered(client, big)
+
+
+@pytest.mark.parametrize(
+    ("document", "code"),
+    [
+        ("query Broken { papers(first: 1) {", "GRAPHQL_PARSE_FAILED"),
+        ("query Unknown { noSuchField }", "GRAPHQL_VALIDATION_FAILED"),
+        ("query Huge { papers(first: " + "9" * 5000 + ") { totalCount } }", "GRAPHQL_VALIDATION_FAILED"),
+        (
+            "query Deep { papers { nodes { authors { researcher { papers { nodes { authors { researcher { papers "
+            "{ nodes { authors { researcher { name } } } } } } } } } } } } }",
+            "QUERY_TOO_DEEP",
+        ),
+        ("query Undeclared { __typename }", "BAD_USER_INPUT"),
+    ],
+    ids=["parse", "validation", "literal", "limits", "variables"],
+)
+async def test_only_documents_that_run_are_registered(
+    seeded: Any, redis_url: str, cache_namespace: str, document: str, code: str
+) -> None:
+    variables = {"stray": 1} if code == "BAD_USER_INPUT" else None
+    async with api(seeded, redis_url, cache_namespace) as (client, _):
+        sent = await client.post(
+            "/graphql", json={"query": document, "variables": variables, "extensions": persisted(document)}
+        )
+        assert sent.json()["errors"][0]["extensions"]["code"] == code
+        assert not await registered(client, document)
+
+
+async def test_a_registration_is_charged_and_a_spent_budget_registers_nothing(
+    seeded: Any, redis_url: str, cache_namespace: str
+) -> None:
+    async with api(seeded, redis_url, cache_namespace, anon_points_per_hour=2) as (client, _):
+        first = await client.post("/graphql", json={"query": AD_HOC, "extensions": persisted(AD_HOC)})
+        assert "errors" not in first.json() and first.headers["x-ratelimit-used"] == "1"
+        await client.post("/graphql", json={"query": "{ __typename }"})
+        other = "query Other { __typename }"
+        refused = await client.post("/graphql", json={"query": other, "extensions": persisted(other)})
+        assert refused.status_code == 429
+        assert refused.json()["errors"][0]["extensions"]["code"] == "RATE_LIMITED"
+        assert not await registered(client, other)
 
 
 async def test_only_trusted_documents(seeded: Any, redis_url: str, cache_namespace: str) -> None:

@@ -88,3 +88,23 @@ async def test_get_runs_persisted_documents_only(seeded: Any) -> None:
         assert bad_variables.status_code == 400
         put = await client.put("/graphql", content=b"{}")
         assert put.status_code == 405
+
+
+async def test_several_operations_without_an_operation_name_are_a_request_error(seeded: Any) -> None:
+    """GraphQL's GetOperation: without `operationName` a document must hold one operation; the first is not run."""
+    document = "query A { __typename } query B { papers(first: 1) { totalCount } }"
+    statements = StatementCounter()
+    app = create_app(settings_for(seeded.dsn), query_logger=statements)
+    async with serving(app) as client:
+        for accept in ("application/json", "application/graphql-response+json"):
+            statements.reset()
+            response = await client.post("/graphql", json={"query": document}, headers={"accept": accept})
+            assert response.status_code == 400, response.text
+            body = response.json()
+            assert "data" not in body and body["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
+            assert "operationName" in body["errors"][0]["message"]
+            assert statements.statements == []
+        named = await client.post("/graphql", json={"query": document, "operationName": "A"})
+        assert named.json() == {"data": {"__typename": "Query"}}
+        unnamed_alone = await client.post("/graphql", json={"query": "{ __typename }"})
+        assert unnamed_alone.json() == {"data": {"__typename": "Query"}}

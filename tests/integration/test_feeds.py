@@ -277,3 +277,52 @@ async def test_the_personal_feed_is_private_and_never_cached(feeds: Feeds) -> No
     feeds.counter.reset()
     await feeds.get(path)
     assert feeds.counter.count >= 2  # read again: nothing of a reader's is kept in the shared cache
+
+
+@pytest.mark.parametrize("bad", ["²", "①", "٥", "5" * 5000, "+5", " 5", "5 ", "5\n", "0x10", "1e2", "", "0", "201"])
+async def test_a_limit_that_is_not_plain_digits_in_range_is_a_400(feeds: Feeds, bad: str) -> None:
+    response = await feeds.client.get("/rss/latest.xml", params={"limit": bad})
+    assert response.status_code == 400, response.text
+    assert response.text.count("\n") == 1 and "limit" in response.text and len(response.text) < 200
+
+
+async def test_limits_come_in_a_few_sizes_so_a_feed_has_a_few_cached_forms(feeds: Feeds) -> None:
+    """`?limit=191..200` over a few feeds cannot make a cached copy each: a limit is served as the largest of
+    1, 2, 5, 10, 20, 50, 100 and 200 within it."""
+    redis = feeds.cache.redis
+    assert redis is not None
+    pattern = f"{feeds.cache.namespace}:feed:*"
+    before = {key async for key in redis.scan_iter(match=pattern)}
+    paths = [
+        f"/{fmt}/{feed}?limit={n}"
+        for fmt in FORMATS
+        for feed in ("latest.xml", "categories/cs.DC.xml")
+        for n in range(191, 201)
+    ]
+    for path in paths:
+        assert (await feeds.get(path)).status_code == 200, path
+    made = {key async for key in redis.scan_iter(match=pattern)} - before
+    assert len(made) <= 2 * 2 * 2  # (100 and 200) x two feeds x two formats
+    assert len((await feeds.parsed("/rss/latest.xml?limit=7")).entries) == 5
+    assert len((await feeds.parsed("/rss/latest.xml?limit=20")).entries) == 20
+    assert "limit=5" in (await feeds.get("/atom/latest.xml?limit=9")).text  # the self link names what it holds
+
+
+async def test_feeds_spend_the_same_budget_as_graphql(feeds: Feeds, redis_url: str, cache_namespace: str) -> None:
+    settings = settings_for(
+        feeds.seeded.dsn,
+        REDIS_URL=redis_url,
+        cache_namespace=f"{cache_namespace}feeds-budget",
+        anon_points_per_hour=3,
+        jwt_secret=SECRET,
+    )
+    async with serving(create_app(settings)) as client:
+        for path in ("/rss/latest.xml", "/atom/categories/cs.DC.xml", "/rss/search.xml?q=cosmic"):
+            assert (await client.get(path)).status_code == 200, path
+        refused = await client.get("/rss/latest.xml")
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+        assert refused.headers["x-ratelimit-remaining"] == "0" and refused.text.count("\n") == 1
+        assert refused.headers["cache-control"] == "no-store"
+        graphql = await client.post("/graphql", json={"query": "{ __typename }"})
+        assert graphql.status_code == 429
+        assert graphql.json()["errors"][0]["extensions"]["code"] == "RATE_LIMITED"

@@ -156,3 +156,47 @@ async def test_error_codes_name_what_failed(seeded: Any) -> None:
         ).json()
         assert undeclared["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
         assert "$pad" in undeclared["errors"][0]["message"]
+
+
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        f"{{ papers(first: {HUGE}) {{ totalCount }} }}",
+        f"{{ papers(page: {HUGE}) {{ totalCount }} }}",
+        f"{{ papers(first: -{HUGE}) {{ totalCount }} }}",
+        f"{{ researchers(first: 1, filter: {{minHIndex: {HUGE}}}) {{ totalCount }} }}",
+        f"query($n: Int = {HUGE}) {{ papers(first: $n) {{ totalCount }} }}",
+        f"{{ papers(first: {HUGE}.5e{HUGE}) {{ totalCount }} }}",
+        f"{{ papers(first: 1) @include(if: {HUGE}) {{ totalCount }} }}",
+        f'{{ papers(first: 1, filter: {{publishedFrom: "{HUGE}"}}) {{ totalCount }} }}',
+    ],
+    ids=["first", "page", "negative", "input-field", "default", "float", "directive", "date"],
+)
+async def test_number_literals_past_any_type_are_validation_errors(seeded: Any, document: str) -> None:
+    """A 5,000-digit literal is more than Python turns into an int: the document is invalid, not a bug of ours, and
+    the answer does not repeat the 5,000 digits."""
+    statements = StatementCounter()
+    app = create_app(settings_for(seeded.dsn), query_logger=statements)
+    async with serving(app) as client:
+        statements.reset()
+        response = await client.post("/graphql", json={"query": document})
+    error = response.json()["errors"][0]
+    assert error["extensions"]["code"] == "GRAPHQL_VALIDATION_FAILED", error
+    assert len(error["message"]) < 500 and statements.statements == []
+
+
+async def test_number_variables_past_any_type_are_bad_input(seeded: Any) -> None:
+    app = create_app(settings_for(seeded.dsn), query_logger=StatementCounter())
+    query = (
+        "query($n: Int, $d: Date, $c: String) "
+        "{ papers(first: $n, after: $c, filter: {publishedFrom: $d}) { totalCount } }"
+    )
+    async with serving(app) as client:
+        for variables in ({"n": HUGE}, {"n": -(2**40)}, {"n": 1.5}, {"d": HUGE}, {"d": "99999-01-01"}, {"c": HUGE}):
+            body = (await client.post("/graphql", json={"query": query, "variables": variables})).json()
+            error = body["errors"][0]
+            assert error["extensions"]["code"] == "BAD_USER_INPUT", (variables, body)
+            assert len(error["message"]) < 500, variables

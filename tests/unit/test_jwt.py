@@ -244,3 +244,38 @@ async def test_without_any_jwt_setting_bearer_tokens_are_refused_naming_the_sett
     assert error.status == 401
     for name in ("WOVEPAPER_JWT_SECRET", "WOVEPAPER_JWKS_URL", "WOVEPAPER_JWKS_FILE"):
         assert name in error.message
+
+
+ALL_ALGORITHMS = ["HS256", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+
+
+@pytest.mark.parametrize("algorithm", ALL_ALGORITHMS)
+async def test_a_token_naming_an_audience_is_refused_when_no_audience_is_set(algorithm: str) -> None:
+    """A token minted for another service (its `aud`) must not sign a reader in here: with WOVEPAPER_JWT_AUDIENCE
+    unset only tokens without `aud` are accepted, whatever the algorithm."""
+    if algorithm == "HS256":
+        verify = hs_verifier()
+        with_audience, without = hs256(aud="another-service"), hs256()
+        listed = hs256(aud=["another-service", "wovepaper-api"])
+    else:
+        pair = KeyPair(f"aud-{algorithm}", algorithm=algorithm)
+        verify = JwtAuthenticator(keys=KeySet(FakeJwks(jwks(pair))))
+        with_audience, without = pair.token(aud="another-service"), pair.token()
+        listed = pair.token(aud=["another-service", "wovepaper-api"])
+    assert await verify(SCOPE, without) == "reader-1"
+    for token in (with_audience, listed):
+        error = await refused(verify, token)
+        assert (error.status, error.code) == (401, "UNAUTHENTICATED")
+        assert "WOVEPAPER_JWT_AUDIENCE" in error.message and "None" not in error.message
+
+
+async def test_what_a_refusal_echoes_of_the_token_is_bounded() -> None:
+    """A 30 KB `kid` (or `alg`) is not sent back whole: the answer names a bounded prefix of it."""
+    verify = JwtAuthenticator(secret=SECRET, keys=KeySet(FakeJwks(jwks(RSA))))
+    long_kid = "k" * 30_000
+    unknown = await refused(verify, RSA.token(kid=long_kid))
+    assert "unknown key" in unknown.message and len(unknown.message) < 300
+    assert len(unknown.body()) < 500
+    header = base64.urlsafe_b64encode(orjson.dumps({"alg": "X" * 30_000, "typ": "JWT"})).decode().rstrip("=")
+    odd_algorithm = await refused(verify, f"{header}.e30.c2ln")
+    assert "is not accepted" in odd_algorithm.message and len(odd_algorithm.message) < 400
