@@ -317,6 +317,7 @@ def create_app(
                 enabled=settings.rate_limits == "on",
                 anonymous_points_per_hour=settings.anon_points_per_hour,
                 key_points_per_hour=settings.key_points_per_hour,
+                failed_auth_per_hour=settings.failed_auth_per_hour,
             ),
             # The site's browser-side calls (co-author network, search as you type); preflights end here.
             cors={

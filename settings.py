@@ -51,6 +51,7 @@ class Settings(BaseSettings):
     rate_limits: Literal["on", "off"] = "on"
     anon_points_per_hour: int = Field(1000, ge=1)
     key_points_per_hour: int = Field(5000, ge=1)
+    failed_auth_per_hour: int = Field(100, ge=1)
     trusted_documents: Literal["off", "site", "only"] = "site"
     cdn_max_age_s: int = Field(60, ge=0)
     cdn_stale_while_revalidate_s: int = Field(600, ge=0)

@@ -8,8 +8,8 @@ Unknown keys are remembered apart from the keys in use, each store bounded in by
 never pushes out a partner's.
 
 A failed authentication (a malformed, unknown or revoked key) costs the client address FAILED_KEY_POINTS of its
-budget (edge/ratelimit.py). A look-up is paid for before it runs and given back when the key is good, so an
-address whose budget is spent is refused (429) without one.
+budget of failed authentications (edge/ratelimit.py; apart from its anonymous budget). A look-up is paid for before
+it runs and given back when the key is good, so an address whose budget is spent is refused (429) without one.
 """
 
 from __future__ import annotations
@@ -42,9 +42,8 @@ KNOWN_BYTES: Final = 4 * 1024 * 1024
 UNKNOWN_BYTES = 1024 * 1024
 KNOWN_ENTRY_BYTES: Final = 600
 UNKNOWN_ENTRY_BYTES: Final = 200
-# What a failed authentication costs the client address: with the anonymous budget (1,000 points an hour), about
-# 100 wrong keys an hour, each look-up included.
-FAILED_KEY_POINTS: Final = 10
+# What a failed authentication costs the client address, out of WOVEPAPER_FAILED_AUTH_PER_HOUR.
+FAILED_KEY_POINTS: Final = 1
 KEY_FORMAT = re.compile(r"^wpk_[0-9a-f]{8}_[A-Za-z0-9_-]{43}$")
 PREFIX_LENGTH: Final = 12
 

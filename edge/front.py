@@ -206,12 +206,14 @@ class Front:
             await reject(send, self.max_body_bytes, self._media(scope))
 
     async def _identify(self, scope: Scope, state: dict[str, Any]) -> Identity:
-        """Verifies the request's credentials. A failed authentication is charged to the client address's budget
-        (`ADDRESS_BUDGET`, edge/api_keys.py): its handle is made here, before them."""
+        """Verifies the request's credentials. A failed authentication is charged to the client address's budget of
+        them (`ADDRESS_BUDGET`, edge/api_keys.py): its handle is made here, before them."""
         limiter = state.get("rate_limiter")
         if self.policy.enabled and isinstance(limiter, RateLimiter):
             address = Identity(client_ip=client_ip(scope, self.identifier.trusted_proxies))
-            state[ADDRESS_BUDGET] = Budget(limiter, self.policy, address)
+            state[ADDRESS_BUDGET] = Budget(
+                limiter, self.policy, address, subject=self.policy.failed_auth_subject(address)
+            )
         return await self.identifier.identify(scope)
 
     def _media(self, scope: Scope) -> bytes:

@@ -36,8 +36,8 @@ from edge.identity import Identity
 PERIOD_S: Final = 3600
 PERIOD_MS: Final = PERIOD_S * 1000
 RESOURCE: Final = "graphql"
-# The request state's handle on its client address's budget, for a request that presents credentials: what a failed
-# authentication costs is charged to it (edge/api_keys.py).
+# The request state's handle on its client address's budget of failed authentications, for a request that presents
+# credentials (edge/api_keys.py charges it).
 ADDRESS_BUDGET: Final = "address_budget"
 _RESOURCE_HEADER: Final = (b"x-ratelimit-resource", RESOURCE.encode())
 # Clients a process remembers while Redis is down (least recently seen forgotten first).
@@ -448,6 +448,7 @@ class RateLimitPolicy:
     enabled: bool
     anonymous_points_per_hour: int
     key_points_per_hour: int
+    failed_auth_per_hour: int = 100
 
     def subject(self, identity: Identity) -> tuple[str, int]:
         """Whose budget a request spends, and its size: the key's, else the client address's."""
@@ -456,14 +457,26 @@ class RateLimitPolicy:
             return f"key:{key.id}", key.points_per_hour or self.key_points_per_hour
         return f"ip:{identity.client_ip}", self.anonymous_points_per_hour
 
+    def failed_auth_subject(self, identity: Identity) -> tuple[str, int]:
+        """The client address's budget of failed authentications: apart from its anonymous one, so that browsing
+        from a shared address never locks a good key out."""
+        return f"authfail:{identity.client_ip}", self.failed_auth_per_hour
+
 
 class Budget:
     """One request's handle on its client's budget: charged once, when its cost is known."""
 
-    def __init__(self, limiter: RateLimiter, policy: RateLimitPolicy, identity: Identity) -> None:
+    def __init__(
+        self,
+        limiter: RateLimiter,
+        policy: RateLimitPolicy,
+        identity: Identity,
+        subject: tuple[str, int] | None = None,
+    ) -> None:
+        """`subject`: whose budget and its size, when not the one `policy` gives the identity."""
         self.limiter = limiter
         self.enabled = policy.enabled
-        self.subject, self.limit = policy.subject(identity)
+        self.subject, self.limit = subject or policy.subject(identity)
         self.decision: Decision | None = None
 
     async def charge(self, points: int) -> Decision:

@@ -117,11 +117,12 @@ def key_look_ups(counter: StatementCounter) -> int:
 async def test_unknown_keys_are_remembered_charged_to_the_address_and_logged(
     seeded: Any, redis_url: str, cache_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Made-up keys cost their sender: each failed authentication spends the address's budget (a look-up is paid
-    for before it runs), an unknown key is remembered (no statement for it again), and once the budget is spent
-    the address is refused without a look-up. The request lines name the address."""
+    """Made-up keys cost their sender: each failed authentication spends the address's budget of them (a look-up is
+    paid for before it runs), an unknown key is remembered (no statement for it again), and once that budget is
+    spent the address is refused without a look-up, while its anonymous browsing goes on. The request lines name
+    the address."""
     made_up = [f"wpk_{i:08x}_" + "A" * 43 for i in range(4)]
-    options = {"anon_points_per_hour": 3 * FAILED_KEY_POINTS, "trusted_proxies": "127.0.0.1/32"}
+    options = {"failed_auth_per_hour": 3 * FAILED_KEY_POINTS, "trusted_proxies": "127.0.0.1/32"}
     async with api(seeded, redis_url, cache_namespace, **options) as (client, counter):
         counter.reset()
         with caplog.at_level(logging.INFO, logger="wovepaper.request"):
@@ -135,7 +136,7 @@ async def test_unknown_keys_are_remembered_charged_to_the_address_and_logged(
             assert spent.json()["errors"][0]["extensions"]["code"] == "RATE_LIMITED"
             assert key_look_ups(counter) == 2  # refused before any look-up
             anonymous = await client.post("/graphql", json=TYPENAME)
-            assert anonymous.status_code == 429  # one budget per address
+            assert anonymous.status_code == 200  # failed authentications have a budget of their own
             elsewhere = {"x-api-key": made_up[3], "x-forwarded-for": "203.0.113.7"}
             assert (await client.post("/graphql", json=TYPENAME, headers=elsewhere)).status_code == 401
     lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records if r.name == "wovepaper.request"]
@@ -156,7 +157,7 @@ async def test_a_good_key_costs_its_address_nothing_and_a_flood_of_unknown_keys_
     async with api(seeded, redis_url, cache_namespace, **options) as (client, counter):
         assert (await client.post("/graphql", json=TYPENAME, headers={"x-api-key": key})).status_code == 200
         anonymous = await client.post("/graphql", json=TYPENAME)
-        assert anonymous.headers["x-ratelimit-used"] == "1"  # the key's look-up was paid for, then given back
+        assert anonymous.headers["x-ratelimit-used"] == "1"  # the key's look-up never touches the anonymous budget
         for i in range(100):
             made_up = {"x-api-key": f"wpk_{i:08x}_" + "B" * 43}
             assert (await client.post("/graphql", json=TYPENAME, headers=made_up)).status_code == 401
@@ -164,6 +165,19 @@ async def test_a_good_key_costs_its_address_nothing_and_a_flood_of_unknown_keys_
         assert (await client.post("/graphql", json=TYPENAME, headers={"x-api-key": key})).status_code == 200
         assert key_look_ups(counter) == 0
         assert authenticator.remembered_bytes() <= api_keys.KNOWN_BYTES + api_keys.UNKNOWN_BYTES
+
+
+async def test_an_address_whose_anonymous_budget_is_spent_keeps_its_keys(
+    seeded: Any, redis_url: str, cache_namespace: str
+) -> None:
+    """A shared office address whose browsing spent the anonymous budget: a partner's key from it still works, its
+    look-up (every 10 s per worker) paid for out of the address's budget of failed authentications, not that one."""
+    key = (await cli(seeded.dsn, "keys", "create", "--name", "partner-office")).strip()
+    async with api(seeded, redis_url, cache_namespace, anon_points_per_hour=1) as (client, _):
+        assert (await client.post("/graphql", json=TYPENAME)).status_code == 200
+        assert (await client.post("/graphql", json=TYPENAME)).status_code == 429
+        keyed = await client.post("/graphql", json=TYPENAME, headers={"x-api-key": key})
+        assert keyed.status_code == 200, keyed.text
 
 
 async def test_a_key_is_looked_up_by_its_index(seeded: Any) -> None:
