@@ -90,31 +90,45 @@ def demo(
 def embed(
     limit: int | None = typer.Option(None, "--limit", min=1, help="Embed at most N papers."),
     batch_size: int = typer.Option(64, "--batch-size", min=1, max=1024, help="Papers per model batch and commit."),
+    wait: bool = typer.Option(
+        False, "--wait", help="When another run holds the embed lock, wait for it instead of stopping at once (exit 0)."
+    ),
 ) -> None:
     """Compute the missing (or stale) paper embeddings that semantic search needs.
 
-    Needs the `semantic` extra and pgvector; resumable: each batch commits, and a rerun picks up the rest.
+    Needs the `semantic` extra and pgvector; resumable: each batch commits, and a rerun picks up the rest. One run
+    at a time: a second one stops at once (exit 0), naming the run that holds the lock.
     """
     import time
 
     import semantic
     from ingest.embed import embed_missing
+    from ingest.locks import StageBusy, stage_lock
+    from ingest.runner import connect
 
-    dsn = database_url_or_exit(settings_or_exit())
+    settings = settings_or_exit()
+    database_url_or_exit(settings)
 
     def progress(done: int) -> None:
         typer.echo(f"  {done} embedded", err=True)
 
+    def waiting(line: str) -> None:
+        typer.echo(line, err=True)
+
     async def run() -> int:
-        conn = await asyncpg.connect(dsn)
+        conn = await connect(settings, "embed")
         try:
-            return await embed_missing(conn, limit, batch_size=batch_size, on_batch=progress)
+            async with stage_lock(conn, "embed", wait=wait, on_wait=waiting):
+                return await embed_missing(conn, limit, batch_size=batch_size, on_batch=progress)
         finally:
             await conn.close()
 
     started = time.perf_counter()
     try:
         done = asyncio.run(run())
+    except StageBusy as exc:
+        typer.echo(str(exc))
+        raise typer.Exit(0) from None
     except semantic.EmbeddingsUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(3) from None
