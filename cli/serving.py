@@ -26,7 +26,7 @@ PROTOCOL: dict[str, Any] = {"http": "edge.protocol:EdgeHttpProtocol", "proxy_hea
 def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to bind."),
     port: int = typer.Option(8000, help="Port to listen on."),
-    workers: int = typer.Option(1, min=1, help="Worker processes."),
+    workers: int | None = typer.Option(None, min=1, help="Worker processes (default: WOVEPAPER_WORKERS, else 1)."),
 ) -> None:
     """Serve the API (GraphiQL at /graphql) with uvicorn.
 
@@ -41,9 +41,15 @@ def serve(
     from telemetry import logs
 
     settings = settings_or_exit()
+    # A container without its database stops here, with the setting's name, not in a worker's traceback.
+    database_url_or_exit(settings)
+    workers = workers or settings.workers
     logs.configure(settings.log_format)
     own_metrics_dir = None
-    if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    given_metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if given_metrics_dir:
+        _empty_metrics_dir(given_metrics_dir)
+    elif workers > 1:
         # Set before any worker imports prometheus_client: each writes its values here, /metrics reads them all.
         own_metrics_dir = tempfile.mkdtemp(prefix="wovepaper-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_metrics_dir
@@ -63,6 +69,26 @@ def serve(
     finally:
         if own_metrics_dir is not None:
             shutil.rmtree(own_metrics_dir, ignore_errors=True)
+
+
+def _empty_metrics_dir(path: str) -> None:
+    """The metrics directory a container mounts (PROMETHEUS_MULTIPROC_DIR) outlives a restarted process: the
+    files of the workers before it would be summed with the new ones' (prometheus_client asks for it emptied)."""
+    from pathlib import Path
+
+    directory = Path(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.db"):
+            stale.unlink()
+        probe = directory / ".writable"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        typer.echo(
+            f"error: PROMETHEUS_MULTIPROC_DIR={path} is not a writable directory: {exc.strerror or exc}", err=True
+        )
+        raise typer.Exit(2) from None
 
 
 @app.command()
