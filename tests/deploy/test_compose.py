@@ -134,6 +134,17 @@ def test_the_wovepaper_services_read_settings_that_exist_and_parse(
     assert api["command"] == ["serve", "--host", "0.0.0.0", "--port", "8000"]
 
 
+def test_only_the_api_keeps_metrics_files_and_on_a_tmpfs(compose: dict[str, Any]) -> None:
+    """A process told of a metrics directory writes there, and the root filesystem is read-only."""
+    for name, service in compose["services"].items():
+        directory = environment(service).get("PROMETHEUS_MULTIPROC_DIR")
+        if name != "api":
+            assert directory is None, name
+            continue
+        assert service["read_only"] is True
+        assert any(mount.split(":")[0] == directory for mount in service["tmpfs"])
+
+
 def test_the_proxy_balances_over_the_api_replicas_checked_on_readyz(compose: dict[str, Any]) -> None:
     config = (DEPLOY / "haproxy" / "haproxy.cfg").read_text()
     assert re.search(r"^\s*server-template api \d+ api:8000\s*$", config, re.M)
