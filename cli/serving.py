@@ -76,19 +76,14 @@ def _empty_metrics_dir(path: str) -> None:
     files of the workers before it would be summed with the new ones' (prometheus_client asks for it emptied)."""
     from pathlib import Path
 
-    directory = Path(path)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        for stale in directory.glob("*.db"):
-            stale.unlink()
-        probe = directory / ".writable"
-        probe.touch()
-        probe.unlink()
-    except OSError as exc:
-        typer.echo(
-            f"error: PROMETHEUS_MULTIPROC_DIR={path} is not a writable directory: {exc.strerror or exc}", err=True
-        )
-        raise typer.Exit(2) from None
+    from cli.common import metrics_dir_problem
+
+    problem = metrics_dir_problem()
+    if problem:
+        typer.echo(problem, err=True)
+        raise typer.Exit(2)
+    for stale in Path(path).glob("*.db"):
+        stale.unlink(missing_ok=True)
 
 
 @app.command()
