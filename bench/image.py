@@ -141,6 +141,7 @@ def build(scratch: Path, python: str, build_args: dict[str, str]) -> dict[str, A
     base_env["PATH"] = f"{shims}:{base_env.get('PATH', '')}"
     args: dict[str, str] = {}
     env: dict[str, str] = {}
+    build_env: dict[str, str] = {}
     stage: str | None = None
     workdir = scratch
     steps: list[dict[str, Any]] = []
@@ -150,6 +151,8 @@ def build(scratch: Path, python: str, build_args: dict[str, str]) -> dict[str, A
             name, _, default = rest.partition("=")
             args[name] = build_args.get(name, default)
         elif keyword == "FROM":
+            if stage == "build":
+                build_env = env
             stage = rest.split(" AS ")[1].strip() if " AS " in rest else "final"
             env = {}
         elif stage == "final":
@@ -180,7 +183,7 @@ def build(scratch: Path, python: str, build_args: dict[str, str]) -> dict[str, A
             if result.returncode != 0:
                 sys.exit(f"RUN failed ({result.returncode}) after {seconds} s: {command}\n{result.stderr[-3000:]}")
             steps.append({"step": f"RUN {command[:90]}...", "seconds": seconds})
-    return {"steps": steps, "copies": copies, "env": env}
+    return {"steps": steps, "copies": copies, "env": build_env}
 
 
 def tree_bytes(path: Path) -> int:
@@ -299,14 +302,25 @@ def main() -> None:
     parser.add_argument("--build-arg", action="append", default=[], help="NAME=VALUE, as docker build takes it.")
     parser.add_argument("--workdir", type=Path, default=None, help="Scratch folder (default: a temporary one).")
     parser.add_argument("--keep", action="store_true", help="Keep the scratch folder.")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="Measure what an earlier run built in --workdir (kept) instead of building.",
+    )
     options = parser.parse_args()
     scratch = options.workdir or Path(tempfile.mkdtemp(prefix="wovepaper-image-"))
     scratch.mkdir(parents=True, exist_ok=True)
     os.chmod(scratch, 0o755)  # the embedded PostgreSQL runs as another user, and must reach its data directory
     try:
         started = time.perf_counter()
-        built = build(scratch, options.python, dict(arg.split("=", 1) for arg in options.build_arg))
-        build_s = round(time.perf_counter() - started, 1)
+        record = scratch / "build.json"
+        if options.reuse and record.exists():
+            built = json.loads(record.read_text())
+        else:
+            built = build(scratch, options.python, dict(arg.split("=", 1) for arg in options.build_arg))
+            built["build_s"] = round(time.perf_counter() - started, 1)
+            record.write_text(json.dumps(built))
+        build_s = built["build_s"]
         venv, models = (Path(path) for path in built["copies"])
         site = next((venv / "lib").glob("python3*/site-packages"))
         export_venv = Path(built["env"]["EXPORT_VENV"])
@@ -328,6 +342,10 @@ def main() -> None:
             "torch_absent_from_image": torch_absent == "True",
         }
         result["image_copies_mb"]["total"] = round(sum(result["image_copies_mb"].values()), 1)
+        for stale in scratch.glob("cwd-*"):
+            shutil.rmtree(stale)
+        for stale in [*scratch.glob("pg-*"), *scratch.glob("metrics-*")]:
+            shutil.rmtree(stale, ignore_errors=True)
         runs = [up_once(scratch, venv, models, run) for run in range(options.runs)]
         result["up"] = runs
         for key in (
