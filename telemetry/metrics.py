@@ -95,9 +95,10 @@ def count_rejection(reason: str) -> None:
 
 
 def count_error_codes(codes: Iterable[str]) -> None:
-    """A request's error codes, each once; a code not in error_codes.py (none should be) counts as OTHER."""
+    """A request's error codes, each once; a code not in error_codes.py (none should be) counts as `other`, so that
+    the label values stay the documented few."""
     for code in codes:
-        _request_errors(code if code in ERROR_CODES else "OTHER").inc()
+        _request_errors(code if code in ERROR_CODES else "other").inc()
 
 
 @functools.cache
