@@ -25,7 +25,8 @@ TIMEOUT_S: Final = 5.0
 MIN_POSTGRES: Final = 150000
 REQUIRED_EXTENSIONS: Final = ("pg_trgm", "unaccent")
 
-Status = Literal["ok", "FAIL", "skip"]
+# WARN: works, but not as it should (the exit code stays 0); FAIL: the setting must be fixed (exit 1).
+Status = Literal["ok", "WARN", "FAIL", "skip"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,10 @@ def ok(check: str, setting: str, detail: str) -> Row:
     return Row(check, setting, "ok", detail)
 
 
+def warn(check: str, setting: str, detail: str) -> Row:
+    return Row(check, setting, "WARN", detail)
+
+
 def fail(check: str, setting: str, detail: str) -> Row:
     return Row(check, setting, "FAIL", detail)
 
@@ -66,9 +71,10 @@ def _error(exc: BaseException) -> str:
 # --- PostgreSQL ---------------------------------------------------------------------------------------------------
 
 
-async def probe_postgres(check: str, setting: str, url: str, *, primary: bool) -> Row:
+async def probe_postgres(check: str, setting: str, url: str, *, primary: bool, vector: bool = False) -> Row:
     """One PostgreSQL server: reachable, recent enough, with the extensions, and a primary (or, `primary=False`,
-    a standby). Replicas are checked with it too, one row each."""
+    a standby); `vector`: a warning without pgvector (semantic search is on). Replicas are checked with it too, one
+    row each."""
     import asyncpg
 
     from db.queries.server import server_facts
@@ -92,14 +98,18 @@ async def probe_postgres(check: str, setting: str, url: str, *, primary: bool) -
     if not primary and not facts.in_recovery:
         return fail(check, setting, f"{where} is a primary, not a standby replica")
     role = "standby" if facts.in_recovery else "primary"
-    vector = "pgvector" if "vector" in facts.available else "no pgvector: semantic search unavailable"
-    return ok(check, setting, f"PostgreSQL {facts.version.split()[0]} ({role}) at {where}; {vector}")
+    about = f"PostgreSQL {facts.version.split()[0]} ({role}) at {where}"
+    if "vector" not in facts.available:
+        no_vector = f"{about}; no pgvector: semantic search answers SEMANTIC_UNAVAILABLE"
+        return warn(check, setting, no_vector) if vector else ok(check, setting, no_vector)
+    return ok(check, setting, f"{about}; pgvector")
 
 
 async def check_database(settings: Settings) -> list[Row]:
     if not settings.database_url:
         return [fail("database", "DATABASE_URL", "not set: serve, migrate and the ingest need it")]
-    return [await probe_postgres("database", "DATABASE_URL", settings.database_url, primary=True)]
+    url = settings.database_url
+    return [await probe_postgres("database", "DATABASE_URL", url, primary=True, vector=settings.semantic_search)]
 
 
 async def check_migrations(settings: Settings) -> list[Row]:
@@ -239,7 +249,8 @@ async def check_semantic(settings: Settings) -> list[Row]:
             )
         ]
     if kind == "onnx" and not onnx_files().exist():
-        return [ok("semantic", "WOVEPAPER_MODEL_DIR", f"no ONNX graphs in {cache_root()} yet: exported on first use")]
+        # PyTorch is here (else the modules above would be missing): the first semantic request waits for the export.
+        return [warn("semantic", "WOVEPAPER_MODEL_DIR", f"no ONNX graphs in {cache_root()}: exported on first use")]
     try:
         # One query embedded the way the API embeds it: the graphs load and run here.
         vector = await asyncio.to_thread(semantic.get_embedder().embed_query, "deployment check")
@@ -306,12 +317,16 @@ def render(rows: list[Row]) -> list[str]:
     for r in rows:
         lines.append(f"{r.status:<6}  {r.check:<{widths[0]}}  {r.setting:<{widths[1]}}  {r.detail}")
     failed = [r for r in rows if r.status == "FAIL"]
+    warned = [r for r in rows if r.status == "WARN"]
     if failed:
         names = ", ".join(dict.fromkeys(r.setting for r in failed))
         lines.append(f"check: {len(failed)} failed; fix {names}")
     else:
         passed, skipped = sum(r.status == "ok" for r in rows), sum(r.status == "skip" for r in rows)
-        lines.append(f"check: all {passed} passed, {skipped} not configured")
+        summary = f"check: all {passed + len(warned)} passed, {skipped} not configured"
+        if warned:
+            summary += f"; {len(warned)} warning(s): {', '.join(dict.fromkeys(r.setting for r in warned))}"
+        lines.append(summary)
     return lines
 
 

@@ -37,7 +37,7 @@ def _rows(output: str) -> dict[str, tuple[str, str, str]]:
     rows = {}
     for line in output.splitlines()[1:]:
         parts = line.split(None, 3)
-        if len(parts) == 4 and parts[0] in ("ok", "FAIL", "skip"):
+        if len(parts) == 4 and parts[0] in ("ok", "WARN", "FAIL", "skip"):
             rows[parts[1]] = (parts[0], parts[2], parts[3])
     return rows
 
@@ -155,6 +155,19 @@ async def test_missing_and_malformed_settings_are_each_named() -> None:
         "DATABASE_URL",
         "not set: serve, migrate and the ingest need it",
     )
+
+
+async def test_a_warning_is_shown_and_does_not_fail(database_url: str, tmp_path: Path) -> None:
+    """No ONNX graphs yet where PyTorch can make them: the first semantic request would wait for the export."""
+    env = _clean_env(DATABASE_URL=database_url, WOVEPAPER_MODEL_DIR=str(tmp_path / "no-graphs-here"))
+    result = await _check(env, "--only", "semantic", "--only", "migrations")
+    assert result.exit_code == 0, result.output
+    status, setting, detail = _rows(result.output)["semantic"]
+    assert (status, setting) == ("WARN", "WOVEPAPER_MODEL_DIR") and "exported on first use" in detail
+    assert result.output.splitlines()[-1] == (
+        "check: all 2 passed, 0 not configured; 1 warning(s): WOVEPAPER_MODEL_DIR"
+    )
+    assert not (tmp_path / "no-graphs-here").exists()  # checking exported nothing
 
 
 async def test_an_unknown_check_name_is_refused() -> None:
