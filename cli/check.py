@@ -86,6 +86,8 @@ async def probe_postgres(check: str, setting: str, url: str, *, primary: bool, v
         return fail(check, setting, f"cannot connect to {where}: {_error(exc)}")
     try:
         facts = await server_facts(conn)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+        return fail(check, setting, f"{where} answered, but not what it is: {_error(exc)}")
     finally:
         await conn.close()
     if facts.version_num < MIN_POSTGRES:
@@ -125,6 +127,8 @@ async def check_migrations(settings: Settings) -> list[Row]:
         return [fail("migrations", "DATABASE_URL", f"cannot connect: {_error(exc)}")]
     try:
         applied = await applied_versions(conn)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+        return [fail("migrations", "DATABASE_URL", f"cannot read schema_migrations: {_error(exc)}")]
     finally:
         await conn.close()
     known = available_migrations()
