@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     # then stop accepting and give in-flight requests at most shutdown_grace_s.
     shutdown_drain_s: float = Field(5.0, ge=0)
     shutdown_grace_s: float = Field(20.0, gt=0)
+    # Worker processes `wovepaper serve` starts unless --workers says otherwise (a container sets it).
+    workers: int = Field(1, ge=1, le=64)
     # Logs: one JSON object per line (`json`) or plain text (`text`).
     log_format: str = Field("json", pattern=r"^(json|text)$")
     # OpenTelemetry traces (needs the `otel` extra); exported over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT.
@@ -280,9 +282,21 @@ def load_settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        err = exc.errors()[0]
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        raise SettingsError(f"{_env_name(err['loc'])} is malformed: {msg}") from None
+        name, msg = _problems(exc)[0]
+        raise SettingsError(f"{name} is malformed: {msg}") from None
+
+
+def settings_problems() -> list[tuple[str, str]]:
+    """Every malformed variable of the environment, with what is wrong with it (`wovepaper check`)."""
+    try:
+        Settings()
+    except ValidationError as exc:
+        return _problems(exc)
+    return []
+
+
+def _problems(exc: ValidationError) -> list[tuple[str, str]]:
+    return [(_env_name(err["loc"]), str(err["msg"]).removeprefix("Value error, ")) for err in exc.errors()]
 
 
 @lru_cache(maxsize=1)

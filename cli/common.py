@@ -31,6 +31,25 @@ def settings_or_exit() -> Settings:
         raise typer.Exit(2) from None
 
 
+def metrics_dir_problem() -> str | None:
+    """Why PROMETHEUS_MULTIPROC_DIR, when set, cannot take prometheus_client's files (every process told of it writes
+    there, and would fail on its first metric), as the one line to print; None when it can or is unset."""
+    import os
+    from pathlib import Path
+
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not path:
+        return None
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        probe = Path(path) / f".writable-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        return f"error: PROMETHEUS_MULTIPROC_DIR={path} is not a writable directory: {exc.strerror or exc}"
+    return None
+
+
 def database_url_or_exit(settings: Settings) -> str:
     if not settings.database_url:
         typer.echo("error: DATABASE_URL is not set (`make run` sets up a local one)", err=True)

@@ -37,11 +37,17 @@ def _day(value: datetime | None) -> date | None:
     return value.date() if value is not None else None
 
 
-def _ingest_run(what: str, run: Coroutine[Any, Any, Summary]) -> int:
+async def _stage(what: str, run: Coroutine[Any, Any, Summary]) -> int:
+    """One stage's run: its summary line and exit code; a stage another run holds is not run, and that is no
+    failure (exit 0)."""
+    from ingest.locks import StageBusy
     from ingest.runner import exit_code
 
     try:
-        summary = asyncio.run(run)
+        summary = await run
+    except StageBusy as exc:
+        typer.echo(str(exc))
+        return 0
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
         # A timeout (WOVEPAPER_INGEST_*), a lost connection: every commit so far is kept, the next run resumes.
         typer.echo(f"{what}: stopped: database: {type(exc).__name__}: {exc}; committed work is kept", err=True)
@@ -50,22 +56,29 @@ def _ingest_run(what: str, run: Coroutine[Any, Any, Summary]) -> int:
     return exit_code(summary)
 
 
-def _ingest_arxiv(settings: Settings, from_: datetime | None, until: datetime | None, set_spec: str | None) -> int:
+def _waiting(line: str) -> None:
+    typer.echo(line, err=True)
+
+
+def _arxiv(settings: Settings, from_: datetime | None, until: datetime | None, set_spec: str | None, wait: bool) -> Any:
     from ingest.runner import run_arxiv
 
-    return _ingest_run("arxiv", run_arxiv(settings, from_=_day(from_), until=_day(until), set_spec=set_spec))
+    return run_arxiv(settings, from_=_day(from_), until=_day(until), set_spec=set_spec, wait=wait, on_wait=_waiting)
 
 
-def _ingest_enrich(settings: Settings, limit: int | None, batch_size: int | None = None) -> int:
+def _enrich(settings: Settings, limit: int | None, batch_size: int | None, wait: bool) -> Any:
     from ingest.runner import run_enrich
 
-    return _ingest_run("enrich", run_enrich(settings, limit=limit, batch_size=batch_size))
+    return run_enrich(settings, limit=limit, batch_size=batch_size, wait=wait, on_wait=_waiting)
 
 
-def _ingest_analyse(settings: Settings, limit: int | None, since: datetime | None) -> int:
+def _analyse(settings: Settings, limit: int | None, since: datetime | None, wait: bool) -> Any:
     from ingest.runner import run_analyse
 
-    return _ingest_run("analyse", run_analyse(settings, limit=limit, since=_day(since)))
+    return run_analyse(settings, limit=limit, since=_day(since), wait=wait, on_wait=_waiting)
+
+
+WAIT_HELP = "When another run holds this stage's lock, wait for it instead of stopping at once (exit 0)."
 
 
 @ingest_app.command("arxiv")
@@ -73,12 +86,13 @@ def ingest_arxiv(
     from_: Annotated[datetime | None, typer.Option("--from", formats=_DAY_FORMATS, help="Harvest from.")] = None,
     until: Annotated[datetime | None, typer.Option("--until", formats=_DAY_FORMATS, help="Harvest up to.")] = None,
     set_spec: Annotated[str | None, typer.Option("--set", help="OAI set, e.g. cs:cs:AI.")] = None,
+    wait: bool = typer.Option(False, "--wait", help=WAIT_HELP),
 ) -> None:
-    """Harvest arXiv (OAI-PMH); without --from, continue from the checkpoint."""
+    """Harvest arXiv (OAI-PMH); without --from, continue from the checkpoint. One harvest runs at a time."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
     _ingest_logging(settings)
-    raise typer.Exit(_ingest_arxiv(settings, from_, until, set_spec))
+    raise typer.Exit(asyncio.run(_stage("arxiv", _arxiv(settings, from_, until, set_spec, wait))))
 
 
 @ingest_app.command("enrich")
@@ -87,12 +101,13 @@ def ingest_enrich(
     batch_size: int | None = typer.Option(
         None, "--batch-size", min=1, max=500, help="Papers per transaction (default 100)."
     ),
+    wait: bool = typer.Option(False, "--wait", help=WAIT_HELP),
 ) -> None:
     """Match papers newest first to Semantic Scholar and OpenAlex: researchers, citations, institutions."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
     _ingest_logging(settings)
-    raise typer.Exit(_ingest_enrich(settings, limit, batch_size))
+    raise typer.Exit(asyncio.run(_stage("enrich", _enrich(settings, limit, batch_size, wait))))
 
 
 @ingest_app.command("analyse")
@@ -101,6 +116,7 @@ def ingest_analyse(
     since: Annotated[
         datetime | None, typer.Option("--since", formats=_DAY_FORMATS, help="Only papers published since.")
     ] = None,
+    wait: bool = typer.Option(False, "--wait", help=WAIT_HELP),
 ) -> None:
     """Analyse papers newest first with the language model: summary, topics, type, field, novelty, significance.
 
@@ -115,22 +131,40 @@ def ingest_analyse(
         typer.echo(f"error: {not_configured_message()}", err=True)
         raise typer.Exit(2)
     _ingest_logging(settings)
-    raise typer.Exit(_ingest_analyse(settings, limit, since))
+    raise typer.Exit(asyncio.run(_stage("analyse", _analyse(settings, limit, since, wait))))
 
 
 @ingest_app.command("all")
-def ingest_all() -> None:
-    """`ingest arxiv` (from the checkpoint), `ingest enrich`, then `ingest analyse` when a model is configured."""
+def ingest_all(wait: bool = typer.Option(False, "--wait", help=WAIT_HELP)) -> None:
+    """`ingest arxiv` (from the checkpoint), `ingest enrich`, then `ingest analyse` when a model is configured.
+
+    A second `ingest all` stops at once (exit 0); a stage that another run (`ingest enrich`, say) holds is skipped,
+    or waited for with --wait."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
     _ingest_logging(settings)
-    code = _ingest_arxiv(settings, None, None, None)
-    code = max(code, _ingest_enrich(settings, None))
-    if settings.llm is None:
-        typer.echo("analyse: skipped (no language model configured)")
-    else:
-        code = max(code, _ingest_analyse(settings, None, None))
-    raise typer.Exit(code)
+    raise typer.Exit(asyncio.run(_all(settings, wait)))
+
+
+async def _all(settings: Settings, wait: bool) -> int:
+    from ingest.locks import StageBusy
+    from ingest.runner import hold_stage
+
+    try:
+        async with hold_stage(settings, "all", wait=wait, on_wait=_waiting):
+            code = await _stage("arxiv", _arxiv(settings, None, None, None, wait))
+            code = max(code, await _stage("enrich", _enrich(settings, None, None, wait)))
+            if settings.llm is None:
+                typer.echo("analyse: skipped (no language model configured)")
+            else:
+                code = max(code, await _stage("analyse", _analyse(settings, None, None, wait)))
+            return code
+    except StageBusy as exc:
+        typer.echo(str(exc))
+        return 0
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+        typer.echo(f"all: stopped: database: {type(exc).__name__}: {exc}; committed work is kept", err=True)
+        return 1
 
 
 @ingest_app.command("status")

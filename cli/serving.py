@@ -30,7 +30,7 @@ PROTOCOL: dict[str, Any] = {"http": "edge.protocol:EdgeHttpProtocol", "proxy_hea
 def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to bind."),
     port: int = typer.Option(8000, help="Port to listen on."),
-    workers: int = typer.Option(1, min=1, help="Worker processes."),
+    workers: int | None = typer.Option(None, min=1, help="Worker processes (default: WOVEPAPER_WORKERS, else 1)."),
 ) -> None:
     """Serve the API (GraphiQL at /graphql) with uvicorn.
 
@@ -45,11 +45,17 @@ def serve(
     from telemetry import logs
 
     settings = settings_or_exit()
+    # A container without its database stops here, with the setting's name, not in a worker's traceback.
+    database_url_or_exit(settings)
+    workers = workers or settings.workers
     logs.configure(settings.log_format)
     # Once, before any worker starts.
     _warn_about_redis_memory(settings.redis_url)
     own_metrics_dir = None
-    if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    given_metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if given_metrics_dir:
+        _empty_metrics_dir(given_metrics_dir)
+    elif workers > 1:
         # Set before any worker imports prometheus_client: each writes its values here, /metrics reads them all.
         own_metrics_dir = tempfile.mkdtemp(prefix="wovepaper-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_metrics_dir
@@ -90,6 +96,21 @@ def _warn_about_redis_memory(redis_url: str | None) -> None:
         logging.getLogger("wovepaper.serve").warning(warning)
 
 
+def _empty_metrics_dir(path: str) -> None:
+    """The metrics directory a container mounts (PROMETHEUS_MULTIPROC_DIR) outlives a restarted process: the
+    files of the workers before it would be summed with the new ones' (prometheus_client asks for it emptied)."""
+    from pathlib import Path
+
+    from cli.common import metrics_dir_problem
+
+    problem = metrics_dir_problem()
+    if problem:
+        typer.echo(problem, err=True)
+        raise typer.Exit(2)
+    for stale in Path(path).glob("*.db"):
+        stale.unlink(missing_ok=True)
+
+
 @app.command()
 def migrate() -> None:
     """Apply pending database migrations (safe to run twice, or from two processes at once)."""
@@ -115,31 +136,45 @@ def demo(
 def embed(
     limit: int | None = typer.Option(None, "--limit", min=1, help="Embed at most N papers."),
     batch_size: int = typer.Option(64, "--batch-size", min=1, max=1024, help="Papers per model batch and commit."),
+    wait: bool = typer.Option(
+        False, "--wait", help="When another run holds the embed lock, wait for it instead of stopping at once (exit 0)."
+    ),
 ) -> None:
     """Compute the missing (or stale) paper embeddings that semantic search needs.
 
-    Needs the `semantic` extra and pgvector; resumable: each batch commits, and a rerun picks up the rest.
+    Needs the `semantic` extra and pgvector; resumable: each batch commits, and a rerun picks up the rest. One run
+    at a time: a second one stops at once (exit 0), naming the run that holds the lock.
     """
     import time
 
     import semantic
     from ingest.embed import embed_missing
+    from ingest.locks import StageBusy, stage_lock
+    from ingest.runner import connect
 
-    dsn = database_url_or_exit(settings_or_exit())
+    settings = settings_or_exit()
+    database_url_or_exit(settings)
 
     def progress(done: int) -> None:
         typer.echo(f"  {done} embedded", err=True)
 
+    def waiting(line: str) -> None:
+        typer.echo(line, err=True)
+
     async def run() -> int:
-        conn = await asyncpg.connect(dsn)
+        conn = await connect(settings, "embed")
         try:
-            return await embed_missing(conn, limit, batch_size=batch_size, on_batch=progress)
+            async with stage_lock(conn, "embed", wait=wait, on_wait=waiting):
+                return await embed_missing(conn, limit, batch_size=batch_size, on_batch=progress)
         finally:
             await conn.close()
 
     started = time.perf_counter()
     try:
         done = asyncio.run(run())
+    except StageBusy as exc:
+        typer.echo(str(exc))
+        raise typer.Exit(0) from None
     except semantic.EmbeddingsUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(3) from None

@@ -85,7 +85,7 @@ def _signing_key(jwk: object) -> tuple[str | None, SigningKey] | None:
     return (kid if isinstance(kid, str) else None), SigningKey(parsed.key, algorithms)
 
 
-def _parse_jwks(data: bytes) -> dict[str | None, SigningKey]:
+def parse_jwks(data: bytes) -> dict[str | None, SigningKey]:
     """The signing keys of a JWK Set document, by `kid`; KeysUnavailable when it has none."""
     try:
         document = orjson.loads(data)
@@ -153,7 +153,7 @@ class KeySet:
             self._attempted_at = now
             self.fetches += 1
             try:
-                self._keys = _parse_jwks(await self._fetch())
+                self._keys = parse_jwks(await self._fetch())
                 self._loaded_at = now
             except KeysUnavailable as exc:
                 # The keys already held keep verifying tokens; with none, requests get a 503 until a load succeeds.

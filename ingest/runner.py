@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import date
 
@@ -23,6 +23,7 @@ from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BudgetExhausted
 from ingest.harvest import harvest_arxiv
+from ingest.locks import run_name, stage_lock
 from ingest.pipeline import ENRICH_BATCH, enrich
 from ingest.progress import Summary
 from llm import ModelClient
@@ -31,25 +32,60 @@ from settings import Settings
 log = logging.getLogger("ingest")
 
 
-async def connect(settings: Settings) -> asyncpg.Connection:
-    """An ingest connection: every statement, lock wait and idle transaction bounded (WOVEPAPER_INGEST_*)."""
+# A run's connections are the stage's lock (ingest.locks): the server drops one whose host vanished (a node lost,
+# a network cut) after 30 s of silence and 3 unanswered probes 10 s apart, and the lock with it, rather than after
+# the kernel's two hours. Over a Unix socket there is no host to lose, and PostgreSQL ignores these.
+KEEPALIVES: dict[str, str] = {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3"}
+
+# What a stage's lock waiter is told: a line for the operator.
+OnWait = Callable[[str], None]
+
+
+async def connect(settings: Settings, stage: str = "ingest") -> asyncpg.Connection:
+    """An ingest connection: every statement, lock wait and idle transaction bounded (WOVEPAPER_INGEST_*), named
+    after the run (`ingest.locks.run_name`)."""
     assert settings.database_url
     return await asyncpg.connect(
         settings.database_url,
         # The server's timeout fires first; this one covers a server that stopped answering at all.
         command_timeout=settings.ingest_statement_timeout_ms / 1000 + 30,
         server_settings={
-            "application_name": "wovepaper-ingest",
+            "application_name": run_name(stage),
             "statement_timeout": str(settings.ingest_statement_timeout_ms),
             "lock_timeout": str(settings.ingest_lock_timeout_ms),
             "idle_in_transaction_session_timeout": str(settings.ingest_idle_timeout_ms),
+            **KEEPALIVES,
         },
     )
 
 
 @asynccontextmanager
-async def _resources(settings: Settings) -> AsyncIterator[tuple[asyncpg.Connection, CacheStore | None]]:
-    conn = await connect(settings)
+async def hold_stage(settings: Settings, stage: str, *, wait: bool, on_wait: OnWait | None) -> AsyncIterator[None]:
+    """Hold a stage's lock on a connection of its own for the block (`ingest all`'s, around its stages)."""
+    conn = await connect(settings, stage)
+    try:
+        async with stage_lock(conn, stage, wait=wait, on_wait=on_wait):
+            yield
+    finally:
+        await conn.close()
+
+
+@asynccontextmanager
+async def _resources(
+    settings: Settings, stage: str, *, wait: bool = False, on_wait: OnWait | None = None
+) -> AsyncIterator[tuple[asyncpg.Connection, CacheStore | None]]:
+    """The stage's connection, holding the stage's lock (StageBusy when another run holds it), and the cache."""
+    conn = await connect(settings, stage)
+    try:
+        async with stage_lock(conn, stage, wait=wait, on_wait=on_wait):
+            async with _cache(settings) as cache:
+                yield conn, cache
+    finally:
+        await conn.close()
+
+
+@asynccontextmanager
+async def _cache(settings: Settings) -> AsyncIterator[CacheStore | None]:
     cache = None
     if settings.redis_url:
         redis = create_redis(settings.redis_url, timeout_s=settings.redis_timeout_s)
@@ -61,21 +97,28 @@ async def _resources(settings: Settings) -> AsyncIterator[tuple[asyncpg.Connecti
     if purge is not None and cache is not None:
         attach_purge(cache, purge)
     try:
-        yield conn, cache
+        yield cache
     finally:
-        await conn.close()
         if cache is not None:
             await cache.aclose()
         if purge is not None:
             await purge.aclose()
 
 
-async def run_arxiv(settings: Settings, *, from_: date | None, until: date | None, set_spec: str | None) -> Summary:
+async def run_arxiv(
+    settings: Settings,
+    *,
+    from_: date | None,
+    until: date | None,
+    set_spec: str | None,
+    wait: bool = False,
+    on_wait: OnWait | None = None,
+) -> Summary:
     client = ArxivOAIClient(settings.arxiv_oai_url, delay_s=settings.arxiv_delay_s)
     try:
-        async with _resources(settings) as (conn, cache):
+        async with _resources(settings, "arxiv", wait=wait, on_wait=on_wait) as (conn, cache):
             # A second connection writes one page while the first writes the previous one.
-            writer = await connect(settings)
+            writer = await connect(settings, "arxiv")
             try:
                 return await harvest_arxiv(
                     conn, client, from_=from_, until=until, set_spec=set_spec, cache=cache, writer=writer
@@ -86,7 +129,14 @@ async def run_arxiv(settings: Settings, *, from_: date | None, until: date | Non
         await client.aclose()
 
 
-async def run_enrich(settings: Settings, *, limit: int | None, batch_size: int | None = None) -> Summary:
+async def run_enrich(
+    settings: Settings,
+    *,
+    limit: int | None,
+    batch_size: int | None = None,
+    wait: bool = False,
+    on_wait: OnWait | None = None,
+) -> Summary:
     s2c = SemanticScholarClient(settings.s2_api_url, api_key=settings.s2_api_key, rps=settings.s2_rps)
     oac = OpenAlexClient(
         settings.openalex_api_url,
@@ -95,21 +145,23 @@ async def run_enrich(settings: Settings, *, limit: int | None, batch_size: int |
         rps=settings.openalex_rps,
     )
     try:
-        async with _resources(settings) as (conn, cache):
+        async with _resources(settings, "enrich", wait=wait, on_wait=on_wait) as (conn, cache):
             return await enrich(conn, s2c, oac, limit=limit, batch_size=batch_size or ENRICH_BATCH, cache=cache)
     finally:
         await s2c.aclose()
         await oac.aclose()
 
 
-async def run_analyse(settings: Settings, *, limit: int | None, since: date | None) -> Summary:
+async def run_analyse(
+    settings: Settings, *, limit: int | None, since: date | None, wait: bool = False, on_wait: OnWait | None = None
+) -> Summary:
     """`ingest analyse`; the caller has checked that the model is configured (`settings.llm`)."""
     config = settings.llm
     assert config is not None
     # As many connections as a batch has papers: its requests go out side by side (within the rps pacing).
     client = ModelClient.from_config(config, max_connections=ANALYSE_BATCH)
     try:
-        async with _resources(settings) as (conn, cache):
+        async with _resources(settings, "analyse", wait=wait, on_wait=on_wait) as (conn, cache):
             return await analyse(
                 conn, client, limit=limit, since=since, daily_tokens=settings.llm_daily_tokens, cache=cache
             )
@@ -119,18 +171,22 @@ async def run_analyse(settings: Settings, *, limit: int | None, since: date | No
 
 async def run_merge(settings: Settings, *, absorbed_id: int, survivor_id: int) -> bool:
     """A correction by hand: merge one researcher into another (one transaction), then forget what it changed."""
-    async with _resources(settings) as (conn, cache):
-        touched = Touched()
-        async with conn.transaction():
-            merged = await merge_researchers(conn, absorbed_id, survivor_id, touched)
-            await refresh_figures(conn, touched)
-        await invalidate_after_commit(cache, touched)
+    conn = await connect(settings, "merge")
+    try:
+        async with _cache(settings) as cache:
+            touched = Touched()
+            async with conn.transaction():
+                merged = await merge_researchers(conn, absorbed_id, survivor_id, touched)
+                await refresh_figures(conn, touched)
+            await invalidate_after_commit(cache, touched)
+    finally:
+        await conn.close()
     return merged
 
 
 async def read_status(settings: Settings, *, failures: int = 10) -> tuple[IngestStatus, list[EnrichFailure]]:
     """Every source's progress, the enrichment backlog and the latest papers set aside."""
-    conn = await connect(settings)
+    conn = await connect(settings, "status")
     try:
         return await fetch_ingest_status(conn), await fetch_enrich_failures(conn, limit=failures)
     finally:

@@ -22,6 +22,8 @@ from prometheus_client import generate_latest as _generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from error_codes import ERROR_CODES
+
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 
@@ -33,6 +35,11 @@ REQUEST_SECONDS = Histogram(
     "Time to answer an HTTP request, by GraphQL operation (or route) and HTTP status.",
     ["operation", "status"],
     buckets=LATENCY_BUCKETS,
+)
+REQUEST_ERRORS = Counter(
+    "wovepaper_request_errors_total",
+    "Requests answered with a GraphQL error, by its code (error_codes.py); each code once per request.",
+    ["code"],
 )
 SQL_STATEMENTS = Counter(
     "wovepaper_sql_statements_total", "SQL statements run while answering requests, by operation.", ["operation"]
@@ -85,6 +92,18 @@ _operation_names: frozenset[str] = frozenset()
 def count_rejection(reason: str) -> None:
     """One request refused or cut short for `reason` (a fixed, upper-case word such as "RATE_LIMITED")."""
     REJECTIONS.labels(reason).inc()
+
+
+def count_error_codes(codes: Iterable[str]) -> None:
+    """A request's error codes, each once; a code not in error_codes.py (none should be) counts as `other`, so that
+    the label values stay the documented few."""
+    for code in codes:
+        _request_errors(code if code in ERROR_CODES else "other").inc()
+
+
+@functools.cache
+def _request_errors(code: str) -> Counter:
+    return REQUEST_ERRORS.labels(code)
 
 
 def count_cache_event(cache: str, event: str, amount: int = 1) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Final
 from starlette.types import Scope
 
 from telemetry import logs
-from telemetry.metrics import SQL_SECONDS, SQL_STATEMENTS, operation_label, request_seconds
+from telemetry.metrics import SQL_SECONDS, SQL_STATEMENTS, count_error_codes, operation_label, request_seconds
 
 LOGGER: Final = "wovepaper.request"
 log = logging.getLogger(LOGGER)
@@ -57,6 +57,9 @@ def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, ca
     if statements:
         SQL_STATEMENTS.labels(label).inc(statements)
         SQL_SECONDS.labels(label).inc(sql_seconds)
+    codes = state.get("error_codes")
+    if codes:
+        count_error_codes(codes)
     if path in QUIET and status < 500:
         return  # probes and scrapes every few seconds would drown the log
     identity = state.get("identity")

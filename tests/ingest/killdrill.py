@@ -208,7 +208,7 @@ class WriteWatch:
 
 WRITING = """
 SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
-               AND application_name = 'wovepaper-ingest' AND backend_xid IS NOT NULL)
+               AND application_name LIKE 'wovepaper-ingest %' AND backend_xid IS NOT NULL)
 """
 
 
