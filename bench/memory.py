@@ -56,9 +56,7 @@ async def serve_and_flood(
                 print(f"{kind}: {done.growth_mb:+.1f} MB ({dict(done.outcomes)})", file=sys.stderr)
                 floods.append(done)
             await asyncio.sleep(args.idle)
-            floods.append(
-                Flood("idle", 0, args.idle, floods[-1].rss_after_kb, rss_kb(api.process.pid), Counter())
-            )
+            floods.append(Flood("idle", 0, args.idle, floods[-1].rss_after_kb, rss_kb(api.process.pid), Counter()))
     finally:
         api.stop()
     return floods
@@ -77,7 +75,11 @@ async def main() -> int:
         with tempfile.TemporaryDirectory(prefix="wovepaper-mem-") as tmp:
             redis_url = os.environ["REDIS_URL"]
             floods = await serve_and_flood(
-                dsn, redis_url, [k for k in kinds if k not in SPENT_BUDGET_KINDS], budget=10**9, args=args,
+                dsn,
+                redis_url,
+                [k for k in kinds if k not in SPENT_BUDGET_KINDS],
+                budget=10**9,
+                args=args,
                 work=Path(tmp),
             )
             spent = [k for k in kinds if k in SPENT_BUDGET_KINDS]

@@ -3,8 +3,10 @@
 POST takes `application/json` only (a form or `text/plain` body is a CSRF vector and not GraphQL); GET
 carries its fields in the query string. Anything that is not one GraphQL request (a body of `42` or
 `null`, broken JSON or UTF-8, a number too large for a double, JSON nested past MAX_NESTING, fields of
-the wrong type, a batch) is a 400 with a GraphQL error body, never a 500. Every later step (persisted
-documents, the response cache, GraphQL itself) uses this one parse.
+the wrong type, a batch) is a 400 with a GraphQL error body, never a 500. Variables holding more than any argument
+takes (a string, a list or all of them past the bounds below) are refused here with BAD_USER_INPUT, before any step
+reads or remembers them. Every later step (persisted documents, the response cache, GraphQL itself) uses this one
+parse.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ from edge.errors import EdgeError, send_error
 from edge.media import media_of
 
 MAX_NESTING = 32
+# What variables may hold (also `extensions`), checked before anything reads them: the longest string an argument
+# takes (a site path, 2,048 characters; a question, 2,000), the longest list (`nodes(ids:)`, a chat scope: 100), and
+# all of them together (strings and names; 100 ids of 300 characters take 30,000).
+MAX_STRING = 2048
+MAX_LIST = 100
+MAX_VARIABLES = 65_536
 JSON_TYPES = (b"application/json", b"application/graphql-response+json")
 
 
@@ -61,6 +69,46 @@ def _nesting(value: object) -> int:
     return deepest
 
 
+def bad_input(message: str, **figures: object) -> EdgeError:
+    """Variables the edge refuses before anything reads them: a request error, as GraphQL answers variables that do
+    not coerce (200 under `application/json`, 400 under `application/graphql-response+json`)."""
+    return EdgeError(200, "BAD_USER_INPUT", message, status_without_data=400, **figures)
+
+
+def check_sizes(value: dict[str, Any] | None, field: str) -> None:
+    """Refuses `variables` (or `extensions`) holding more than any argument takes: a string past MAX_STRING, a list
+    past MAX_LIST items, MAX_VARIABLES characters in all (strings and names; 8 for any other value)."""
+    if not value:
+        return
+    stack: list[tuple[str, object]] = list(value.items())
+    total = sum(len(name) for name in value)
+    while stack:
+        name, item = stack.pop()
+        if isinstance(item, str):
+            if len(item) > MAX_STRING:
+                prefix = "$" if field == "variables" else f"{field}."
+                raise bad_input(
+                    f"`{prefix}{name}` holds a string of {len(item)} characters; at most {MAX_STRING} are accepted.",
+                    maxLength=MAX_STRING,
+                )
+            total += len(item)
+        elif isinstance(item, list):
+            if len(item) > MAX_LIST:
+                prefix = "$" if field == "variables" else f"{field}."
+                raise bad_input(
+                    f"`{prefix}{name}` holds a list of {len(item)} items; at most {MAX_LIST} are accepted.",
+                    maxItems=MAX_LIST,
+                )
+            stack.extend((name, v) for v in item)
+        elif isinstance(item, dict):
+            total += sum(len(k) for k in item)
+            stack.extend((name, v) for v in item.values())
+        else:
+            total += 8
+        if total > MAX_VARIABLES:
+            raise bad_input(f"`{field}` hold more than {MAX_VARIABLES} characters.", maxSize=MAX_VARIABLES)
+
+
 def _json_field(raw: str | None, name: str) -> object:
     if raw is None or raw == "":
         return None
@@ -88,6 +136,11 @@ def from_fields(method: str, data: dict[str, Any]) -> GraphQLRequest:
         raise bad_request("`documentId` must be a string.")
     if _nesting(variables) > MAX_NESTING or _nesting(extensions) > MAX_NESTING:
         raise bad_request(f"`variables` and `extensions` may nest at most {MAX_NESTING} levels.")
+    for name, text in (("operationName", operation_name), ("documentId", document_id)):
+        if text is not None and len(text) > MAX_STRING:
+            raise bad_request(f"`{name}` is longer than {MAX_STRING} characters.")
+    check_sizes(variables, "variables")
+    check_sizes(extensions, "extensions")
     if query is None and document_id is None and not (extensions or {}).get("persistedQuery"):
         raise bad_request("No GraphQL document: send `query`, `documentId` or a persisted query hash.")
     return GraphQLRequest(method, query, variables, operation_name, extensions, document_id)
