@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge.errors import EdgeError, send_error
@@ -72,7 +73,9 @@ def _nesting(value: object) -> int:
 def bad_input(message: str, **figures: object) -> EdgeError:
     """Variables the edge refuses before anything reads them: a request error, as GraphQL answers variables that do
     not coerce (200 under `application/json`, 400 under `application/graphql-response+json`)."""
-    return EdgeError(200, "BAD_USER_INPUT", message, status_without_data=400, **figures)
+    error = EdgeError(200, "BAD_USER_INPUT", message, status_without_data=400)
+    error.extensions = figures
+    return error
 
 
 def check_sizes(value: dict[str, Any] | None, field: str) -> None:
@@ -252,6 +255,8 @@ async def read_body(receive: Receive) -> bytes:
     chunks: list[bytes] = []
     while True:
         message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect  # the client went (or its body timed out): no request to answer
         if message["type"] != "http.request":
             break
         chunks.append(message.get("body", b""))
