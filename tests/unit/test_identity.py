@@ -53,7 +53,6 @@ def test_hops_that_cannot_be_addresses_are_not_remembered() -> None:
         before = tracemalloc.take_snapshot()
         for i in range(2_000):
             hop = f"{i:05d}".encode() + b"x" * 10_000
-            assert client_ip(scope("10.1.1.1", (b"x-forwarded-for", hop + b", 198.51.100.7")), TRUSTED) == "198.51.100.7"
             assert client_ip(scope("10.1.1.1", (b"x-forwarded-for", hop)), TRUSTED) == "10.1.1.1"
         gc.collect()
         grown = sum(d.size_diff for d in tracemalloc.take_snapshot().compare_to(before, "filename"))
