@@ -55,21 +55,6 @@ def bad_request(message: str) -> EdgeError:
     return EdgeError(400, "BAD_REQUEST", message)
 
 
-def _nesting(value: object) -> int:
-    """How deep JSON containers nest (iteratively: no recursion limit to hit)."""
-    deepest = 0
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            deepest = max(deepest, depth)
-            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, dict | list))
-        elif isinstance(item, list):
-            deepest = max(deepest, depth)
-            stack.extend((v, depth + 1) for v in item if isinstance(v, dict | list))
-    return deepest
-
-
 def bad_input(message: str, **figures: object) -> EdgeError:
     """Variables the edge refuses before anything reads them: a request error, as GraphQL answers variables that do
     not coerce (200 under `application/json`, 400 under `application/graphql-response+json`)."""
@@ -79,33 +64,37 @@ def bad_input(message: str, **figures: object) -> EdgeError:
 
 
 def check_sizes(value: dict[str, Any] | None, field: str) -> None:
-    """Refuses `variables` (or `extensions`) holding more than any argument takes: a string past MAX_STRING, a list
-    past MAX_LIST items, MAX_VARIABLES characters in all (strings and names; 8 for any other value)."""
+    """Refuses `variables` (or `extensions`) nested past MAX_NESTING (BAD_REQUEST: no GraphQL request nests so), or
+    holding more than any argument takes (BAD_USER_INPUT): a string past MAX_STRING, a list past MAX_LIST items,
+    MAX_VARIABLES characters in all (strings and names; 8 for any other value). One walk, which stops at the first
+    list too long, before its items."""
     if not value:
         return
-    stack: list[tuple[str, object]] = list(value.items())
+    prefix = "$" if field == "variables" else f"{field}."
     total = sum(len(name) for name in value)
+    stack: list[tuple[str, object, int]] = [(name, item, 2) for name, item in value.items()]
     while stack:
-        name, item = stack.pop()
+        name, item, depth = stack.pop()
         if isinstance(item, str):
             if len(item) > MAX_STRING:
-                prefix = "$" if field == "variables" else f"{field}."
                 raise bad_input(
                     f"`{prefix}{name}` holds a string of {len(item)} characters; at most {MAX_STRING} are accepted.",
                     maxLength=MAX_STRING,
                 )
             total += len(item)
-        elif isinstance(item, list):
-            if len(item) > MAX_LIST:
-                prefix = "$" if field == "variables" else f"{field}."
+        elif isinstance(item, list | dict):
+            if depth > MAX_NESTING:
+                raise bad_request(f"`variables` and `extensions` may nest at most {MAX_NESTING} levels.")
+            if isinstance(item, dict):
+                total += sum(len(k) for k in item)
+                stack.extend((name, v, depth + 1) for v in item.values())
+            elif len(item) > MAX_LIST:
                 raise bad_input(
                     f"`{prefix}{name}` holds a list of {len(item)} items; at most {MAX_LIST} are accepted.",
                     maxItems=MAX_LIST,
                 )
-            stack.extend((name, v) for v in item)
-        elif isinstance(item, dict):
-            total += sum(len(k) for k in item)
-            stack.extend((name, v) for v in item.values())
+            else:
+                stack.extend((name, v, depth + 1) for v in item)
         else:
             total += 8
         if total > MAX_VARIABLES:
@@ -137,8 +126,6 @@ def from_fields(method: str, data: dict[str, Any]) -> GraphQLRequest:
         raise bad_request("`extensions` must be an object.")
     if not isinstance(document_id, str | None):
         raise bad_request("`documentId` must be a string.")
-    if _nesting(variables) > MAX_NESTING or _nesting(extensions) > MAX_NESTING:
-        raise bad_request(f"`variables` and `extensions` may nest at most {MAX_NESTING} levels.")
     for name, text in (("operationName", operation_name), ("documentId", document_id)):
         if text is not None and len(text) > MAX_STRING:
             raise bad_request(f"`{name}` is longer than {MAX_STRING} characters.")
