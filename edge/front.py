@@ -34,6 +34,7 @@ from edge.media import media_of, remember
 from edge.private import private as _private
 from edge.ratelimit import Budget, Decision, RateLimiter, RateLimitPolicy
 from edge.request import headers_of, read_body, replay, response_type
+from telemetry.metrics import count_rejection
 from telemetry.requests import report, request_id
 
 if TYPE_CHECKING:
@@ -174,6 +175,7 @@ class Front:
         out = send if isinstance(send, _Out) else None
         head = self._head_refused(scope)
         if head is not None:
+            count_rejection(head.code)
             await send_error(send, head, response_type(scope))
             return
         length = declared_length(scope)
@@ -245,6 +247,7 @@ class Front:
                     message = await receive()
             except TimeoutError:
                 complete = True
+                count_rejection("REQUEST_TIMEOUT")
                 if not out.started:
                     late = EdgeError(408, "REQUEST_TIMEOUT", f"The request's body did not arrive within {timeout:g} s.")
                     late.headers = CLOSE
@@ -295,6 +298,8 @@ class _Out:
     async def answer(self, status: int, headers: list[Header], body: bytes) -> None:
         """A whole response at once, in two messages built here, `headers` (a list of the caller's) extended in place:
         an answer from memory, without the copies a response of unknown make gets."""
+        if self.closed:
+            return
         self._note(status, headers)
         if self.budget is not None:
             headers += (self.budget.decision or await self._standing()).headers()

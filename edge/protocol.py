@@ -33,6 +33,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from edge.front import Header
+from telemetry.metrics import count_rejection
 
 CONNECTION_CLOSE = b"connection: close\r\n"
 
@@ -170,8 +171,8 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         self._disarm()
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
-            self.logger.warning("%s: %s", status, message)
             self.transport.write(refusal(status, code, message))
+        count_rejection(code)
         self.transport.close()
 
     def on_message_complete(self) -> None:

@@ -11,9 +11,11 @@ that entity drops it. A response computed while any invalidation ran is not stor
 
 Memory: each worker answers the entries it read or stored lately from its own memory before asking Redis
 (db/cache/near.py), kept true across workers by the tags every invalidation publishes; the key of a request
-is remembered by its variables as sent, so a repeated request is not coerced again, and by the request's bytes
-(method, content type, query string, body), so the edge answers the same request again from memory before it
-is parsed (`answer_remembered`): the same bytes pass the same steps to the same key. An entry answers requests
+is remembered by a digest of its variables as sent, so a repeated request is not coerced again, and by the
+request's bytes (method, content type, query string, body), so the edge answers the same request again from memory
+before it is parsed (`answer_remembered`): the same bytes pass the same steps to the same key. Both are bounded in
+bytes and filled only once the request's answer was charged: a refused request (429, a variable GraphQL refuses)
+leaves nothing, and an id longer than any id form is never keyed. An entry answers requests
 for either media type (edge/media.py): the body is the same, the Content-Type (and a public answer's ETag) is the
 request's, so `Accept` is in no key.
 
