@@ -171,7 +171,7 @@ class Front:
             self.identifier.keep(identity)
 
     async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """After CORS: the body limit, identity, then the route."""
+        """After CORS: the head's size, the body's size and time, identity, then the route."""
         out = send if isinstance(send, _Out) else None
         head = self._head_refused(scope)
         if head is not None:

@@ -13,7 +13,8 @@ It also holds clients to what a request may take before the application sees it 
 application carries): a request head (request line and headers) past `max_header_bytes` is answered 431 (414 when
 most of it is the URL) as soon as that many bytes arrived, so a worker never holds a larger one; a head must arrive
 within `header_timeout_s` of its first byte (of the connection's opening, for its first request), else 408; a
-connection that opens and sends nothing is closed then. Both answers close the connection. uvicorn's own parser has
+connection that opens and sends nothing is closed then, and so is one whose request was answered without its body
+once the rest of it took `body_timeout_s`. Both answers close the connection. uvicorn's own parser has
 neither bound: a 50 MB header was read whole, and a client sending a byte of head every few seconds held its
 connection forever. (A body that stops arriving is the application's to time out, under any server: edge/front.py.)
 """
@@ -77,7 +78,8 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._head_since: float | None = None
         self._heads = 0
-        # Bodies the application left unread while their request's answer is sent: closed if they stop arriving.
+        # Whether a body is being read (rather than a head): the rest of one the application answered without is
+        # given `body_timeout_s`, then the connection is closed.
         self._in_body = False
         self._timer: asyncio.TimerHandle | None = None
 
@@ -130,16 +132,15 @@ class EdgeHttpProtocol(HttpToolsProtocol):
             self._holding = False
 
     def _time_what_is_incomplete(self) -> None:
-        """After data was parsed: a head begun must end by its deadline; a body the application left unread must
-        keep arriving (a body it reads, it times itself)."""
-        if self.transport.is_closing():
+        """After data was parsed: a head begun must end by its deadline; the rest of a body the application left
+        unread (it answered without it) must arrive within `body_timeout_s`, however it trickles (a body it reads,
+        it times itself)."""
+        if self.transport.is_closing() or self._timer is not None:
             return
         if self._in_head and self._head_since is not None:
-            if self._timer is None:
-                delay = self._head_since + self.limits.header_timeout_s - self.loop.time()
-                self._arm(max(0.0, delay), self._head_timed_out)
+            delay = self._head_since + self.limits.header_timeout_s - self.loop.time()
+            self._arm(max(0.0, delay), self._head_timed_out)
         elif self._in_body and self.cycle is not None and self.cycle.response_complete:
-            self._disarm()
             self._arm(self.limits.body_timeout_s, self.transport.close)
 
     def _arm(self, delay: float, callback: Any) -> None:
@@ -179,6 +180,10 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         self._in_head, self._in_body = True, False
         self._head_bytes, self._head_since = 0, None
         self._disarm()
+        if self.cycle is not None and self.cycle.response_complete:
+            # Answered before its body ended: the idle timer uvicorn armed then was stopped by the body's data.
+            self._head_since = self.loop.time()
+            self._arm(self.limits.header_timeout_s, self._head_timed_out)
         super().on_message_complete()
         held, self._held = self._held, None
         if held is not None and not self._answered(held[0]):

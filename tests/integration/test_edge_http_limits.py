@@ -122,3 +122,25 @@ async def test_a_body_shorter_than_its_content_length_is_answered_408_and_closed
             assert (await answer(conn)).status == 200
         finally:
             await conn.close()
+
+
+async def test_a_body_answered_without_being_read_is_not_waited_for_forever(
+    resp_db, redis_url, cache_namespace
+) -> None:
+    """A body too large (413, answered at once) or sent where none is read: its rest, trickled a byte at a time,
+    held the connection for as long as the client kept sending."""
+    ns = f"{cache_namespace}-lim{next(_ns)}"
+    async with server(resp_db[0], redis_url, ns, body_timeout_s=1.0, keep_alive_s=60) as served:
+        conn = await Connection.open(served.port)
+        try:
+            await conn.send(request(SMALL).replace(b"content-length: %d" % len(SMALL), b"content-length: 5000000"))
+            assert (await answer(conn)).status == 413  # at once, from its Content-Length
+            closed = asyncio.create_task(conn.closed())
+            for _ in range(int(WAIT_S / 0.2)):
+                if closed.done():
+                    break
+                await conn.send(b" ")
+                await asyncio.sleep(0.2)
+            assert await asyncio.wait_for(closed, WAIT_S)
+        finally:
+            await conn.close()
