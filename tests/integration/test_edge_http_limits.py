@@ -27,7 +27,7 @@ WAIT_S = 10
 
 @pytest.fixture(scope="module")
 async def resp_db(make_database: Any) -> tuple[str, dict[str, int]]:
-    return await shared.build_resp_db(make_database, "limits")
+    return await shared.build_resp_db(make_database, "httplimits")
 
 
 def code(response: Response) -> str:

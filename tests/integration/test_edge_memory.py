@@ -33,7 +33,7 @@ SIZED = "query Sized($first: Int, $ids: [ID!]!) { papers(first: $first) { totalC
 
 @pytest.fixture(scope="module")
 async def resp_db(make_database: Any) -> tuple[str, dict[str, int]]:
-    return await shared.build_resp_db(make_database, "memory")
+    return await shared.build_resp_db(make_database, "edgememory")
 
 
 @dataclass
