@@ -36,6 +36,7 @@ from edge.front import Front, Write
 from edge.identity import BearerAuthenticator, KeyAuthenticator, parse_networks
 from edge.jwt import JwtAuthenticator, build_bearer_authenticator
 from edge.persisted import PersistedDocuments, build_manifest
+from edge.protocol import HttpLimits
 from edge.ratelimit import RateLimiter, RateLimitPolicy
 from edge.request import RequestParser
 from edge.response_cache import CdnPolicy, ResponseCache
@@ -78,6 +79,7 @@ class Application(Starlette):
 
     def __init__(self, *, front: Callable[[ASGIApp], ASGIApp], **kwargs: Any) -> None:
         self.front = front
+        self.http_limits = HttpLimits()
         super().__init__(**kwargs)
 
     def answer_now(self, scope: Scope, body: bytes, write: Write) -> bool | Coroutine[Any, Any, None]:
@@ -329,6 +331,8 @@ def create_app(
                 "max_age": 600,
             },
             max_body_bytes=settings.max_body_bytes,
+            max_header_bytes=settings.max_header_bytes,
+            body_timeout_s=settings.body_timeout_s,
             trusted_proxies=parse_networks(settings.trusted_proxies.split(",")),
             key_authenticator=key_authenticator or ApiKeyAuthenticator(),
             bearer_authenticator=bearer_authenticator,
@@ -336,6 +340,8 @@ def create_app(
         ),
         lifespan=lifespan,
     )
+    # Read by the server's protocol (edge/protocol.py) for each connection.
+    app.http_limits = HttpLimits(settings.max_header_bytes, settings.header_timeout_s, settings.body_timeout_s)
     if settings.otel_enabled:
         instrument(app, service_name=settings.otel_service_name)
     return app

@@ -31,6 +31,10 @@ ERROR_CODES: Mapping[str, str] = MappingProxyType(
         "QUERY_TOO_COMPLEX": "The operation would cost more than one request may (nested lists multiply); ask for "
         "less or page.",
         "PAYLOAD_TOO_LARGE": "The request body is larger than the server accepts (HTTP 413).",
+        "REQUEST_HEAD_TOO_LARGE": "The request line and headers are larger than the server reads "
+        "(WOVEPAPER_MAX_HEADER_BYTES): HTTP 431, or 414 when most of it is the URL; send variables in a POST body.",
+        "REQUEST_TIMEOUT": "The request's head or body stopped arriving before it was complete (HTTP 408; the "
+        "connection is closed): send it again.",
         "PERSISTED_QUERY_NOT_FOUND": "The persisted query hash is unknown: send the document with it once.",
         "PERSISTED_QUERY_REQUIRED": "This client may only send persisted (registered) operations.",
         "PERSISTED_QUERY_NOT_SUPPORTED": "This server serves no persisted documents: send the document itself.",

@@ -2,32 +2,39 @@
 from one `send`.
 
 In order: the request id and timing (telemetry/requests.py), CORS (Starlette's middleware answers preflights and
-requests carrying an `Origin`; any other response gets `Vary: Origin` as it would from it), the body limit (413),
-identity (401), then `/graphql` goes straight to the GraphQL steps (the budget, parsing, persisted documents, the
-response cache, GraphQL) and any other route to the application's router; a GET or POST the response cache
+requests carrying an `Origin`; any other response gets `Vary: Origin` as it would from it), the head's size (431, or
+414 for a URL: edge/protocol.py refuses such heads before they are read whole, uvicorn's own parser does not), the
+body limit (413) and its time (a body that stops arriving for `body_timeout_s` is answered 408 and its connection
+closed), identity (401), then `/graphql` goes straight to the GraphQL steps (the budget, parsing, persisted documents,
+the response cache, GraphQL) and any other route to the application's router; a GET or POST the response cache
 remembers (`memory`: the same bytes from an anonymous reader, its answer held in memory) is answered before
 those steps, its budget charged as any. On the way out: the rate-limit headers of `/graphql` answers,
 `Cache-Control: private, no-store` for signed-in readers, `X-Request-Id`; once sent, the request's metrics and
 log line. The server may offer such a request before the ASGI exchange (`answer_now`, edge/protocol.py): the same
-checks, answer, charge, headers, metrics and line, without the exchange.
+checks, answer, charge, headers, metrics and line, without the exchange. What the edge keeps of a request for the
+next ones (its anonymous identity, the media type its `Accept` chose) is kept once it was answered, never for a
+refused one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge.body_limit import TooLarge, declared_length, limited, reject
 from edge.errors import EVENT_STREAM, EdgeError, send_error
 from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network, client_ip
-from edge.media import media_of
+from edge.media import media_of, remember
 from edge.private import private as _private
 from edge.ratelimit import ADDRESS_BUDGET, Budget, Decision, RateLimiter, RateLimitPolicy
 from edge.request import headers_of, read_body, replay, response_type
+from telemetry.metrics import count_rejection
 from telemetry.requests import report, request_id
 
 if TYPE_CHECKING:
@@ -40,6 +47,7 @@ VARY_ORIGIN: Final = b"Origin"
 REMEMBERED_METHODS: Final = frozenset({"GET", "POST"})
 # Methods whose requests carry no body to read.
 BODILESS_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
+CLOSE: Final = {"connection": "close"}
 
 Header = tuple[bytes, bytes]
 # Sends a whole response: status, headers (none of those the edge adds), body.
@@ -59,6 +67,8 @@ class Front:
         policy: RateLimitPolicy,
         cors: dict[str, Any],
         max_body_bytes: int,
+        max_header_bytes: int = 65_536,
+        body_timeout_s: float = 10.0,
         trusted_proxies: Iterable[Network] = (),
         key_authenticator: KeyAuthenticator | None = None,
         bearer_authenticator: BearerAuthenticator | None = None,
@@ -73,6 +83,8 @@ class Front:
         self.memory = memory
         self.policy = policy
         self.max_body_bytes = max_body_bytes
+        self.max_header_bytes = max_header_bytes
+        self.body_timeout_s = body_timeout_s
         self.identifier = Identifier(
             trusted_proxies=trusted_proxies,
             key_authenticator=key_authenticator,
@@ -97,6 +109,8 @@ class Front:
                 await self._checked(scope, receive, out)
         finally:
             report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
+            if out.status < 400:
+                self._keep(state, headers)
 
     def answer_now(self, scope: Scope, body: bytes, write: Write) -> bool | Coroutine[Any, Any, None]:
         """Answers, through `write`, a request `__call__` would answer from memory, with the same response (headers
@@ -135,6 +149,7 @@ class Front:
             extra += budget.decision.headers()
         write(status, _edge_headers(extra, private=False, vary=True, request_id=rid), content)
         report(scope, state, rid, status, _cache_of(extra), time.perf_counter() - started)
+        self._keep(state, headers)
         return True
 
     async def _answer_charged(
@@ -151,10 +166,24 @@ class Front:
             await self.memory.answer_charged(scope, recalled, out, out.answer)
         finally:
             report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
+            if out.status < 400:
+                self._keep(state, headers_of(scope))
+
+    def _keep(self, state: dict[str, Any], headers: Mapping[bytes, bytes]) -> None:
+        """What the next requests of an answered one reuse: its anonymous identity, its `Accept`'s media type."""
+        remember(headers)
+        identity = state.get("identity")
+        if isinstance(identity, Identity):
+            self.identifier.keep(identity)
 
     async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """After CORS: the body limit, identity, then the route."""
+        """After CORS: the head's size, the body's size and time, identity, then the route."""
         out = send if isinstance(send, _Out) else None
+        head = self._head_refused(scope)
+        if head is not None:
+            count_rejection(head.code)
+            await send_error(send, head, self._media(scope))
+            return
         length = declared_length(scope)
         if length is not None and length > self.max_body_bytes:
             await reject(send, self.max_body_bytes, self._media(scope))
@@ -174,6 +203,7 @@ class Front:
             out = _Out(send, None)
             send = out
         out.private = identity.viewer_id is not None
+        receive = self._timed(receive, send, out, scope)
         if length is None:
             # A declared length holds the body to it (the HTTP parser reads no more); any other is counted.
             receive = limited(receive, self.max_body_bytes)
@@ -204,6 +234,48 @@ class Front:
             if out.started:
                 raise
             await reject(send, self.max_body_bytes, self._media(scope))
+        except ClientDisconnect:
+            pass  # gone, or its body timed out (answered then): nobody to answer
+
+    def _head_refused(self, scope: Scope) -> EdgeError | None:
+        """A head past `max_header_bytes`: what the protocol refuses before reading it whole (edge/protocol.py), for
+        a server that read it whole (uvicorn's own parser)."""
+        target = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        size = target + sum(len(name) + len(value) + 4 for name, value in scope.get("headers", ()))
+        if size <= self.max_header_bytes:
+            return None
+        status, what = (414, "URL") if 2 * target > size else (431, "request line and headers")
+        message = f"The {what} take more than {self.max_header_bytes} bytes."
+        return EdgeError(status, "REQUEST_HEAD_TOO_LARGE", message)
+
+    def _timed(self, receive: Receive, send: Send, out: _Out, scope: Scope) -> Receive:
+        """`receive`, answering 408 (and closing the connection) when a part of the body does not come within
+        `body_timeout_s`; the application then reads a disconnect. Once the body is complete, a wait (for the client
+        to go, as a stream's) is not timed."""
+        complete = False
+        timeout = self.body_timeout_s
+
+        async def timed() -> Message:
+            nonlocal complete
+            if complete:
+                return await receive()
+            try:
+                async with asyncio.timeout(timeout):
+                    message = await receive()
+            except TimeoutError:
+                complete = True
+                count_rejection("REQUEST_TIMEOUT")
+                if not out.started:
+                    late = EdgeError(408, "REQUEST_TIMEOUT", f"The request's body did not arrive within {timeout:g} s.")
+                    late.headers = CLOSE
+                    await send_error(send, late, self._media(scope))
+                out.closed = True
+                return {"type": "http.disconnect"}
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                complete = True
+            return message
+
+        return timed
 
     async def _identify(self, scope: Scope, state: dict[str, Any]) -> Identity:
         """Verifies the request's credentials. A failed authentication is charged to the client address's budget of
@@ -234,7 +306,7 @@ class Front:
 class _Out:
     """The one `send` of a request: what the response says (status, X-Cache) and the headers the edge adds."""
 
-    __slots__ = ("budget", "cache", "private", "request_id", "send", "started", "status", "vary")
+    __slots__ = ("budget", "cache", "closed", "private", "request_id", "send", "started", "status", "vary")
 
     def __init__(self, send: Send, rid: str | None) -> None:
         self.send = send
@@ -245,8 +317,12 @@ class _Out:
         self.vary = False
         self.private = False
         self.budget: Budget | None = None
+        # Answered by the edge (a body that timed out): what the application sends after is dropped.
+        self.closed = False
 
     async def __call__(self, message: Message) -> None:
+        if self.closed:
+            return
         if message["type"] == "http.response.start":
             message = await self._start(message)
         await self.send(message)
@@ -254,6 +330,8 @@ class _Out:
     async def answer(self, status: int, headers: list[Header], body: bytes) -> None:
         """A whole response at once, in two messages built here, `headers` (a list of the caller's) extended in place:
         an answer from memory, without the copies a response of unknown make gets."""
+        if self.closed:
+            return
         self._note(status, headers)
         if self.budget is not None:
             headers += (self.budget.decision or await self._standing()).headers()

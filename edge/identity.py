@@ -42,8 +42,10 @@ class Identity:
 ANONYMOUS_LOCAL = Identity(client_ip="127.0.0.1")
 # The headers that present a credential.
 CREDENTIALS = frozenset({b"x-api-key", b"authorization"})
-# Anonymous identities kept for reuse (forgotten all at once when full).
+# Anonymous identities kept for reuse (forgotten all at once when full), each once its request was answered.
 ANONYMOUS_KEPT = 10_000
+# The longest text of an IP address, with an IPv6 zone (`fe80::1%eth0`) at its longest.
+MAX_ADDRESS_LENGTH = 64
 
 # Each takes the header's value and answers the identity part, or raises EdgeError (HTTP 401).
 KeyAuthenticator = Callable[[Scope, str], Awaitable[ApiKey]]
@@ -74,9 +76,19 @@ def client_ip(scope: Scope, trusted: frozenset[Network]) -> str:
     return hops[0] if hops and _valid_ip(hops[0]) else peer
 
 
-# Addresses parsed lately (the same readers come back): parsing one costs more than the rest of the check.
-@functools.lru_cache(maxsize=16_384)
 def _valid_ip(value: str) -> bool:
+    return len(value) <= MAX_ADDRESS_LENGTH and _parses(value)
+
+
+def _is_trusted(address: str, trusted: frozenset[Network]) -> bool:
+    return len(address) <= MAX_ADDRESS_LENGTH and _in_networks(address, trusted)
+
+
+# Addresses parsed lately (the same readers come back): parsing one costs more than the rest of the check. Only
+# what may be an address is looked up here (an X-Forwarded-For hop is whatever a client wrote), so the memos hold
+# at most 16,384 short strings each, whatever clients send.
+@functools.lru_cache(maxsize=16_384)
+def _parses(value: str) -> bool:
     try:
         ipaddress.ip_address(value)
     except ValueError:
@@ -85,7 +97,7 @@ def _valid_ip(value: str) -> bool:
 
 
 @functools.lru_cache(maxsize=16_384)
-def _is_trusted(address: str, trusted: frozenset[Network]) -> bool:
+def _in_networks(address: str, trusted: frozenset[Network]) -> bool:
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
@@ -122,11 +134,15 @@ class Identifier:
             return None
         ip = client_ip(scope, self.trusted_proxies)
         identity = self._anonymous.get(ip)
-        if identity is None:
+        return identity if identity is not None else Identity(client_ip=ip)
+
+    def keep(self, identity: Identity) -> None:
+        """Keeps an anonymous identity for the next requests of its address, once a request of it was answered (a
+        refused one leaves nothing)."""
+        if identity.anonymous and identity.client_ip not in self._anonymous:
             if len(self._anonymous) >= ANONYMOUS_KEPT:
                 self._anonymous.clear()
-            identity = self._anonymous[ip] = Identity(client_ip=ip)
-        return identity
+            self._anonymous[identity.client_ip] = identity
 
     async def identify(self, scope: Scope) -> Identity:
         ip = client_ip(scope, self.trusted_proxies)

@@ -21,8 +21,9 @@ from edge.errors import JSON_TYPE
 JSON: Final = JSON_TYPE
 GRAPHQL_RESPONSE: Final = b"application/graphql-response+json; charset=utf-8"
 _GRAPHQL_RESPONSE_TYPE: Final = b"application/graphql-response+json"
-# Accept values seen, and the type each chose (forgotten all at once when full: clients send a handful of them).
-# Only short ones: a client sending long made-up values must not fill memory with them.
+# Accept values of answered requests, and the type each chose (forgotten all at once when full: clients send a
+# handful of them). Only short ones, and only once a request was answered: a client sending made-up values, or
+# refused ones, adds nothing; at most 1,024 values of 256 bytes are held.
 _CHOSEN: dict[bytes, bytes] = {}
 _CHOSEN_SIZE: Final = 1024
 _CHOSEN_VALUE_BYTES: Final = 256
@@ -33,7 +34,7 @@ def negotiate(accept: bytes | None) -> bytes:
     if not accept:
         return JSON
     chosen = _CHOSEN.get(accept)
-    return chosen if chosen is not None else _remember(accept)
+    return chosen if chosen is not None else _choose(accept)
 
 
 def media_of(headers: Mapping[bytes, bytes]) -> bytes:
@@ -43,17 +44,17 @@ def media_of(headers: Mapping[bytes, bytes]) -> bytes:
     if not accept:
         return JSON
     chosen = _CHOSEN.get(accept)
-    return chosen if chosen is not None else _remember(accept)
+    return chosen if chosen is not None else _choose(accept)
 
 
-def _remember(accept: bytes) -> bytes:
-    chosen = _choose(accept)
-    if len(accept) > _CHOSEN_VALUE_BYTES:
-        return chosen
+def remember(headers: Mapping[bytes, bytes]) -> None:
+    """Keeps the type the `Accept` of an answered request chose, for the next requests sending the same."""
+    accept = headers.get(b"accept")
+    if not accept or len(accept) > _CHOSEN_VALUE_BYTES or accept in _CHOSEN:
+        return
     if len(_CHOSEN) >= _CHOSEN_SIZE:
         _CHOSEN.clear()
-    _CHOSEN[accept] = chosen
-    return chosen
+    _CHOSEN[accept] = _choose(accept)
 
 
 def _choose(accept: bytes) -> bytes:

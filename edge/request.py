@@ -3,8 +3,10 @@
 POST takes `application/json` only (a form or `text/plain` body is a CSRF vector and not GraphQL); GET
 carries its fields in the query string. Anything that is not one GraphQL request (a body of `42` or
 `null`, broken JSON or UTF-8, a number too large for a double, JSON nested past MAX_NESTING, fields of
-the wrong type, a batch) is a 400 with a GraphQL error body, never a 500. Every later step (persisted
-documents, the response cache, GraphQL itself) uses this one parse.
+the wrong type, a batch) is a 400 with a GraphQL error body, never a 500. Variables holding more than any argument
+takes (a string, a list or all of them past the bounds below) are refused here with BAD_USER_INPUT, before any step
+reads or remembers them. Every later step (persisted documents, the response cache, GraphQL itself) uses this one
+parse.
 """
 
 from __future__ import annotations
@@ -15,12 +17,19 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge.errors import EdgeError, send_error
 from edge.media import media_of
 
 MAX_NESTING = 32
+# What variables may hold (also `extensions`), checked before anything reads them: the longest string an argument
+# takes (a site path, 2,048 characters; a question, 2,000), the longest list (`nodes(ids:)`, a chat scope: 100), and
+# all of them together (strings and names; 100 ids of 300 characters take 30,000).
+MAX_STRING = 2048
+MAX_LIST = 100
+MAX_VARIABLES = 65_536
 JSON_TYPES = (b"application/json", b"application/graphql-response+json")
 
 
@@ -46,19 +55,50 @@ def bad_request(message: str) -> EdgeError:
     return EdgeError(400, "BAD_REQUEST", message)
 
 
-def _nesting(value: object) -> int:
-    """How deep JSON containers nest (iteratively: no recursion limit to hit)."""
-    deepest = 0
-    stack: list[tuple[object, int]] = [(value, 1)]
+def bad_input(message: str, **figures: object) -> EdgeError:
+    """Variables the edge refuses before anything reads them: a request error, as GraphQL answers variables that do
+    not coerce (200 under `application/json`, 400 under `application/graphql-response+json`)."""
+    error = EdgeError(200, "BAD_USER_INPUT", message, status_without_data=400)
+    error.extensions = figures
+    return error
+
+
+def check_sizes(value: dict[str, Any] | None, field: str) -> None:
+    """Refuses `variables` (or `extensions`) nested past MAX_NESTING (BAD_REQUEST: no GraphQL request nests so), or
+    holding more than any argument takes (BAD_USER_INPUT): a string past MAX_STRING, a list past MAX_LIST items,
+    MAX_VARIABLES characters in all (strings and names; 8 for any other value). One walk, which stops at the first
+    list too long, before its items."""
+    if not value:
+        return
+    prefix = "$" if field == "variables" else f"{field}."
+    total = sum(len(name) for name in value)
+    stack: list[tuple[str, object, int]] = [(name, item, 2) for name, item in value.items()]
     while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            deepest = max(deepest, depth)
-            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, dict | list))
-        elif isinstance(item, list):
-            deepest = max(deepest, depth)
-            stack.extend((v, depth + 1) for v in item if isinstance(v, dict | list))
-    return deepest
+        name, item, depth = stack.pop()
+        if isinstance(item, str):
+            if len(item) > MAX_STRING:
+                raise bad_input(
+                    f"`{prefix}{name}` holds a string of {len(item)} characters; at most {MAX_STRING} are accepted.",
+                    maxLength=MAX_STRING,
+                )
+            total += len(item)
+        elif isinstance(item, list | dict):
+            if depth > MAX_NESTING:
+                raise bad_request(f"`variables` and `extensions` may nest at most {MAX_NESTING} levels.")
+            if isinstance(item, dict):
+                total += sum(len(k) for k in item)
+                stack.extend((name, v, depth + 1) for v in item.values())
+            elif len(item) > MAX_LIST:
+                raise bad_input(
+                    f"`{prefix}{name}` holds a list of {len(item)} items; at most {MAX_LIST} are accepted.",
+                    maxItems=MAX_LIST,
+                )
+            else:
+                stack.extend((name, v, depth + 1) for v in item)
+        else:
+            total += 8
+        if total > MAX_VARIABLES:
+            raise bad_input(f"`{field}` hold more than {MAX_VARIABLES} characters.", maxSize=MAX_VARIABLES)
 
 
 def _json_field(raw: str | None, name: str) -> object:
@@ -86,8 +126,11 @@ def from_fields(method: str, data: dict[str, Any]) -> GraphQLRequest:
         raise bad_request("`extensions` must be an object.")
     if not isinstance(document_id, str | None):
         raise bad_request("`documentId` must be a string.")
-    if _nesting(variables) > MAX_NESTING or _nesting(extensions) > MAX_NESTING:
-        raise bad_request(f"`variables` and `extensions` may nest at most {MAX_NESTING} levels.")
+    for name, text in (("operationName", operation_name), ("documentId", document_id)):
+        if text is not None and len(text) > MAX_STRING:
+            raise bad_request(f"`{name}` is longer than {MAX_STRING} characters.")
+    check_sizes(variables, "variables")
+    check_sizes(extensions, "extensions")
     if query is None and document_id is None and not (extensions or {}).get("persistedQuery"):
         raise bad_request("No GraphQL document: send `query`, `documentId` or a persisted query hash.")
     return GraphQLRequest(method, query, variables, operation_name, extensions, document_id)
@@ -199,6 +242,8 @@ async def read_body(receive: Receive) -> bytes:
     chunks: list[bytes] = []
     while True:
         message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect  # the client went (or its body timed out): no request to answer
         if message["type"] != "http.request":
             break
         chunks.append(message.get("body", b""))

@@ -11,9 +11,11 @@ that entity drops it. A response computed while any invalidation ran is not stor
 
 Memory: each worker answers the entries it read or stored lately from its own memory before asking Redis
 (db/cache/near.py), kept true across workers by the tags every invalidation publishes; the key of a request
-is remembered by its variables as sent, so a repeated request is not coerced again, and by the request's bytes
-(method, content type, query string, body), so the edge answers the same request again from memory before it
-is parsed (`answer_remembered`): the same bytes pass the same steps to the same key. An entry answers requests
+is remembered by a digest of its variables as sent, so a repeated request is not coerced again, and by the
+request's bytes (method, content type, query string, body), so the edge answers the same request again from memory
+before it is parsed (`answer_remembered`): the same bytes pass the same steps to the same key. Both are bounded in
+bytes and filled only once the request's answer was charged: a refused request (429, a variable GraphQL refuses)
+leaves nothing, and an id longer than any id form is never keyed. An entry answers requests
 for either media type (edge/media.py): the body is the same, the Content-Type (and a public answer's ETag) is the
 request's, so `Accept` is in no key.
 
@@ -25,6 +27,7 @@ no-store`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,9 +44,10 @@ from db.cache import keys
 from db.cache.near import Held, NearResponses, strong_etag
 from db.cache.store import CacheStore, EntityRef, Unavailable
 from db.paging import TokenError, decode_global_id
+from edge.bounded import BoundedCache
 from edge.cacheable import CacheableOperation, Lookup
 from edge.conditional import not_modified
-from edge.entity_keys import database_id, entity_key, paper_key
+from edge.entity_keys import MAX_LENGTH, database_id, entity_key, paper_key
 from edge.errors import EdgeError, send_error
 from edge.front import Answer, Header
 from edge.identity import CREDENTIALS, Identity
@@ -67,11 +71,17 @@ GRAPHQL_RESPONSE_CONTENT: Final = (b"content-type", GRAPHQL_RESPONSE)
 VARY_ACCEPT: Final = (b"vary", b"Accept")
 X_CACHE_HIT: Final = (b"x-cache", b"hit")
 X_CACHE_MISS: Final = (b"x-cache", b"miss")
-# Request variables whose entry key is remembered (forgotten all at once when full).
-KEY_MEMO_SIZE = 20_000
-# Bytes of requests whose entry key is remembered (forgotten all at once when full), and what each costs beyond them.
-REMEMBERED_BYTES = 16 * 1024 * 1024
+# Entry keys remembered by the variables they were computed from (least recently used forgotten first).
+KEY_MEMO_BYTES = 4 * 1024 * 1024
+# A remembered key is charged its variables this many times (their text, and the values coerced from it) ...
+KEY_MEMO_VARIABLE_FACTOR = 3
+# ... and this much besides (the response key, the entry, the memo's own key).
+KEY_MEMO_OVERHEAD = 400
+# Bytes of requests whose entry key is remembered (forgotten all at once when full: a plain dict keeps the answer
+# from memory cheap), what each costs beyond them, and the largest request remembered (the site's are about 2 KB).
+REMEMBERED_BYTES = 8 * 1024 * 1024
 REMEMBERED_OVERHEAD = 256
+REMEMBERED_REQUEST_BYTES = 16 * 1024
 
 # A request as the steps before the cache read it: method, Content-Type, query string, body.
 RequestBytes = tuple[str, bytes, bytes, bytes]
@@ -165,6 +175,13 @@ class _Remembered:
     public: bool
 
 
+class _Memo(NamedTuple):
+    """A key computed for a request, to remember once the request is charged: the memo's key and its size."""
+
+    key: tuple[str, str | None, str, bytes]
+    size: int
+
+
 class Recalled(NamedTuple):
     """A request's entry, held in memory, and how the request was remembered."""
 
@@ -200,7 +217,7 @@ class ResponseCache:
         self.schema_version = schema_version
         self.ttl_s = ttl_s
         self.cdn = cdn
-        self._keys: dict[tuple[str, str | None, str, bytes], _Key | None] = {}
+        self._keys: BoundedCache[tuple[str, str | None, str, bytes], _Key] = BoundedCache(KEY_MEMO_BYTES)
         self._remembered: dict[RequestBytes, _Remembered] = {}
         self._remembered_bytes = 0
 
@@ -244,10 +261,17 @@ class ResponseCache:
         held = recalled.held
         return self._response(held.body, held.tags, media, public=public, inm=inm, etag=held.etag)
 
-    def _remember(self, request: object, key: _Key, public: bool) -> None:
+    def _keep(self, state: Mapping[str, object], key: _Key, memo: _Memo | None, public: bool) -> None:
+        """Remembers a request whose answer was charged: its key by its variables (`memo`, when it was computed for
+        it) and by its bytes. Never before the charge: a refused request leaves nothing here."""
+        if memo is not None:
+            self._keys.put(memo.key, key, memo.size)
+        request = state.get("request_bytes")
         if not isinstance(request, tuple) or request in self._remembered:
             return
-        size = len(request[2]) + len(request[3]) + REMEMBERED_OVERHEAD
+        size = len(request[1]) + len(request[2]) + len(request[3]) + REMEMBERED_OVERHEAD
+        if size > REMEMBERED_REQUEST_BYTES:
+            return
         if self._remembered_bytes + size > REMEMBERED_BYTES:
             self._remembered.clear()
             self._remembered_bytes = 0
@@ -267,9 +291,9 @@ class ResponseCache:
         public = request.method == "GET" and request.persisted is not None
         store = state.get("cache")
         operation = self.by_document.get(request.query or "")
-        key = None
+        key, memo = None, None
         if operation is not None and isinstance(store, CacheStore) and store.redis is not None:
-            key = self._key(operation, request, store.namespace)
+            key, memo = self._key(operation, request, store.namespace)
         if key is None and not public:
             await self.app(scope, receive, send)
             return
@@ -282,12 +306,10 @@ class ResponseCache:
         if key is not None:
             assert isinstance(store, CacheStore)
             state["operation"] = key.operation.name
-            held = None
-            if near is not None:
-                self._remember(state.get("request_bytes"), key, public)
-                held = near.get(key.response_key)
+            held = near.get(key.response_key) if near is not None else None
             if held is not None:
                 if await self._charged(send, budget, held.cost, scope):
+                    self._keep(state, key, memo, public)
                     self._count_held(state)
                     await self._send(
                         send, held.body, held.tags, media, public=public, hit=True, inm=inm, etag=held.etag
@@ -306,6 +328,7 @@ class ResponseCache:
                         store.metrics.response_hits += 1
                         if near is not None:
                             near.keep(key.response_key, entry.body, cost=entry.cost, tags=entry.tags, since=since)
+                        self._keep(state, key, memo, public)
                         await self._send(send, entry.body, entry.tags, media, public=public, hit=True, inm=inm)
                     return
                 store.metrics.response_misses += 1
@@ -338,6 +361,7 @@ class ResponseCache:
                 store.metrics.response_stores += 1
                 if near is not None:
                     near.keep(key.response_key, body, cost=charged, tags=surrogate, since=since)
+                self._keep(state, key, memo, public)
 
     @staticmethod
     def _count_held(state: Mapping[str, object]) -> None:
@@ -360,16 +384,22 @@ class ResponseCache:
         await send_error(send, refusal, response_type(scope))
         return False
 
-    def _key(self, operation: CacheableOperation, request: GraphQLRequest, ns: str) -> _Key | None:
-        """The entry's key, remembered by the request's variables as sent: coercing them again on every hit
-        would cost more than the rest of the hit."""
-        memo = (operation.document_hash, request.operation_name, ns, canonical_variables(request.variables))
-        if memo in self._keys:
-            return self._keys[memo]
-        if len(self._keys) >= KEY_MEMO_SIZE:
-            self._keys.clear()
-        key = self._keys[memo] = self._coerced_key(operation, request, ns)
-        return key
+    def _key(self, operation: CacheableOperation, request: GraphQLRequest, ns: str) -> tuple[_Key | None, _Memo | None]:
+        """The entry's key, remembered by the request's variables as sent (coercing them again on every hit would
+        cost more than the rest of the hit), and, when it was computed now, how to remember it once the request is
+        charged (`_keep`). The memo is keyed by a digest of the variables: its keys take the same room whatever a
+        client sends."""
+        variables = canonical_variables(request.variables)
+        digest = hashlib.blake2b(variables, digest_size=16).digest()
+        memo = (operation.document_hash, request.operation_name, ns, digest)
+        known = self._keys.get(memo)
+        if known is not None:
+            return known, None
+        key = self._coerced_key(operation, request, ns)
+        if key is None:
+            return None, None
+        size = KEY_MEMO_VARIABLE_FACTOR * len(variables) + len(request.operation_name or "") + KEY_MEMO_OVERHEAD
+        return key, _Memo(memo, size)
 
     def _coerced_key(self, operation: CacheableOperation, request: GraphQLRequest, ns: str) -> _Key | None:
         if request.operation_name not in (None, operation.name):
@@ -385,6 +415,8 @@ class ResponseCache:
         for lookup in operation.lookups:
             raw = values.get(lookup.variable)
             if isinstance(raw, str):
+                if len(raw) > MAX_LENGTH:
+                    return None  # longer than any id form: GraphQL answers BAD_USER_INPUT
                 values[lookup.variable] = entity_key(lookup.kind, raw) or raw
         response_key = keys.response(
             ns,

@@ -127,6 +127,7 @@ export function onError(code: ErrorCode): "fix-request" | "retry-later" | "not-f
     case "TOO_MANY_FRAGMENTS":
     case "QUERY_TOO_COMPLEX":
     case "PAYLOAD_TOO_LARGE":
+    case "REQUEST_HEAD_TOO_LARGE":
     case "PERSISTED_QUERY_NOT_FOUND":
     case "PERSISTED_QUERY_REQUIRED":
     case "PERSISTED_QUERY_NOT_SUPPORTED":
@@ -142,6 +143,7 @@ export function onError(code: ErrorCode): "fix-request" | "retry-later" | "not-f
     case "RATE_LIMITED":
     case "LIMIT_EXCEEDED":
     case "TIMEOUT":
+    case "REQUEST_TIMEOUT":
     case "OVERLOADED":
     case "SERVICE_UNAVAILABLE":
     case "SEMANTIC_UNAVAILABLE":

@@ -286,6 +286,8 @@ class _Measurer:
                 return None
         if isinstance(value, int) and not isinstance(value, bool):
             return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)  # JSON's 100.0: GraphQL takes it as the Int 100
         return None
 
     def list_length(self, node: FieldNode, name: str) -> int:

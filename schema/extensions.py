@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from graphql import (
     ASTValidationRule,
     BooleanValueNode,
@@ -33,16 +32,14 @@ from strawberry.schema.exceptions import CannotGetOperationTypeError
 from strawberry.schema.schema import validate_document
 from strawberry.types import ExecutionResult
 
+from edge.bounded import BoundedCache
 from edge.persisted import ADMITTED
 from edge.ratelimit import Decision
 from schema.cost import Measure, measure, select_operation
-from schema.document_cache import DocumentCache
 from schema.errors import MaskUnexpectedErrors
 from settings import Settings
 from telemetry.metrics import count_rejection
 
-# Text of the documents kept parsed and validated, per process (their ASTs take about 50 times this).
-CACHE_TEXT_BYTES = 1_000_000
 # Selections sharing one response name in one selection set: graphql-core compares every pair of them.
 MAX_SAME_NAME = 20
 # Fragment spreads in one selection set: graphql-core compares every pair of them too (180 took 350 ms).
@@ -179,45 +176,73 @@ class QueryCost:
 
 @dataclass(frozen=True, slots=True)
 class Caches:
-    """Per schema, shared by its requests."""
+    """Per schema, shared by its requests: what was learnt of the documents that ran (parsed and valid, and the
+    measures of their operations by the sizes their variables give), kept only once a request has been charged, so
+    a document or variables refused for their limits, cost or budget leave nothing (edge/bounded.py)."""
 
-    parsed: DocumentCache[DocumentNode]
-    validated: DocumentCache[list[GraphQLError]]
-    # Per document: its measure by operation name and the values of the variables it read.
-    measured: DocumentCache[dict[bytes, Measure]]
+    documents: BoundedCache[str, DocumentNode]
+    # The variables each operation's measure reads (in name order), and its measures by their values' sizes.
+    reads: BoundedCache[tuple[str, str | None], tuple[str, ...]]
+    measured: BoundedCache[tuple[str, str | None, tuple[object, ...]], Measure]
 
     @classmethod
     def create(cls) -> Caches:
-        return cls(DocumentCache(CACHE_TEXT_BYTES), DocumentCache(CACHE_TEXT_BYTES), DocumentCache(CACHE_TEXT_BYTES))
+        return cls(BoundedCache(DOCUMENTS_BYTES), BoundedCache(MEASURES_BYTES), BoundedCache(MEASURES_BYTES))
+
+    def document(self, query: str | None) -> DocumentNode | None:
+        """The parse of a document that ran before (it is valid): the same object each time."""
+        return self.documents.get(query) if query is not None else None
 
     def measure(self, ec: Any, document: DocumentNode) -> Measure:
-        """The document's measure; computed once per document and values of the variables it reads."""
-        variables = ec.variables or {}
-        query = ec.query
-        by_values = self.measured.get(query) if query is not None else None
-        names = next(iter(by_values.values())).variables if by_values else frozenset()
-        key = _measure_key(ec.operation_name, names, variables)
-        found = by_values.get(key) if by_values and key is not None else None
-        if found is not None:
-            return found
-        m = measure(ec.schema._schema, document, operation_name=ec.operation_name, variables=variables)
-        key = _measure_key(ec.operation_name, m.variables, variables)
-        if query is not None and key is not None:
-            if by_values is None:
-                self.measured.put(query, {key: m})
-            elif len(by_values) < MEASURES_PER_DOCUMENT and next(iter(by_values.values())).variables == m.variables:
-                by_values[key] = m
-        return m
+        """The document's measure: remembered by the sizes of the variables it reads (their values as the measure
+        sees them: a number, a list's length, or neither), so that what a client sends adds nothing to its key."""
+        query, operation_name = ec.query, ec.operation_name
+        if query is not None:
+            names = self.reads.get((query, operation_name))
+            if names is not None:
+                found = self.measured.get((query, operation_name, sizes(names, ec.variables)))
+                if found is not None:
+                    return found
+        return measure(ec.schema._schema, document, operation_name=operation_name, variables=ec.variables or {})
+
+    def keep(self, ec: Any, document: DocumentNode, m: Measure) -> None:
+        """Remembers a document that ran, and its measure, once its request has been charged."""
+        query, operation_name = ec.query, ec.operation_name
+        if query is None or len(query) > MAX_DOCUMENT_CHARACTERS:
+            return
+        self.documents.put(query, document, len(query) * DOCUMENT_BYTES_PER_CHARACTER)
+        names = tuple(sorted(m.variables))
+        named = len(query) + len(operation_name or "")
+        self.reads.put((query, operation_name), names, named + sum(len(n) + 60 for n in names))
+        self.measured.put((query, operation_name, sizes(names, ec.variables)), m, named + MEASURE_BYTES)
 
 
-MEASURES_PER_DOCUMENT = 64
+# Documents kept parsed (and known valid), up to MAX_DOCUMENT_CHARACTERS each: the site's are 0.2 to 1.8 KB. An
+# AST and the plans the executor hangs off it take about this many bytes per character of the document.
+DOCUMENTS_BYTES = 16 * 1024 * 1024
+MAX_DOCUMENT_CHARACTERS = 8 * 1024
+DOCUMENT_BYTES_PER_CHARACTER = 100
+# Measures kept (each cache of the two), and what one takes besides its key's text.
+MEASURES_BYTES = 2 * 1024 * 1024
+MEASURE_BYTES = 400
 
 
-def _measure_key(operation_name: str | None, names: frozenset[str], variables: dict[str, Any]) -> bytes | None:
-    try:
-        return orjson.dumps([operation_name, *((n, variables.get(n)) for n in sorted(names))])
-    except TypeError:
+def sizes(names: tuple[str, ...], variables: dict[str, Any] | None) -> tuple[object, ...]:
+    """What the measure reads of these variables (schema/cost.py): a number, a list's length, or nothing."""
+    values = variables or {}
+    return tuple(_size(values.get(name)) for name in names)
+
+
+def _size(value: object) -> object:
+    if isinstance(value, bool):
         return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, list):
+        return ("items", len(value))
+    return None
 
 
 class DocumentGuard(SchemaExtension):
@@ -226,12 +251,15 @@ class DocumentGuard(SchemaExtension):
         self.rules = rules
         self.caches = caches
         self.measure: Measure | None = None
+        # The document as parsed (a dry run cuts it down before it runs), and whether it ran before.
+        self.document: DocumentNode | None = None
+        self.known = False
 
     def on_parse(self) -> Iterator[None]:
         ec = self.execution_context
-        query = ec.query
-        if query is not None and ec.graphql_document is None:
-            ec.graphql_document = self.caches.parsed.get(query)
+        if ec.graphql_document is None:
+            ec.graphql_document = self.caches.document(ec.query)
+            self.known = ec.graphql_document is not None
         ec.parse_options["max_tokens"] = self.limits.max_tokens
         yield
         if ec.pre_execution_errors:
@@ -242,8 +270,6 @@ class DocumentGuard(SchemaExtension):
         document = ec.graphql_document
         if document is None:
             return
-        if query is not None:
-            self.caches.parsed.put(query, document)
         # Strawberry would run the first operation; GraphQL asks for a name. (The name the request gave is kept
         # apart by Strawberry: `operation_name` answers the first operation's when the request named none.)
         if ec._provided_operation_name is None:  # noqa: SLF001
@@ -253,24 +279,17 @@ class DocumentGuard(SchemaExtension):
 
     def on_validate(self) -> Iterator[None]:
         ec = self.execution_context
-        document = ec.graphql_document
+        document = self.document = ec.graphql_document
         assert document is not None
         schema = ec.schema._schema
         m = self.caches.measure(ec, document)
         self.measure = m
         errors = self.limits.structure_errors(m)
-        if not errors:
-            query = ec.query or ""
-            cached = self.caches.validated.get(query) if ec.query is not None else None
-            if cached is None:
-                found = validate_document(schema, document, self.rules)
-                cached = [
-                    coded(bounded(e if _readable(e) else invalid_literal(e)), "GRAPHQL_VALIDATION_FAILED")
-                    for e in found
-                ]
-                if ec.query is not None:
-                    self.caches.validated.put(query, cached)
-            errors = list(cached)
+        if not errors and not self.known:
+            errors = [
+                coded(bounded(e if _readable(e) else invalid_literal(e)), "GRAPHQL_VALIDATION_FAILED")
+                for e in validate_document(schema, document, self.rules)
+            ]
         if not errors:
             errors = undeclared_variables(document, ec.operation_name, ec.variables)
         if not errors:
@@ -289,16 +308,20 @@ class DocumentGuard(SchemaExtension):
             context.cost = QueryCost(m.cost, m.node_count)
             budget = getattr(context, "budget", None)
             dry_run = is_dry_run(ec.graphql_document, ec.operation_name, ec.variables)
+            allowed = True
             if budget is not None:
                 # Once per request: an operation run again (after a lost connection) is not charged twice.
                 decision = budget.decision or await budget.charge(0 if dry_run else m.cost)
-                if not decision.allowed:
+                allowed = decision.allowed
+                if not allowed:
                     count_rejection("RATE_LIMITED")
                     ec.result = ExecutionResult(data=None, errors=[rate_limited(decision)])
                     response = getattr(context, "response", None)
                     if response is not None:
                         response.status_code = 429
                         response.headers["retry-after"] = str(decision.retry_after)
+            if allowed and self.document is not None:
+                self.caches.keep(ec, self.document, m)
             if dry_run and ec.result is None and ec.graphql_document is not None:
                 ec.graphql_document = only_rate_limit(ec.graphql_document, ec.operation_name)
         if ec.result is None and context is not None:

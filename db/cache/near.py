@@ -10,7 +10,8 @@ any worker, as with Redis alone.
 
 Without the subscription (not yet connected, broken, or its health PING unanswered) messages may have been
 missed: everything held is forgotten, and nothing is served or kept until it is back. An entry lives at most
-`max_age_s`, and memory is bounded by `max_bytes` (least recently used first). Nothing read or stored while an
+`max_age_s`, and memory is bounded by `max_bytes` (least recently used first), each entry charged its body, its tags
+(twice: in the entry and in the index by tag) and its bookkeeping. Nothing read or stored while an
 invalidation arrived is kept (`mark()` before the Redis call, `keep(..., since=mark)` after it).
 """
 
@@ -37,8 +38,10 @@ from db.cache import keys
 
 log = logging.getLogger(__name__)
 
-# Bytes an entry is charged beyond its body (key, tags, bookkeeping), so many tiny entries stay bounded too.
+# Bytes an entry is charged beyond its body and tags (key, bookkeeping), so many tiny entries stay bounded too ...
 ENTRY_OVERHEAD: Final = 512
+# ... and each of its tags beyond the tag's text (the index by tag holds every tag again, with a set per tag).
+TAG_OVERHEAD: Final = 160
 # A subscription whose PING went unanswered this many watch intervals is taken as lost.
 MISSED_PINGS: Final = 3
 
@@ -54,6 +57,7 @@ class Held:
     tags: tuple[str, ...]  # as in `Surrogate-Key`
     etag: bytes
     expires: float
+    size: int  # what it is charged against the bound
 
 
 class NearResponses:
@@ -109,11 +113,11 @@ class NearResponses:
         return self.seq
 
     def keep(self, key: str, body: bytes, *, cost: int, tags: list[str], since: int) -> None:
-        size = len(body) + ENTRY_OVERHEAD
+        size = len(body) + ENTRY_OVERHEAD + sum(len(t) + TAG_OVERHEAD for t in tags)
         if not self.listening() or self.seq != since or size > self.max_bytes // 8:
             return
         self._remove(key)
-        self._entries[key] = Held(body, cost, tuple(tags), strong_etag(body), self._clock() + self.max_age_s)
+        self._entries[key] = Held(body, cost, tuple(tags), strong_etag(body), self._clock() + self.max_age_s, size)
         self._bytes += size
         for tag in tags:
             self._by_tag.setdefault(tag, set()).add(key)
@@ -246,7 +250,7 @@ class NearResponses:
         held = self._entries.pop(key, None)
         if held is None:
             return
-        self._bytes -= len(held.body) + ENTRY_OVERHEAD
+        self._bytes -= held.size
         for tag in held.tags:
             members = self._by_tag.get(tag)
             if members is not None:

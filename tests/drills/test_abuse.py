@@ -100,6 +100,20 @@ ABUSE: list[tuple[str, bytes, dict[str, str], set[int], str | None]] = [
         "BAD_REQUEST",
     ),
     (
+        "a 900 KB variable",
+        _query("query($id: String!) { paper(id: $id) { id } }", id="x" * 900_000),
+        JSON_TYPE,
+        {200},
+        "BAD_USER_INPUT",
+    ),
+    (
+        "45,000 ids",
+        _query("query($ids: [ID!]!) { nodes(ids: $ids) { id } }", ids=[f"UGFwZXI6{i}" for i in range(45_000)]),
+        JSON_TYPE,
+        {200},
+        "BAD_USER_INPUT",
+    ),
+    (
         "a form post",
         b"query=%7B+__typename+%7D",
         {"content-type": "application/x-www-form-urlencoded"},

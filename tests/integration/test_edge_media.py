@@ -85,13 +85,19 @@ def test_negotiation(accept: bytes | None, chosen: bytes) -> None:
     assert negotiate(accept) is chosen
 
 
-def test_long_made_up_accept_values_are_chosen_for_but_not_remembered() -> None:
+def test_accept_values_are_remembered_once_answered_and_only_short_ones() -> None:
     from edge import media
 
     before = len(media._CHOSEN)
     for n in range(2_000):
-        assert negotiate(b"application/graphql-response+json, " + b"x/%d;q=0.1, " % n * 40) is GRAPHQL_RESPONSE
+        value = b"application/graphql-response+json, " + b"x/%d;q=0.1, " % n * 40
+        assert negotiate(value) is GRAPHQL_RESPONSE
+        media.remember({b"accept": value})
     assert len(media._CHOSEN) == before
+    short = b"application/graphql-response+json, x/short-%d" % len(media._CHOSEN)
+    assert negotiate(short) is GRAPHQL_RESPONSE and short not in media._CHOSEN  # a refused request leaves nothing
+    media.remember({b"accept": short})
+    assert media._CHOSEN[short] is GRAPHQL_RESPONSE
 
 
 async def graphql(client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:

@@ -191,6 +191,22 @@ async def test_memory_and_age_are_bounded(redis_url, cache_namespace) -> None:
         near.close()
 
 
+async def test_an_entrys_tags_count_against_the_bound(redis_url, cache_namespace) -> None:
+    """A small answer naming a thousand entities holds a thousand tags, twice (in the entry and in the index by tag):
+    charged for its body alone, 64 KB of bound held megabytes of tags."""
+    ns = f"{cache_namespace}-near{next(_ns)}"
+    near = NearResponses(redis_url, ns, max_bytes=256 * 1024, max_age_s=60, timeout_s=1.0)
+    assert await near.connect()
+    try:
+        for i in range(20):
+            tags = [f"{ns}:tag:researcher:{i * 1000 + j}" for j in range(100)]
+            near.keep(f"k{i}", b"{}", cost=1, tags=tags, since=near.mark())
+        held = [i for i in range(20) if near.get(f"k{i}") is not None]
+        assert 0 < len(held) < 20 and held == list(range(20 - len(held), 20))
+    finally:
+        near.close()
+
+
 async def test_without_redis_there_is_no_tier_and_pages_are_answered(resp_db, cache_namespace, operations_dir) -> None:
     from localservers import free_port
 

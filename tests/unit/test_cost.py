@@ -43,6 +43,12 @@ def test_defaults_variables_and_weights() -> None:
     assert stats.calls == 5
 
 
+def test_a_size_sent_as_a_whole_float_is_measured_as_graphql_runs_it() -> None:
+    """JSON's `100.0` is the Int 100 to GraphQL: measured as no size at all, it priced 100 items as the default 24."""
+    assert m("query($n: Int) { papers(first: $n) { nodes { id } } }", n=100.0).node_count == 100
+    assert m("query($n: Int) { papers(first: $n) { nodes { id } } }", n=7.5).node_count == 24  # GraphQL refuses it
+
+
 def test_fragments_count_per_spread_and_measure_once() -> None:
     doc = "query { ...A ...A } fragment A on Query { x: __typename papers(first: 3) { nodes { id } } }"
     got = m(doc)

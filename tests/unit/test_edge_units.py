@@ -6,13 +6,13 @@ import math
 
 import pytest
 
+from edge.bounded import BoundedCache
 from edge.conditional import not_modified
 from edge.entity_keys import entity_key, paper_key
 from edge.errors import EdgeError
 from edge.ratelimit import PERIOD_S, LocalLimiter, decide
 from edge.request import parse_get, parse_post
 from edge.response_cache import CDN_TAG_BYTES, CdnPolicy
-from schema.document_cache import MAX_DOCUMENT_BYTES, DocumentCache
 
 
 def test_paper_spellings_name_one_arxiv_id() -> None:
@@ -69,14 +69,16 @@ def test_points_refill_continuously() -> None:
     assert full.reset_at == 3960  # 1,100 points spent: 600 at 0 s and 500 at 360 s, 3.6 s each
 
 
-def test_document_cache_is_bounded_by_text() -> None:
-    cache: DocumentCache[int] = DocumentCache(max_bytes=1000)
-    cache.put("x" * (MAX_DOCUMENT_BYTES + 1), 1)  # a large document (a 900 KB comment) is never kept
+def test_a_bounded_cache_holds_at_most_its_bytes_least_recently_used_first() -> None:
+    cache: BoundedCache[str, int] = BoundedCache(max_bytes=8000)
+    cache.put("large", 1, 1000)  # over an eighth of the bound with its overhead: never kept
     assert len(cache) == 0
     for i in range(30):
-        cache.put(f"{i:03d}" + "y" * 97, i)
-    assert cache.size <= 1000 and len(cache) == 10
-    assert cache.get("029" + "y" * 97) == 29 and cache.get("000" + "y" * 97) is None
+        cache.put(f"{i:03d}", i, 600)  # 800 bytes each with the overhead
+    assert cache.bytes <= 8000 and len(cache) == 10
+    assert cache.get("020") == 20  # used: the next one in pushes out 021 instead
+    cache.put("new", 30, 600)
+    assert cache.get("021") is None and cache.get("020") == 20 and cache.get("029") == 29
 
 
 @pytest.mark.parametrize("limit", [3, 7, 700, 1000, 5000, 7000, 123_457])
