@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from cli import admin, ingest, serving
+from cli import admin, corrections, ingest, serving
 from cli.common import app
 from settings import SettingsError
 
-__all__ = ["app", "main", "admin", "ingest", "serving"]
+__all__ = ["app", "main", "admin", "corrections", "ingest", "serving"]
 
 
 def main() -> None:

@@ -29,10 +29,21 @@ class ApiKey:
 
 
 @dataclass(frozen=True, slots=True)
+class Bearer:
+    """What a verified bearer token says: the reader (its subject), and the reader's ORCID iD when the token carries
+    one (only ever read from a token that verified)."""
+
+    subject: str
+    orcid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Identity:
     client_ip: str
     viewer_id: str | None = None
     api_key: ApiKey | None = None
+    # The signed-in reader's verified ORCID iD (0000-0002-1825-0097), when their token names one.
+    viewer_orcid: str | None = None
 
     @property
     def anonymous(self) -> bool:
@@ -45,9 +56,10 @@ CREDENTIALS = frozenset({b"x-api-key", b"authorization"})
 # Anonymous identities kept for reuse (forgotten all at once when full).
 ANONYMOUS_KEPT = 10_000
 
-# Each takes the header's value and answers the identity part, or raises EdgeError (HTTP 401).
+# Each takes the header's value and answers the identity part, or raises EdgeError (HTTP 401). A bearer
+# authenticator answers the reader's id, or a Bearer with their ORCID iD too.
 KeyAuthenticator = Callable[[Scope, str], Awaitable[ApiKey]]
-BearerAuthenticator = Callable[[Scope, str], Awaitable[str]]
+BearerAuthenticator = Callable[[Scope, str], Awaitable[str | Bearer]]
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -132,6 +144,7 @@ class Identifier:
         ip = client_ip(scope, self.trusted_proxies)
         api_key = None
         viewer_id = None
+        orcid = None
         key = _header(scope, b"x-api-key")
         if key is not None:
             if self.key_authenticator is None:
@@ -144,5 +157,9 @@ class Identifier:
                 raise EdgeError(401, "UNAUTHENTICATED", "Authorization must be 'Bearer <token>'.")
             if self.bearer_authenticator is None:
                 raise EdgeError(401, "UNAUTHENTICATED", "Bearer tokens are not accepted by this server.")
-            viewer_id = await self.bearer_authenticator(scope, token.strip())
-        return Identity(client_ip=ip, viewer_id=viewer_id, api_key=api_key)
+            verified = await self.bearer_authenticator(scope, token.strip())
+            if isinstance(verified, Bearer):
+                viewer_id, orcid = verified.subject, verified.orcid
+            else:
+                viewer_id = verified
+        return Identity(client_ip=ip, viewer_id=viewer_id, api_key=api_key, viewer_orcid=orcid)

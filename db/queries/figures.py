@@ -37,6 +37,10 @@ CAREER_WORKS_FROM_ARCH_CTES = """
 ext_raw AS (
     SELECT w.researcher_id AS rid, w.source, w.external_id, w.arxiv_id, lower(w.doi) AS doi, w.citation_count AS c
     FROM ids JOIN researcher_works w ON w.researcher_id = ids.id
+    -- A source listing a paper a correction took off the researcher (NOT_ME, a split) lists it wrongly too.
+    WHERE NOT EXISTS (SELECT 1 FROM authorship_pins x JOIN papers xp ON xp.id = x.paper_id
+                      WHERE x.researcher_id = w.researcher_id AND NOT x.mine
+                        AND (xp.arxiv_id = w.arxiv_id OR lower(xp.doi) = lower(w.doi)))
 ),
 -- What a DOI is on arXiv, learnt from the archive and from works that carry both identifiers.
 doi_arxiv AS (
