@@ -158,9 +158,7 @@ def corrections_approve(
     settings = settings_or_exit()
     database_url_or_exit(settings)
     try:
-        decided = asyncio.run(
-            run_decision(settings, correction_id, approve=True, operator=_check_operator(operator))
-        )
+        decided = asyncio.run(run_decision(settings, correction_id, approve=True, operator=_check_operator(operator)))
     except NotPending as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

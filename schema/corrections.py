@@ -214,7 +214,7 @@ _RULES = (
 @strawberry.type
 class CorrectionMutation:
     @strawberry.mutation(
-        description="Claim a profile (\"This is me\"): applied at once when the profile's ORCID iD is the one the "
+        description='Claim a profile ("This is me"): applied at once when the profile\'s ORCID iD is the one the '
         "reader's token carries and nobody owns it; otherwise an operator decides (a profile has one owner at most, "
         "and a claim on an owned profile never takes it over by itself)." + _RULES,
         graphql_type=CorrectionPayload,

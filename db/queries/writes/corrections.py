@@ -227,9 +227,7 @@ async def _lock_authors(conn: asyncpg.Connection, paper_ids: Sequence[int]) -> l
     return [_Author(*r) for r in await conn.fetch(SELECT_AUTHORS_FOR_UPDATE, list(paper_ids))]
 
 
-async def _pin(
-    conn: asyncpg.Connection, correction_id: int, pins: Sequence[tuple[int, int, bool, str | None]]
-) -> None:
+async def _pin(conn: asyncpg.Connection, correction_id: int, pins: Sequence[tuple[int, int, bool, str | None]]) -> None:
     """(paper, researcher, mine, author name) pins, all set by one correction."""
     await conn.execute(
         PIN,
