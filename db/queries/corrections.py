@@ -304,3 +304,33 @@ SELECT_PAPER_LABELS = "SELECT id, arxiv_id, title FROM papers WHERE id = any($1:
 async def fetch_paper_labels(conn: Conn, paper_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
     """{paper id: (arXiv id, title)}, for the operators' view."""
     return {r["id"]: (r["arxiv_id"], r["title"]) for r in await conn.fetch(SELECT_PAPER_LABELS, list(paper_ids))}
+
+
+# -------------------------------------------------------------------------------- for status and metrics
+
+
+@dataclass(frozen=True, slots=True)
+class CorrectionCounts:
+    pending: int  # waiting for an operator
+    in_effect: int  # applied, not superseded by a later correction
+    conflicts: int  # writes the pins kept from undoing an applied correction, in all
+    in_conflict: int  # corrections that kept at least one
+    last_conflict_at: datetime | None
+
+
+SELECT_COUNTS = """
+SELECT count(*) FILTER (WHERE status = 'PENDING') AS pending,
+       count(*) FILTER (WHERE status = 'APPLIED' AND superseded_at IS NULL) AS in_effect,
+       coalesce(sum(conflicts), 0)::bigint AS conflicts,
+       count(*) FILTER (WHERE conflicts > 0) AS in_conflict,
+       max(last_conflict_at) AS last_conflict_at
+FROM corrections
+"""
+
+
+async def fetch_correction_counts(conn: Conn) -> CorrectionCounts:
+    """Corrections waiting and in effect, and the ingest's writes kept from undoing them (`ingest status`,
+    /metrics)."""
+    r = await conn.fetchrow(SELECT_COUNTS)
+    assert r is not None
+    return CorrectionCounts(r["pending"], r["in_effect"], int(r["conflicts"]), r["in_conflict"], r["last_conflict_at"])

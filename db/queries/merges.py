@@ -60,7 +60,7 @@ COUNT_CLAIM_CONFLICTS = """
 UPDATE corrections SET conflicts = conflicts + 1, last_conflict_at = now() WHERE id = any($1::bigint[])
 """
 # What corrections pinned on the absorbed profile now holds for the survivor; where both had a pin for the same
-# paper, the later one stands.
+# paper, the later one stands when they disagree (when they agree, the first correction keeps it).
 REPOINT_PINS = """
 WITH moved AS (
     DELETE FROM authorship_pins WHERE researcher_id = $1
@@ -71,7 +71,7 @@ SELECT paper_id, $2, mine, author_name, correction_id, pinned_at FROM moved
 ON CONFLICT (paper_id, researcher_id) DO UPDATE SET
     mine = excluded.mine, author_name = excluded.author_name, correction_id = excluded.correction_id,
     pinned_at = excluded.pinned_at
-WHERE excluded.pinned_at > t.pinned_at
+WHERE excluded.mine <> t.mine AND excluded.pinned_at > t.pinned_at
 """
 # A paper a correction took off either profile stays off the survivor (the later correction stands, above).
 UNLINK_PINNED_OFF = """
