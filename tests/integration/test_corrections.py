@@ -531,3 +531,32 @@ async def test_limits_hold_per_reader(make_database: Any, redis_url: str, cache_
 
         long_note = await api.run(CLAIM, {"id": api.rid("jose"), "note": "x" * 2001}, as_=reader())
         assert code(long_note) == "BAD_USER_INPUT" and "2000" in long_note["errors"][0]["message"]
+
+
+async def test_the_site_s_operations_stay_within_their_budgets_applied_too(api: Api) -> None:
+    """The contract measures the pending path on the demo data (tests/contract); here each is applied."""
+    from tests.contract.conftest import budgets
+
+    wumo, owner = api.rid("wumo"), reader()
+    limits = budgets()
+
+    async def counted(name: str, variables: dict[str, Any], **who: Any) -> tuple[Any, int]:
+        await api.data("{ __typename }", **who)  # the pool's connections opened, as for the contract's operations
+        api.counter.reset()
+        data = await api.data(operation_text(name), variables, **who)
+        return data, api.counter.count
+
+    seen: dict[str, int] = {}
+    data, seen["ClaimResearcher"] = await counted("ClaimResearcher", {"id": wumo}, as_=owner, orcid=WUMO_ORCID)
+    assert data["claimResearcher"]["correction"]["status"] == "APPLIED"
+    for kind, paper in (("NOT_ME", "2401.00005"), ("IS_ME", MISSED.arxiv_id)):
+        variables = {"paperId": paper, "researcherId": wumo, "kind": kind}
+        data, seen[f"ReportAuthorship {kind}"] = await counted("ReportAuthorship", variables, as_=owner)
+        assert data["reportAuthorship"]["correction"]["status"] == "APPLIED"
+    data, seen["ViewerCorrections"] = await counted("ViewerCorrections", {}, as_=owner)
+    assert data["viewer"]["corrections"]["totalCount"] == 3
+    data, seen["ResearcherCorrections"] = await counted("ResearcherCorrections", {"id": wumo})
+    assert len(data["researcher"]["corrections"]) == 3
+    data, seen["ViewerResearcherState"] = await counted("ViewerResearcherState", {"id": wumo}, as_=owner)
+    assert data["researcher"]["viewerOwns"] is True
+    assert all(n <= limits[name.split()[0]] for name, n in seen.items()), seen

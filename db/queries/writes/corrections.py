@@ -129,7 +129,9 @@ RETURNING {CORRECTION_COLUMNS}
 # -- applying -------------------------------------------------------------------------------------------------
 
 SELECT_AUTHORS_FOR_UPDATE = """
-SELECT a.paper_id, p.arxiv_id, a.position, a.name, a.researcher_id, a.is_collaboration
+SELECT a.paper_id, p.arxiv_id, a.position, a.name, a.researcher_id, a.is_collaboration,
+       ARRAY(SELECT ai.institution_id FROM authorship_institutions ai
+             WHERE ai.paper_id = a.paper_id AND ai.position = a.position) AS institutions
 FROM authorships a JOIN papers p ON p.id = a.paper_id
 WHERE a.paper_id = any($1::bigint[])
 ORDER BY a.paper_id, a.position
@@ -220,11 +222,19 @@ class _Author:
     name: str
     researcher_id: int | None
     is_collaboration: bool
+    institutions: list[int]
 
 
-async def _lock_authors(conn: asyncpg.Connection, paper_ids: Sequence[int]) -> list[_Author]:
-    """The papers' authorships, locked: the ingest's writes to them wait for this correction, and then see its pins."""
-    return [_Author(*r) for r in await conn.fetch(SELECT_AUTHORS_FOR_UPDATE, list(paper_ids))]
+async def _lock_authors(conn: asyncpg.Connection, paper_ids: Sequence[int], touched: Touched) -> list[_Author]:
+    """The papers' authorships, locked: the ingest's writes to them wait for this correction, and then see its pins.
+    Their people (whose pages show the links about to change) and the papers' arXiv ids go into `touched`."""
+    authors = [_Author(*r) for r in await conn.fetch(SELECT_AUTHORS_FOR_UPDATE, list(paper_ids))]
+    for a in authors:
+        touched.paper_keys.add(a.arxiv_id)
+        touched.institutions.update(a.institutions)
+        if a.researcher_id is not None:
+            touched.researchers.add(a.researcher_id)
+    return authors
 
 
 async def _pin(conn: asyncpg.Connection, correction_id: int, pins: Sequence[tuple[int, int, bool, str | None]]) -> None:
@@ -270,12 +280,10 @@ async def _claim(
 
 async def _not_me(conn: asyncpg.Connection, c: CorrectionRow, p: ProfileRow, touched: Touched) -> Applied:
     paper_id = c.paper_ids[0]
-    authors = await _lock_authors(conn, [paper_id])
+    authors = await _lock_authors(conn, [paper_id], touched)
     if not authors:
         raise CannotApply(f"paper {paper_id} has no authors in the archive")
     arxiv_id = authors[0].arxiv_id
-    # Before the link goes: the co-authors and institutions whose pages showed it.
-    await add_people_of_papers(conn, [paper_id], touched)
     await _pin(conn, c.id, [(paper_id, p.id, False, None)])
     positions = [r["position"] for r in await conn.fetch(UNLINK, paper_id, p.id)]
     if positions:
@@ -295,7 +303,7 @@ async def _is_me(
     conn: asyncpg.Connection, c: CorrectionRow, p: ProfileRow, touched: Touched, owner: str | None
 ) -> Applied | None:
     paper_id, position = c.paper_ids[0], c.position
-    authors = await _lock_authors(conn, [paper_id])
+    authors = await _lock_authors(conn, [paper_id], Touched())
     author = next((a for a in authors if a.position == position), None)
     if author is None or author.is_collaboration or author.name != c.author_name:
         now = f"'{author.name}'" if author is not None else "gone"
@@ -306,7 +314,10 @@ async def _is_me(
         held = (await fetch_profiles(conn, [holder])).get(holder)
         if not _owns(owner, [p, held]):
             return None
-    await add_people_of_papers(conn, [paper_id], touched)
+    for a in authors:
+        touched.paper_keys.add(a.arxiv_id)
+        touched.institutions.update(a.institutions)
+        touched.researchers.update([a.researcher_id] if a.researcher_id is not None else [])
     if holder not in (None, p.id):
         await conn.execute(DROP_MINE_PIN, paper_id, holder)
     await _pin(conn, c.id, [(paper_id, p.id, True, author.name)])
@@ -330,8 +341,7 @@ async def _is_me(
 
 
 async def _split(conn: asyncpg.Connection, c: CorrectionRow, p: ProfileRow, touched: Touched) -> Applied:
-    authors = await _lock_authors(conn, c.paper_ids)
-    on = [a for a in authors if a.researcher_id == p.id]
+    on = [a for a in await _lock_authors(conn, c.paper_ids, Touched()) if a.researcher_id == p.id]
     if not on:
         raise CannotApply(f"none of the papers to split off is on researcher {p.id} any more")
     papers = sorted({a.paper_id for a in on})
