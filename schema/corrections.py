@@ -230,7 +230,7 @@ class CorrectionMutation:
     )
     async def report_authorship(self, info: Info, input: ReportAuthorshipInput) -> CorrectionResult:
         return await resolve_report_authorship(
-            info.context, input.paper_id, input.researcher_id, input.kind.value, input.note, input.position
+            info.context, input.paper_id, input.researcher_id, input.kind.name, input.note, input.position
         )
 
     @strawberry.mutation(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from db.connection import Conn
 from db.records import Touched
 
 # Every researcher in scope; a statement defines `ids(id)` first, then appends these CTEs:
@@ -230,7 +231,7 @@ class CareerFigures:
     openalex: Figures  # the OpenAlex works list alone
 
 
-async def refresh_researcher_figures(conn: asyncpg.Connection, researcher_ids: Sequence[int] | None) -> set[int]:
+async def refresh_researcher_figures(conn: Conn, researcher_ids: Sequence[int] | None) -> set[int]:
     """Recompute researchers' stored figures (None: all of them); return the ids whose figures changed."""
     if researcher_ids is None:
         rows = await conn.fetch(REFRESH_RESEARCHER_FIGURES.format(ids=_ALL_RESEARCHERS))
@@ -241,7 +242,7 @@ async def refresh_researcher_figures(conn: asyncpg.Connection, researcher_ids: S
     return {r["id"] for r in rows}
 
 
-async def refresh_institution_figures(conn: asyncpg.Connection, institution_ids: Sequence[int] | None) -> set[int]:
+async def refresh_institution_figures(conn: Conn, institution_ids: Sequence[int] | None) -> set[int]:
     """Recompute institutions' paper and researcher counts (None: all of them); return the ids that changed."""
     if institution_ids is None:
         rows = await conn.fetch(REFRESH_INSTITUTION_FIGURES.format(ids=_ALL_INSTITUTIONS))
@@ -272,7 +273,7 @@ MARK_MODIFIED = {
 }
 
 
-async def refresh_figures(conn: asyncpg.Connection, touched: Touched) -> None:
+async def refresh_figures(conn: Conn, touched: Touched) -> None:
     """After a write, in the same transaction: refresh the figures of everything it touched, and stamp it
     modified."""
     await refresh_researcher_figures(conn, sorted(touched.researchers))

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import asyncpg
 
+from db.connection import Conn
 from db.queries.writes.papers import UPDATE_MATCHED_COUNTS, add_people_of_papers
 from db.records import Touched
 
@@ -95,7 +96,7 @@ RENAME_S2_ID = "UPDATE researchers SET s2_author_id = $2, modified_at = now() WH
 
 
 async def merge_researchers(
-    conn: asyncpg.Connection, absorbed_id: int, survivor_id: int, touched: Touched, *, keep_claims: bool = True
+    conn: Conn, absorbed_id: int, survivor_id: int, touched: Touched, *, keep_claims: bool = True
 ) -> bool:
     """Merge `absorbed_id` into `survivor_id` inside the caller's transaction; False when either does not exist
     (or they are the same), or when two readers own the two profiles and `keep_claims` (an operator approving a

@@ -11,6 +11,7 @@ from typing import Final, Literal
 
 import asyncpg
 
+from db.connection import Conn
 from db.queries.corrections import (
     CORRECTION_COLUMNS,
     CORRECTIONS,
@@ -225,7 +226,7 @@ class _Author:
     institutions: list[int]
 
 
-async def _lock_authors(conn: asyncpg.Connection, paper_ids: Sequence[int], touched: Touched) -> list[_Author]:
+async def _lock_authors(conn: Conn, paper_ids: Sequence[int], touched: Touched) -> list[_Author]:
     """The papers' authorships, locked: the ingest's writes to them wait for this correction, and then see its pins.
     Their people (whose pages show the links about to change) and the papers' arXiv ids go into `touched`."""
     authors = [_Author(*r) for r in await conn.fetch(SELECT_AUTHORS_FOR_UPDATE, list(paper_ids))]
@@ -237,7 +238,7 @@ async def _lock_authors(conn: asyncpg.Connection, paper_ids: Sequence[int], touc
     return authors
 
 
-async def _pin(conn: asyncpg.Connection, correction_id: int, pins: Sequence[tuple[int, int, bool, str | None]]) -> None:
+async def _pin(conn: Conn, correction_id: int, pins: Sequence[tuple[int, int, bool, str | None]]) -> None:
     """(paper, researcher, mine, author name) pins, all set by one correction."""
     await conn.execute(
         PIN,
@@ -260,7 +261,7 @@ def _owns(owner: str | None, profiles: Sequence[ProfileRow | None]) -> bool:
 
 
 async def _claim(
-    conn: asyncpg.Connection, c: CorrectionRow, p: ProfileRow, touched: Touched, owner: str | None, orcid: str | None
+    conn: Conn, c: CorrectionRow, p: ProfileRow, touched: Touched, owner: str | None, orcid: str | None
 ) -> Applied | None:
     by = "operator"
     if owner is not None:
@@ -278,7 +279,7 @@ async def _claim(
     )
 
 
-async def _not_me(conn: asyncpg.Connection, c: CorrectionRow, p: ProfileRow, touched: Touched) -> Applied:
+async def _not_me(conn: Conn, c: CorrectionRow, p: ProfileRow, touched: Touched) -> Applied:
     paper_id = c.paper_ids[0]
     authors = await _lock_authors(conn, [paper_id], touched)
     if not authors:
@@ -300,7 +301,7 @@ async def _not_me(conn: asyncpg.Connection, c: CorrectionRow, p: ProfileRow, tou
 
 
 async def _is_me(
-    conn: asyncpg.Connection, c: CorrectionRow, p: ProfileRow, touched: Touched, owner: str | None
+    conn: Conn, c: CorrectionRow, p: ProfileRow, touched: Touched, owner: str | None
 ) -> Applied | None:
     paper_id, position = c.paper_ids[0], c.position
     authors = await _lock_authors(conn, [paper_id], Touched())
@@ -340,7 +341,7 @@ async def _is_me(
     return Applied(summary, changes + f" ({p.name}); pinned on it", relinked=relinked)
 
 
-async def _split(conn: asyncpg.Connection, c: CorrectionRow, p: ProfileRow, touched: Touched) -> Applied:
+async def _split(conn: Conn, c: CorrectionRow, p: ProfileRow, touched: Touched) -> Applied:
     on = [a for a in await _lock_authors(conn, c.paper_ids, Touched()) if a.researcher_id == p.id]
     if not on:
         raise CannotApply(f"none of the papers to split off is on researcher {p.id} any more")
@@ -361,7 +362,7 @@ async def _split(conn: asyncpg.Connection, c: CorrectionRow, p: ProfileRow, touc
 
 
 async def _merge(
-    conn: asyncpg.Connection, c: CorrectionRow, profiles: Sequence[ProfileRow], touched: Touched
+    conn: Conn, c: CorrectionRow, profiles: Sequence[ProfileRow], touched: Touched
 ) -> Applied:
     distinct = list({p.id: p for p in profiles}.values())
     if len(distinct) < 2:
@@ -379,7 +380,7 @@ async def _merge(
 
 
 async def apply_correction(
-    conn: asyncpg.Connection, c: CorrectionRow, touched: Touched, *, owner: str | None, orcid: str | None = None
+    conn: Conn, c: CorrectionRow, touched: Touched, *, owner: str | None, orcid: str | None = None
 ) -> Applied | None:
     """Apply `c` inside the caller's transaction and refresh what it touched. With `owner` (the reader asking), only
     when that reader owns every profile it concerns (a claim: when the profile's ORCID iD is `orcid` and nobody
@@ -417,8 +418,9 @@ async def apply_correction(
     return applied
 
 
-async def _mark_applied(conn: asyncpg.Connection, c: CorrectionRow, applied: Applied, by: str) -> CorrectionRow:
+async def _mark_applied(conn: Conn, c: CorrectionRow, applied: Applied, by: str) -> CorrectionRow:
     record = await conn.fetchrow(MARK_APPLIED, c.id, by, applied.changes, applied.summary, applied.new_researcher_id)
+    assert record is not None
     return CORRECTIONS.build(record)
 
 
@@ -426,7 +428,7 @@ async def _mark_applied(conn: asyncpg.Connection, c: CorrectionRow, applied: App
 
 
 async def submit_correction(
-    conn: asyncpg.Connection,
+    conn: Conn,
     viewer_id: str,
     request: CorrectionRequest,
     *,
@@ -447,7 +449,7 @@ async def submit_correction(
 
 
 async def _submit(
-    conn: asyncpg.Connection, viewer_id: str, request: CorrectionRequest, orcid: str | None, limits: CorrectionLimits
+    conn: Conn, viewer_id: str, request: CorrectionRequest, orcid: str | None, limits: CorrectionLimits
 ) -> Submitted:
     await conn.execute(LOCK_VIEWER, viewer_id)
     standing = await conn.fetchrow(SELECT_STANDING, viewer_id, request.fingerprint)
@@ -469,6 +471,7 @@ async def _submit(
         request.author_name,
         request.note,
     )
+    assert record is not None
     correction = CORRECTIONS.build(record)
     touched = Touched()
     applied = await apply_correction(conn, correction, touched, owner=viewer_id, orcid=orcid)
@@ -485,7 +488,7 @@ class NotPending(Exception):
 
 
 async def decide_correction(
-    conn: asyncpg.Connection, correction_id: int, *, approve: bool, operator: str, reason: str | None = None
+    conn: Conn, correction_id: int, *, approve: bool, operator: str, reason: str | None = None
 ) -> Decided:
     """An operator applies (`approve`) or rejects a pending correction, in one transaction; the decision is logged
     with `operator` and `reason`. NotPending when it was decided already; CannotApply (nothing written) when it no
@@ -501,7 +504,7 @@ async def decide_correction(
 
 
 async def _decide(
-    conn: asyncpg.Connection, correction_id: int, approve: bool, operator: str, reason: str | None
+    conn: Conn, correction_id: int, approve: bool, operator: str, reason: str | None
 ) -> Decided:
     record = await conn.fetchrow(SELECT_FOR_DECISION, correction_id)
     if record is None:
@@ -511,8 +514,9 @@ async def _decide(
         raise NotPending(f"correction {correction_id} is {correction.status.lower()} already")
     touched = Touched()
     if not approve:
-        rejected = CORRECTIONS.build(await conn.fetchrow(MARK_REJECTED, correction_id, operator, reason))
-        return Decided(rejected, None, touched)
+        rejected = await conn.fetchrow(MARK_REJECTED, correction_id, operator, reason)
+        assert rejected is not None
+        return Decided(CORRECTIONS.build(rejected), None, touched)
     applied = await apply_correction(conn, correction, touched, owner=None)
     assert applied is not None  # an operator may apply anything
     return Decided(await _mark_applied(conn, correction, applied, operator), applied, touched)

@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from db.connection import Conn
 from db.queries.writes.staging import ids_of, stage
 from db.records import PaperRecord, Touched
 from db.slugs import paper_slug
@@ -200,7 +201,7 @@ SELECT 'i', institution_id FROM stg_old_affiliations
 """
 
 
-async def add_people_of_papers(conn: asyncpg.Connection, paper_ids: Iterable[int], touched: Touched) -> None:
+async def add_people_of_papers(conn: Conn, paper_ids: Iterable[int], touched: Touched) -> None:
     """Add the researchers and institutions of these papers, and the papers' arXiv ids."""
     ids = sorted(set(paper_ids))
     if not ids:
