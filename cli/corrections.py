@@ -125,7 +125,7 @@ def corrections_show(correction_id: int = typer.Argument(..., min=1, help="The c
             lines.append(f"{d.decision.lower()} by {d.decided_by} at {_when(d.decided_at)}{why}{did}")
         if c.conflicts:
             last = _when(c.last_conflict_at)
-            lines.append(f"kept from {c.conflicts} ingest write(s) that would have undone it; last {last}")
+            lines.append(f"kept from {c.conflicts} later write(s) that would have undone it; last {last}")
         return lines
 
     lines = asyncio.run(_with_connection(dsn, read))

@@ -127,8 +127,10 @@ async def _correct(
         )
     assert submitted.correction is not None
     if submitted.touched:
-        # Committed: every worker's next request, and the CDN, see the change.
+        # Committed: every worker's next request, and the CDN, see the change; so does the rest of this operation
+        # (rows its look-ups read before are not answered again).
         await invalidate(ctx.cache, submitted.touched, purge=ctx.purge)
+        ctx.renew()
     return submitted.correction
 
 

@@ -9,10 +9,11 @@ ALTER TABLE researchers ADD COLUMN claimed boolean NOT NULL DEFAULT false;
 
 -- A reader's request and what became of it. `researcher_ids` and `paper_ids` are the ids as asked (a researcher
 -- merged away later still reads through researcher_redirects); `fingerprint` names the request (kind and targets),
--- so the same request twice from one reader is one correction while it is pending or in effect.
+-- so the same request twice from one reader is one correction while it is pending or in effect. A reader who asked
+-- for corrections cannot be deleted with them: what they applied stays applied, and in the profiles' public log.
 CREATE TABLE corrections (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    viewer_id         text NOT NULL REFERENCES viewers (id) ON DELETE CASCADE,
+    viewer_id         text NOT NULL REFERENCES viewers (id),
     kind              text NOT NULL CHECK (kind IN ('CLAIM', 'NOT_ME', 'IS_ME', 'SPLIT', 'MERGE')),
     status            text NOT NULL DEFAULT 'PENDING' CHECK (status IN ('PENDING', 'APPLIED', 'REJECTED')),
     fingerprint       text NOT NULL,

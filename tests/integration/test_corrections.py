@@ -179,7 +179,9 @@ async def test_a_claim_by_the_profile_s_orcid_applies_at_once(api: Api) -> None:
     wumo, me, other = api.rid("wumo"), reader(), reader()
     mine = await api.data(MINE, as_=me, orcid=WUMO_ORCID)
     assert mine["viewer"]["orcid"] == WUMO_ORCID and mine["viewer"]["corrections"]["totalCount"] == 0
-    claimed = (await api.data(CLAIM, {"id": wumo}, as_=me, orcid=WUMO_ORCID))["claimResearcher"]
+    # Named by its Semantic Scholar id (read before the write): the answer is the profile as it is after it.
+    by_s2 = "s2:" + next(r.s2 for r in RESEARCHERS if r.key == "wumo")
+    claimed = (await api.data(CLAIM, {"id": by_s2}, as_=me, orcid=WUMO_ORCID))["claimResearcher"]
     assert (claimed["correction"]["kind"], claimed["correction"]["status"]) == ("CLAIM", "APPLIED")
     assert claimed["researcher"] == {"databaseId": int(wumo), "claimed": True, "viewerOwns": True}
     # Everyone sees that it is claimed; only its owner owns it; the public log never says who.
@@ -189,7 +191,7 @@ async def test_a_claim_by_the_profile_s_orcid_applies_at_once(api: Api) -> None:
     assert [e["kind"] for e in public["data"]["researcher"]["corrections"]] == ["CLAIM"]
     assert me not in json.dumps(public)
     # The same claim again is the same correction.
-    again = (await api.data(CLAIM, {"id": wumo}, as_=me, orcid=WUMO_ORCID))["claimResearcher"]["correction"]
+    again = (await api.data(CLAIM, {"id": by_s2}, as_=me, orcid=WUMO_ORCID))["claimResearcher"]["correction"]
     assert again["id"] == claimed["correction"]["id"]
     assert (await api.data(MINE, as_=me))["viewer"]["corrections"]["totalCount"] == 1
 
@@ -560,3 +562,18 @@ async def test_the_site_s_operations_stay_within_their_budgets_applied_too(api: 
     data, seen["ViewerResearcherState"] = await counted("ViewerResearcherState", {"id": wumo}, as_=owner)
     assert data["researcher"]["viewerOwns"] is True
     assert all(n <= limits[name.split()[0]] for name, n in seen.items()), seen
+
+
+async def test_two_readers_profiles_are_not_merged_by_hand_or_by_semantic_scholar(api: Api) -> None:
+    wumo, ada = api.rid("wumo"), api.rid("ada")
+    first, second = reader(), reader()
+    await api.data(CLAIM, {"id": wumo}, as_=first, orcid=WUMO_ORCID)
+    asked = (await api.data(CLAIM, {"id": ada}, as_=second))["claimResearcher"]["correction"]
+    assert (await api.cli("corrections", "approve", str(decode(asked["id"])))).exit_code == 0
+    refused = await api.cli("merge-researchers", ada, wumo)
+    assert refused.exit_code == 1 and "two readers' claimed profiles" in refused.output
+    for who, key in ((first, "wumo"), (second, "ada")):
+        profile = (await api.data(PROFILE, {"id": api.rid(key)}, as_=who))["researcher"]
+        assert (profile["databaseId"], profile["viewerOwns"]) == (int(api.rid(key)), True)
+    shown = await api.cli("corrections", "show", str(decode(asked["id"])))
+    assert "kept from 1 later write(s)" in shown.output

@@ -19,7 +19,7 @@ from db.queries.corrections import (
     ProfileRow,
     fetch_profiles,
 )
-from db.queries.figures import refresh_figures
+from db.queries.figures import MARK_MODIFIED, refresh_figures
 from db.queries.merges import merge_researchers
 from db.queries.writes.papers import UPDATE_MATCHED_COUNTS, add_people_of_papers
 from db.records import Touched
@@ -392,7 +392,11 @@ async def apply_correction(
         raise CannotApply(f"researcher {missing[0]} is not in the archive any more")
     profiles = [found[i] for i in c.researcher_ids]
     if c.kind == "CLAIM":
-        return await _claim(conn, c, profiles[0], touched, owner, orcid)
+        claimed = await _claim(conn, c, profiles[0], touched, owner, orcid)
+        if claimed is not None:
+            # `claimed` is on the profile's page: it changed (its figures did not).
+            await conn.execute(MARK_MODIFIED["researchers"], sorted(touched.researchers))
+        return claimed
     if not _owns(owner, profiles):
         return None
     applied: Applied | None
