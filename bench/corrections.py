@@ -39,6 +39,7 @@ FROM (SELECT paper_id, position, researcher_id,
 WHERE a.paper_id = s.paper_id AND a.position = s.position AND s.other IS NOT NULL AND s.other <> s.researcher_id
 """
 PINS_ELSEWHERE = """
+INSERT INTO viewers (id) VALUES ('bench-reader');
 WITH c AS (
     INSERT INTO corrections (viewer_id, kind, status, fingerprint, researcher_ids)
     VALUES ('bench-reader', 'NOT_ME', 'APPLIED', 'bench', '{}') RETURNING id
