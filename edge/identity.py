@@ -28,13 +28,16 @@ class ApiKey:
     points_per_hour: int
 
 
-@dataclass(frozen=True, slots=True)
-class Bearer:
-    """What a verified bearer token says: the reader (its subject), and the reader's ORCID iD when the token carries
-    one (only ever read from a token that verified)."""
+class Subject(str):
+    """A verified token's subject, the reader's id, carrying the reader's ORCID iD when the token names one (read
+    only from a token that verified). A plain string wherever only the reader's id matters."""
 
-    subject: str
-    orcid: str | None = None
+    orcid: str | None
+
+    def __new__(cls, subject: str, orcid: str | None = None) -> Subject:
+        made = super().__new__(cls, subject)
+        made.orcid = orcid
+        return made
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +60,9 @@ CREDENTIALS = frozenset({b"x-api-key", b"authorization"})
 ANONYMOUS_KEPT = 10_000
 
 # Each takes the header's value and answers the identity part, or raises EdgeError (HTTP 401). A bearer
-# authenticator answers the reader's id, or a Bearer with their ORCID iD too.
+# authenticator answers the reader's id (a Subject when it knows their ORCID iD too).
 KeyAuthenticator = Callable[[Scope, str], Awaitable[ApiKey]]
-BearerAuthenticator = Callable[[Scope, str], Awaitable[str | Bearer]]
+BearerAuthenticator = Callable[[Scope, str], Awaitable[str]]
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -158,8 +161,6 @@ class Identifier:
             if self.bearer_authenticator is None:
                 raise EdgeError(401, "UNAUTHENTICATED", "Bearer tokens are not accepted by this server.")
             verified = await self.bearer_authenticator(scope, token.strip())
-            if isinstance(verified, Bearer):
-                viewer_id, orcid = verified.subject, verified.orcid
-            else:
-                viewer_id = verified
+            viewer_id = str(verified)
+            orcid = verified.orcid if isinstance(verified, Subject) else None
         return Identity(client_ip=ip, viewer_id=viewer_id, api_key=api_key, viewer_orcid=orcid)

@@ -5,8 +5,7 @@ EdDSA) with public keys from a JWKS: a URL (fetched with httpx, cached, fetched 
 a key it lacks, at most once per `MIN_REFRESH_S`) or a file (read again when a token names a key it lacks, as
 often). Each token is checked with the one algorithm its header names and the key that algorithm calls for, so a
 public key can never serve as an HMAC secret, and a key signs only the algorithms of its kind (only its `alg` when
-the JWK names one). `exp` and `sub` are required; `exp`, `nbf` and `iat` get `LEEWAY_S` of clock skew. The reader's
-ORCID iD is read from the claim the settings name (`orcid` by default), and only from a token that verified.
+the JWK names one). `exp` and `sub` are required; `exp`, `nbf` and `iat` get `LEEWAY_S` of clock skew.
 """
 
 from __future__ import annotations
@@ -26,12 +25,13 @@ from starlette.types import Scope
 
 from db.ids import normalize_orcid
 from edge.errors import EdgeError
-from edge.identity import Bearer
+from edge.identity import Subject
 
 log = logging.getLogger(__name__)
 
 LEEWAY_S = 30
 MAX_SUBJECT_LENGTH = 255
+# The reader's ORCID iD is read from this claim of a token that verified (WOVEPAPER_JWT_ORCID_CLAIM).
 DEFAULT_ORCID_CLAIM = "orcid"
 MAX_ORCID_LENGTH = 64
 # Keys are refetched when older than this, and (for an unknown `kid`) at most once per MIN_REFRESH_S.
@@ -210,7 +210,7 @@ class JwtAuthenticator:
         self._client = client
         self._orcid_claim = orcid_claim or None
 
-    async def __call__(self, scope: Scope, token: str) -> Bearer:
+    async def __call__(self, scope: Scope, token: str) -> Subject:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -231,7 +231,7 @@ class JwtAuthenticator:
         except jwt.PyJWTError as exc:
             raise _unauthenticated(_reason(exc, claims)) from None
         subject = _subject(payload.get("sub"))
-        return Bearer(subject, _orcid(payload.get(self._orcid_claim)) if self._orcid_claim else None)
+        return Subject(subject, _orcid(payload.get(self._orcid_claim)) if self._orcid_claim else None)
 
     async def _key(self, algorithm: object, kid: object) -> Any:
         if algorithm == "HS256":
