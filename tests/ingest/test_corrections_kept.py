@@ -125,6 +125,23 @@ async def test_harvest_and_enrichment_again_keep_every_correction(conn: asyncpg.
     assert status.corrections is not None and status.corrections.conflicts == sum(counts.values()) >= 2
 
 
+async def test_a_semantic_scholar_merge_never_puts_a_not_me_paper_back(
+    conn: asyncpg.Connection, clock: FakeClock
+) -> None:
+    await harvest_arxiv(conn, FakeOAI(first=enrich_archive_page()).client(clock))
+    await run_enrich(conn, FakeScholarly(), clock)
+    s2 = await ids_by_s2(conn)
+    not_me = await correct(conn, "NOT_ME", [s2[SAM_COX]], [await paper_id(conn, CHEMCROW)])
+    white_at = next(i for i, a in enumerate(S2_CHEMCROW["authors"]) if a["authorId"] == WHITE)
+    # S2 merges White into Sam Cox: White's ChemCrow would become Sam Cox's, which a correction said it is not.
+    await conn.execute("UPDATE papers SET enriched_at = NULL")
+    await run_enrich(conn, FakeScholarly(merged={WHITE: SAM_COX}), clock)
+    after = await linked(conn, CHEMCROW)
+    assert s2[SAM_COX] not in after and after[white_at] is None
+    assert s2[SAM_COX] in await linked(conn, PAPERQA)
+    assert await conn.fetchval("SELECT conflicts FROM corrections WHERE id = $1", not_me.id) >= 1
+
+
 def _record(arxiv_id: str, version: int, names: list[str]) -> PaperRecord:
     when = datetime(2024, 5, 1, tzinfo=UTC)
     return PaperRecord(
