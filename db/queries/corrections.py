@@ -179,20 +179,6 @@ class PaperAuthorRow:
     is_collaboration: bool
 
 
-_AUTHORS = RowShape(PaperAuthorRow)
-SELECT_PAPER_AUTHORS = """
-SELECT position, name, researcher_id, is_collaboration FROM authorships WHERE paper_id = $1 ORDER BY position
-"""
-# A researcher's names: the profile's, and every spelling arXiv gave on the papers linked to it (a profile merged
-# into another brings its own), most used first.
-SELECT_NAME_VARIANTS = """
-SELECT name FROM (
-    SELECT r.name, 2147483647 AS uses FROM researchers r WHERE r.id = $1
-    UNION ALL
-    SELECT a.name, count(*)::integer FROM authorships a WHERE a.researcher_id = $1 GROUP BY a.name
-) n
-ORDER BY uses DESC, name LIMIT $2
-"""
 # The profile an id names now (an id merged away names its survivor), with its owner.
 SELECT_PROFILES = """
 SELECT k.id AS asked, r.id, r.name, r.orcid, r.paper_count, o.viewer_id AS owner
@@ -216,15 +202,6 @@ class ProfileRow:
 
 
 _PROFILES = RowShape(ProfileRow)
-
-
-async def fetch_paper_authors(conn: Conn, paper_id: int) -> list[PaperAuthorRow]:
-    return _AUTHORS.build_all(await conn.fetch(SELECT_PAPER_AUTHORS, paper_id))
-
-
-async def fetch_name_variants(conn: Conn, researcher_id: int) -> list[str]:
-    """The profile's name first, then the names its papers give it, most used first."""
-    return [r[0] for r in await conn.fetch(SELECT_NAME_VARIANTS, researcher_id, MAX_NAME_VARIANTS)]
 
 
 async def fetch_profiles(conn: Conn, ids: Sequence[int]) -> dict[int, ProfileRow]:
