@@ -26,6 +26,7 @@ import semantic
 from chat.service import ChatService
 from db.cache.breaker import CircuitBreaker
 from db.cache.near import NearResponses
+from db.cache.purge import BackgroundPurge, HttpPurge
 from db.cache.store import CacheStore, create_redis
 from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
@@ -107,6 +108,7 @@ class State(TypedDict):
     near: NearResponses | None
     chat: ChatService
     rate_limiter: RateLimiter
+    purge: BackgroundPurge | None
 
 
 def create_app(
@@ -128,6 +130,7 @@ def create_app(
             jwks_file=settings.jwks_file,
             issuer=settings.jwt_issuer,
             audience=settings.jwt_audience,
+            orcid_claim=settings.jwt_orcid_claim,
         )
     verifier = bearer_authenticator
     schema = schema or build_schema(settings)
@@ -209,6 +212,11 @@ def create_app(
         # What is built by now (the schema, the modules) lives as long as the process: kept out of the collector's
         # full passes, which otherwise scan all of it and stall a request for tens of milliseconds.
         rate_limiter = RateLimiter(cache if redis is not None else None)
+        # What a correction changes leaves the CDN too (the ingest purges what it changes itself).
+        purge = None
+        if settings.purge_url:
+            token = settings.purge_token.get_secret_value() if settings.purge_token is not None else None
+            purge = BackgroundPurge(HttpPurge(settings.purge_url, token=token))
         gc.freeze()
         try:
             yield {
@@ -219,6 +227,7 @@ def create_app(
                 "near": near,
                 "rate_limiter": rate_limiter,
                 "chat": chat,
+                "purge": purge,
             }
         finally:
             restore_sigterm()
@@ -227,6 +236,8 @@ def create_app(
                 await asyncio.gather(watcher, return_exceptions=True)
                 near.close()
             await chat.aclose()
+            if purge is not None:
+                await purge.aclose()
             await rate_limiter.aclose()
             await cache.aclose()
             try:

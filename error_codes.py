@@ -49,7 +49,7 @@ ERROR_CODES: Mapping[str, str] = MappingProxyType(
         "AUTH_UNAVAILABLE": "A bearer token cannot be checked now (the signing keys cannot be loaded): retry later "
         "(HTTP 503).",
         "RATE_LIMITED": "Too many requests or points for this key or address: wait for `Retry-After` (HTTP 429).",
-        "LIMIT_EXCEEDED": "A quota of the signed-in reader is spent (follows, conversations, questions).",
+        "LIMIT_EXCEEDED": "A quota of the signed-in reader is spent (follows, conversations, questions, corrections).",
         # The server's side.
         "TIMEOUT": "The operation or one of its statements took longer than allowed; narrow it and retry.",
         "OVERLOADED": "The server is too busy to take the request now: retry after `Retry-After` (HTTP 503).",

@@ -88,8 +88,13 @@ class Settings(BaseSettings):
     jwks_file: str | None = None
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
+    # The claim of a verified token holding the reader's ORCID iD (ORCID's own sign-in puts it in `sub`); empty: none.
+    jwt_orcid_claim: str = Field("orcid", max_length=200)
     # Researchers and institutions one reader may follow, together.
     max_follows: int = Field(5000, ge=1)
+    # Corrections: per reader, at most this many waiting for an operator, and this many asked per UTC day.
+    corrections_pending_max: int = Field(20, ge=1)
+    corrections_daily_max: int = Field(50, ge=1)
 
     # Feeds: entry links point at the site; the feeds' own URLs (self links, `Viewer.feedUrl`) at where the API's
     # /rss and /atom paths are served, the site's host unless set.

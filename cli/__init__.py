@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from cli import admin, check, ingest, serving
+from cli import admin, check, corrections, ingest, serving
 from cli.common import app, metrics_dir_problem
 from settings import SettingsError
 
-__all__ = ["app", "main", "admin", "check", "ingest", "serving"]
+__all__ = ["app", "main", "admin", "check", "corrections", "ingest", "serving"]
 
 
 def main() -> None:

@@ -27,7 +27,11 @@ def merge_researchers(
     settings = settings_or_exit()
     database_url_or_exit(settings)
     if not asyncio.run(run_merge(settings, absorbed_id=absorbed, survivor_id=survivor)):
-        typer.echo(f"error: no merge: researchers {absorbed} and {survivor} must both exist and differ", err=True)
+        typer.echo(
+            f"error: no merge: researchers {absorbed} and {survivor} must both exist and differ, and not be two "
+            "readers' claimed profiles (`wovepaper corrections` decides readers' merge requests)",
+            err=True,
+        )
         raise typer.Exit(1)
     typer.echo(f"merged researcher {absorbed} into {survivor}")
 

@@ -21,6 +21,11 @@ ingest_app = typer.Typer(
 app.add_typer(ingest_app, name="ingest")
 keys_app = typer.Typer(help="API keys for partners and the site's server (sent in X-Api-Key).", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+corrections_app = typer.Typer(
+    help="Corrections readers asked for (claims, papers that are or are not theirs, splits, merges): decide them.",
+    no_args_is_help=True,
+)
+app.add_typer(corrections_app, name="corrections")
 
 
 def settings_or_exit() -> Settings:

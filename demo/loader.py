@@ -155,7 +155,9 @@ async def _write(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, prog
         for chunk in _batches(researcher_records(plan, people), 50_000):
             ids = await upsert_researchers(conn, chunk)
             for k, rec in enumerate(chunk, done):
-                rids[k] = ids[rec.s2_author_id or ""]
+                # 0: a profile merged into another since (migration 0025): its id is never made again, and what the
+                # plan gives it (matches, works) is left to the profile it was merged into.
+                rids[k] = ids.get(rec.s2_author_id or "", 0)
             done += len(chunk)
             report("researchers", done, plan.researchers)
 
@@ -164,7 +166,7 @@ async def _write(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, prog
     report("papers", 0, plan.papers)
     async for papers in prefetched(_batches(generate_papers(plan, people, institutions, arxiv_ids), batch_size)):
         keys = {m.researcher_key for _, ms, _, _ in papers for m in ms if m.researcher_key is not None}
-        key_ids = {k: rids[researcher_index(k)] for k in keys}
+        key_ids = {k: rid for k in keys if (rid := rids[researcher_index(k)])}
         async with conn.transaction():
             await upsert_papers(conn, [p for p, _, _, _ in papers])
             await apply_authorship_matches(conn, [m for _, ms, _, _ in papers for m in ms], key_ids, inst_ids)
@@ -178,7 +180,7 @@ async def _write(conn: asyncpg.Connection, plan: DemoPlan, batch_size: int, prog
     async for careers in prefetched(_batches(generate_works(plan, people, arxiv_ids), 2_000)):
         async with conn.transaction():
             await upsert_researchers(conn, [totals for _, _, totals in careers])
-            await replace_researcher_works(conn, {rids[j]: works for j, works, _ in careers})
+            await replace_researcher_works(conn, {rids[j]: works for j, works, _ in careers if rids[j]})
         works_total += sum(len(works) for _, works, _ in careers)
         report("works", careers[-1][0] + 1, plan.researchers)
 

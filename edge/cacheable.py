@@ -32,6 +32,7 @@ VIEWER_FIELDS = frozenset(
         "following",
         "follows",
         "viewerIsFollowing",
+        "viewerOwns",
         "followingInstitutions",
         "feedUrl",
         "rotateFeedToken",

@@ -28,11 +28,25 @@ class ApiKey:
     points_per_hour: int
 
 
+class Subject(str):
+    """A verified token's subject, the reader's id, carrying the reader's ORCID iD when the token names one (read
+    only from a token that verified). A plain string wherever only the reader's id matters."""
+
+    orcid: str | None
+
+    def __new__(cls, subject: str, orcid: str | None = None) -> Subject:
+        made = super().__new__(cls, subject)
+        made.orcid = orcid
+        return made
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
     client_ip: str
     viewer_id: str | None = None
     api_key: ApiKey | None = None
+    # The signed-in reader's verified ORCID iD (0000-0002-1825-0097), when their token names one.
+    viewer_orcid: str | None = None
 
     @property
     def anonymous(self) -> bool:
@@ -47,7 +61,8 @@ ANONYMOUS_KEPT = 10_000
 # The longest text of an IP address, with an IPv6 zone (`fe80::1%eth0`) at its longest.
 MAX_ADDRESS_LENGTH = 64
 
-# Each takes the header's value and answers the identity part, or raises EdgeError (HTTP 401).
+# Each takes the header's value and answers the identity part, or raises EdgeError (HTTP 401). A bearer
+# authenticator answers the reader's id (a Subject when it knows their ORCID iD too).
 KeyAuthenticator = Callable[[Scope, str], Awaitable[ApiKey]]
 BearerAuthenticator = Callable[[Scope, str], Awaitable[str]]
 
@@ -148,6 +163,7 @@ class Identifier:
         ip = client_ip(scope, self.trusted_proxies)
         api_key = None
         viewer_id = None
+        orcid = None
         key = _header(scope, b"x-api-key")
         if key is not None:
             if self.key_authenticator is None:
@@ -160,5 +176,7 @@ class Identifier:
                 raise EdgeError(401, "UNAUTHENTICATED", "Authorization must be 'Bearer <token>'.")
             if self.bearer_authenticator is None:
                 raise EdgeError(401, "UNAUTHENTICATED", "Bearer tokens are not accepted by this server.")
-            viewer_id = await self.bearer_authenticator(scope, token.strip())
-        return Identity(client_ip=ip, viewer_id=viewer_id, api_key=api_key)
+            verified = await self.bearer_authenticator(scope, token.strip())
+            viewer_id = str(verified)
+            orcid = verified.orcid if isinstance(verified, Subject) else None
+        return Identity(client_ip=ip, viewer_id=viewer_id, api_key=api_key, viewer_orcid=orcid)

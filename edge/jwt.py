@@ -25,12 +25,17 @@ import jwt
 import orjson
 from starlette.types import Scope
 
+from db.ids import normalize_orcid
 from edge.errors import EdgeError
+from edge.identity import Subject
 
 log = logging.getLogger(__name__)
 
 LEEWAY_S = 30
 MAX_SUBJECT_LENGTH = 255
+# The reader's ORCID iD is read from this claim of a token that verified (WOVEPAPER_JWT_ORCID_CLAIM).
+DEFAULT_ORCID_CLAIM = "orcid"
+MAX_ORCID_LENGTH = 64
 # Keys are refetched when older than this, and (for an unknown `kid`) at most once per MIN_REFRESH_S.
 JWKS_MAX_AGE_S = 600.0
 MIN_REFRESH_S = 30.0
@@ -192,7 +197,7 @@ class Claims:
 
 
 class JwtAuthenticator:
-    """The bearer authenticator of edge/identity.py: a verified token's `sub`, or EdgeError 401."""
+    """The bearer authenticator of edge/identity.py: a verified token's `sub` and ORCID iD, or EdgeError 401."""
 
     def __init__(
         self,
@@ -201,13 +206,15 @@ class JwtAuthenticator:
         keys: KeySet | None = None,
         claims: Claims = Claims(),
         client: httpx.AsyncClient | None = None,
+        orcid_claim: str | None = DEFAULT_ORCID_CLAIM,
     ) -> None:
         self._secret = secret
         self._keys = keys
         self._claims = claims
         self._client = client
+        self._orcid_claim = orcid_claim or None
 
-    async def __call__(self, scope: Scope, token: str) -> str:
+    async def __call__(self, scope: Scope, token: str) -> Subject:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -228,7 +235,8 @@ class JwtAuthenticator:
             )
         except jwt.PyJWTError as exc:
             raise _unauthenticated(_reason(exc, claims)) from None
-        return _subject(payload.get("sub"))
+        subject = _subject(payload.get("sub"))
+        return Subject(subject, _orcid(payload.get(self._orcid_claim)) if self._orcid_claim else None)
 
     async def _key(self, algorithm: object, kid: object) -> Any:
         if algorithm == "HS256":
@@ -296,6 +304,12 @@ def _subject(sub: object) -> str:
     return sub
 
 
+def _orcid(value: object) -> str | None:
+    """An ORCID iD (bare or as its https://orcid.org/ URL); anything else in the claim is no ORCID iD (the token
+    still signs the reader in)."""
+    return normalize_orcid(value) if isinstance(value, str) and len(value) <= MAX_ORCID_LENGTH else None
+
+
 async def refuse_bearer(scope: Scope, token: str) -> str:
     raise EdgeError(
         401, "UNAUTHENTICATED", f"Bearer tokens are not accepted: this server has none of {SETTINGS_NAMES} set."
@@ -309,6 +323,7 @@ def build_bearer_authenticator(
     jwks_file: str | None,
     issuer: str | None = None,
     audience: str | None = None,
+    orcid_claim: str | None = DEFAULT_ORCID_CLAIM,
 ) -> JwtAuthenticator | Callable[[Scope, str], Awaitable[str]]:
     """The authenticator the settings call for; without any of them, one that refuses every token saying so."""
     if secret is None and jwks_url is None and jwks_file is None:
@@ -320,4 +335,6 @@ def build_bearer_authenticator(
         keys = KeySet(url_fetcher(jwks_url, client))
     elif jwks_file is not None:
         keys = KeySet(file_fetcher(Path(jwks_file)), max_age_s=float("inf"))
-    return JwtAuthenticator(secret=secret, keys=keys, claims=Claims(issuer, audience), client=client)
+    return JwtAuthenticator(
+        secret=secret, keys=keys, claims=Claims(issuer, audience), client=client, orcid_claim=orcid_claim
+    )

@@ -125,6 +125,15 @@ def status_lines(status: IngestStatus, set_aside: list[EnrichFailure]) -> list[s
     retry = f" (next retry {_when(status.enrich_next_retry_at)})" if status.enrich_next_retry_at else ""
     lines.append(f"enrich queue: {status.enrich_waiting:,} papers waiting, {status.enrich_failed:,} set aside{retry}")
     lines += [f"  {f.arxiv_id}: {f.attempts} attempt(s), retry {_when(f.retry_at)}: {f.reason}" for f in set_aside]
+    c = status.corrections
+    if c is not None:
+        line = f"corrections: {c.in_effect:,} in effect, {c.pending:,} waiting for an operator"
+        if c.conflicts:
+            line += (
+                f"; {c.conflicts:,} ingest write(s) kept from undoing {c.in_conflict:,} of them"
+                f" (last {_when(c.last_conflict_at)}; `wovepaper corrections show ID`)"
+            )
+        lines.append(line)
     return lines
 
 
@@ -156,4 +165,13 @@ def status_json(status: IngestStatus, set_aside: list[EnrichFailure]) -> dict[st
                 for f in set_aside
             ],
         },
+        "corrections": {
+            "in_effect": c.in_effect,
+            "pending": c.pending,
+            "conflicts": c.conflicts,
+            "corrections_in_conflict": c.in_conflict,
+            "last_conflict_at": iso(c.last_conflict_at),
+        }
+        if (c := status.corrections) is not None
+        else None,
     }

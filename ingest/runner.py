@@ -15,6 +15,7 @@ from db.cache.store import CacheStore, create_redis
 from db.queries.figures import refresh_figures
 from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_failures, fetch_ingest_status
 from db.queries.merges import merge_researchers
+from db.queries.writes.corrections import Decided, decide_correction
 from db.records import Touched
 from ingest.analyse import ANALYSE_BATCH, analyse
 from ingest.cache import invalidate_after_commit
@@ -182,6 +183,21 @@ async def run_merge(settings: Settings, *, absorbed_id: int, survivor_id: int) -
     finally:
         await conn.close()
     return merged
+
+
+async def run_decision(
+    settings: Settings, correction_id: int, *, approve: bool, operator: str, reason: str | None = None
+) -> Decided:
+    """An operator's decision on a reader's correction (one transaction); then the caches forget, and the CDN purges,
+    what applying it changed. NotPending / CannotApply when it cannot be decided so (nothing written)."""
+    conn = await connect(settings, "corrections")
+    try:
+        async with _cache(settings) as cache:
+            decided = await decide_correction(conn, correction_id, approve=approve, operator=operator, reason=reason)
+            await invalidate_after_commit(cache, decided.touched)
+    finally:
+        await conn.close()
+    return decided
 
 
 async def read_status(settings: Settings, *, failures: int = 10) -> tuple[IngestStatus, list[EnrichFailure]]:

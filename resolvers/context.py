@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from chat.service import ChatService
+from db.cache.invalidation import Purge
 from edge.identity import ANONYMOUS_LOCAL, Identity
 from edge.ratelimit import Budget
 from resolvers.loaders import Loaders
@@ -39,6 +40,8 @@ class Context:
     operation_budget: asyncio.Timeout | None = None
     # The client's rate-limit budget (edge/ratelimit.py), charged once the query's cost is known.
     budget: Budget | None = None
+    # Tells the CDN which tags a write made stale (db/cache/purge.py), when WOVEPAPER_PURGE_URL is set.
+    purge: Purge | None = None
     # The measured cost of the running operation (schema/extensions.py sets it before execution).
     cost: Any = None
     # Whether the executor passes JSON written by PostgreSQL through to the answer (schema/fast_executor/ sets it):
@@ -62,12 +65,14 @@ class Context:
         identity: Identity | None = None,
         chat: ChatService | None = None,
         budget: Budget | None = None,
+        purge: Purge | None = None,
     ) -> Context:
         ctx = cls(pool, settings, Loaders(pool), redis, request, response, cache)
         if identity is not None:
             ctx.identity = identity
         ctx.chat = chat
         ctx.budget = budget
+        ctx.purge = purge
         # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors.
         request_id = request.scope.get("state", {}).get("request_id") if request is not None else None
         if isinstance(request_id, str):

@@ -30,6 +30,7 @@ _LEAVES: Final[dict[str, dict[str, Value]]] = {
         "databaseId": Value("column", "id"),
         "slug": Value("column", "slug"),
         "name": Value("column", "name"),
+        "claimed": Value("column", "claimed"),
     },
     "Institution": {
         "id": Value("global_id", "Institution"),

@@ -26,6 +26,7 @@ from schema import argument_conversion
 from schema.arguments import check_arguments_everywhere
 from schema.changes import ChangesQuery
 from schema.chat import ChatMutation
+from schema.corrections import CorrectionMutation
 from schema.errors import RETRYABLE_CODES, ErrorCode, is_unexpected
 from schema.extensions import default_extensions
 from schema.fast_executor import FastExecutor
@@ -53,7 +54,7 @@ QUERY_TYPES: list[type] = [
     RateLimitQuery,
 ]
 # Mutation is merged the same way from MUTATION_TYPES; the schema has no Mutation type while it is empty.
-MUTATION_TYPES: list[type] = [FollowMutation, ChatMutation]
+MUTATION_TYPES: list[type] = [FollowMutation, ChatMutation, CorrectionMutation]
 NODE_TYPES: list[type] = [Paper, Researcher, Institution]
 
 

@@ -48,6 +48,8 @@ DEFAULT_SIZES: Mapping[str, int] = {
     "Institution.topResearchers": 10,
     "Paper.similarPapers": 10,
     "PaperSearchConnection.facets": 10,
+    "Researcher.corrections": 10,
+    "Viewer.corrections": 10,
 }
 DEFAULT_PAGE = 24
 # Lists without a size argument: how many items they hold at most in practice (authors of a paper,
@@ -58,6 +60,11 @@ LIST_ESTIMATES: Mapping[str, int] = {
     "Researcher.institutions": 5,
     "Researcher.fields": 20,
     "Institution.fields": 20,
+    # A split names up to 100 papers; most corrections one paper, or two to ten profiles.
+    "Correction.papers": 10,
+    "Correction.researchers": 3,
+    "CorrectionLogEntry.papers": 10,
+    "CorrectionLogEntry.researchers": 3,
 }
 DEFAULT_LIST_ESTIMATE = 10
 # Calls that cost more than one plain page: each counts as this many (documented in the README).

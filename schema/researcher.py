@@ -8,10 +8,12 @@ import strawberry
 
 from db.paging import encode_global_id
 from db.queries.aggregates import FieldCountRow
+from db.queries.corrections import CorrectionLogRow
 from db.queries.institutions import AffiliationRow, InstitutionRow
 from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
 from resolvers.context import Info
+from resolvers.corrections import researcher_corrections, viewer_owns
 from resolvers.pagination import Connection
 from resolvers.researchers import (
     researcher_affiliations,
@@ -47,6 +49,7 @@ from schema.pagination import NESTED_NULL, PageInfo, total_count_field, total_pa
 from schema.paper import PaperConnection, paper_page
 
 if TYPE_CHECKING:
+    from schema.corrections import CorrectionLogEntry
     from schema.institution import Institution
 
 
@@ -58,6 +61,7 @@ class ExternalIds:
 
 
 LazyInstitution = Annotated["Institution", strawberry.lazy("schema.institution")]
+LazyCorrectionLogEntry = Annotated["CorrectionLogEntry", strawberry.lazy("schema.corrections")]
 
 
 def _external_ids(root: ResearcherRow) -> ResearcherRow:
@@ -86,6 +90,14 @@ def _affiliations(root: ResearcherRow, info: Info) -> Awaitable[list[Affiliation
 
 def _viewer_is_following(root: ResearcherRow, info: Info) -> bool | None | Awaitable[bool]:
     return viewer_is_following(info.context, "researcher", root.id)
+
+
+def _viewer_owns(root: ResearcherRow, info: Info) -> bool | None | Awaitable[bool]:
+    return viewer_owns(info.context, root)
+
+
+async def _corrections(root: ResearcherRow, info: Info, first: int = 10) -> list[CorrectionLogRow]:
+    return await researcher_corrections(info.context, root, first)
 
 
 async def _papers(
@@ -149,6 +161,22 @@ class Researcher(Node):
         resolver=_viewer_is_following,
         graphql_type=bool | None,
         description="Whether the signed-in reader follows the researcher; null when anonymous.",
+    )
+    claimed: bool = strawberry.field(
+        description="Whether the researcher has claimed the profile (a signed-in reader owns it; who, the API never "
+        "says)."
+    )
+    viewer_owns: bool | None | Awaitable[bool] = strawberry.field(
+        resolver=_viewer_owns,
+        graphql_type=bool | None,
+        description="Whether the signed-in reader owns the profile (their corrections of it apply at once); null "
+        "when anonymous.",
+    )
+    corrections: list[CorrectionLogRow] = strawberry.field(
+        resolver=_corrections,
+        graphql_type=list[LazyCorrectionLogEntry],
+        description="The profile's applied corrections, newest first: what changed and when, never who asked. "
+        "`first` 1 to 100 (default 10).",
     )
     h_index_in_archive: int = strawberry.field(
         resolver=researcher_h_index_in_archive, description="The h-index over this archive's papers only."

@@ -7,11 +7,13 @@ from typing import TYPE_CHECKING, Annotated
 import strawberry
 
 from db.queries.chat import ConversationRow
+from db.queries.corrections import CorrectionRow
 from db.queries.institutions import InstitutionRow
 from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
 from resolvers.chat import resolve_conversations
 from resolvers.context import Info
+from resolvers.corrections import resolve_viewer_corrections
 from resolvers.pagination import Connection
 from resolvers.viewer import (
     resolve_feed_url,
@@ -27,6 +29,7 @@ from schema.researcher import ResearcherConnection
 
 if TYPE_CHECKING:
     from schema.chat import ConversationConnection
+    from schema.corrections import CorrectionConnection
 
 
 @strawberry.type(description="The signed-in reader. Never served from or stored in a shared cache.")
@@ -79,6 +82,21 @@ class Viewer:
     )
     async def feed_url(self, info: Info) -> str:
         return await resolve_feed_url(info.context, self.feed_token)
+
+    @strawberry.field(
+        description="The reader's verified ORCID iD, from their token; null when it carries none (then a claim "
+        "waits for an operator)."
+    )
+    def orcid(self, info: Info) -> str | None:
+        return info.context.identity.viewer_orcid
+
+    @strawberry.field(
+        description="The corrections the reader asked for, newest first, with what became of each. `first` 1 to 100 "
+        "(default 10).",
+        graphql_type=Annotated["CorrectionConnection", strawberry.lazy("schema.corrections")],
+    )
+    async def corrections(self, info: Info, first: int = 10, after: str | None = None) -> Connection[CorrectionRow]:
+        return await resolve_viewer_corrections(info, first=first, after=after)
 
     @strawberry.field(
         description="The reader's conversations with the papers, most recently active first.",

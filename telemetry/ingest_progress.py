@@ -76,6 +76,17 @@ class IngestProgressCollector(Collector):
         )
         queue.add_metric([], progress.enrich_queue)
         yield from (pages, success, lag, running, records, queue)
+        if progress.corrections is not None:
+            pending = GaugeMetricFamily(
+                "wovepaper_corrections_pending", "Readers' corrections waiting for an operator."
+            )
+            pending.add_metric([], progress.corrections.pending)
+            conflicts = GaugeMetricFamily(
+                "wovepaper_correction_conflicts",
+                "Ingest writes the applied corrections were kept from being undone by, in all.",
+            )
+            conflicts.add_metric([], progress.corrections.conflicts)
+            yield from (pending, conflicts)
 
 
 def _date(text: str | None) -> date | None:

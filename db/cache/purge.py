@@ -10,6 +10,7 @@ entries it missed expire with their `max-age`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from typing import Final
@@ -68,3 +69,31 @@ class HttpPurge:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+class BackgroundPurge:
+    """Purges a request starts without waiting for them (an API process's writes: a reader's answer must not wait
+    on the CDN's hook and its retries). At most `max_pending` run at once; past that a purge is dropped with a
+    warning (its entries expire with their `max-age`). `aclose` gives those still running a moment, then cancels
+    them."""
+
+    def __init__(self, purge: HttpPurge, *, max_pending: int = 64) -> None:
+        self.purge = purge
+        self.max_pending = max_pending
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def __call__(self, tags: list[str]) -> None:
+        if len(self._running) >= self.max_pending:
+            log.warning("CDN purge of %d tags dropped: %d purges under way", len(tags), len(self._running))
+            return
+        task = asyncio.create_task(self.purge(tags))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def aclose(self, *, grace_s: float = 5.0) -> None:
+        if self._running:
+            _, late = await asyncio.wait(set(self._running), timeout=grace_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        await self.purge.aclose()

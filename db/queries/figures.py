@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from db.connection import Conn
 from db.records import Touched
 
 # Every researcher in scope; a statement defines `ids(id)` first, then appends these CTEs:
@@ -37,6 +38,10 @@ CAREER_WORKS_FROM_ARCH_CTES = """
 ext_raw AS (
     SELECT w.researcher_id AS rid, w.source, w.external_id, w.arxiv_id, lower(w.doi) AS doi, w.citation_count AS c
     FROM ids JOIN researcher_works w ON w.researcher_id = ids.id
+    -- A source listing a paper a correction took off the researcher (NOT_ME, a split) lists it wrongly too.
+    WHERE NOT EXISTS (SELECT 1 FROM authorship_pins x JOIN papers xp ON xp.id = x.paper_id
+                      WHERE x.researcher_id = w.researcher_id AND NOT x.mine
+                        AND (xp.arxiv_id = w.arxiv_id OR lower(xp.doi) = lower(w.doi)))
 ),
 -- What a DOI is on arXiv, learnt from the archive and from works that carry both identifiers.
 doi_arxiv AS (
@@ -226,7 +231,7 @@ class CareerFigures:
     openalex: Figures  # the OpenAlex works list alone
 
 
-async def refresh_researcher_figures(conn: asyncpg.Connection, researcher_ids: Sequence[int] | None) -> set[int]:
+async def refresh_researcher_figures(conn: Conn, researcher_ids: Sequence[int] | None) -> set[int]:
     """Recompute researchers' stored figures (None: all of them); return the ids whose figures changed."""
     if researcher_ids is None:
         rows = await conn.fetch(REFRESH_RESEARCHER_FIGURES.format(ids=_ALL_RESEARCHERS))
@@ -237,7 +242,7 @@ async def refresh_researcher_figures(conn: asyncpg.Connection, researcher_ids: S
     return {r["id"] for r in rows}
 
 
-async def refresh_institution_figures(conn: asyncpg.Connection, institution_ids: Sequence[int] | None) -> set[int]:
+async def refresh_institution_figures(conn: Conn, institution_ids: Sequence[int] | None) -> set[int]:
     """Recompute institutions' paper and researcher counts (None: all of them); return the ids that changed."""
     if institution_ids is None:
         rows = await conn.fetch(REFRESH_INSTITUTION_FIGURES.format(ids=_ALL_INSTITUTIONS))
@@ -268,7 +273,7 @@ MARK_MODIFIED = {
 }
 
 
-async def refresh_figures(conn: asyncpg.Connection, touched: Touched) -> None:
+async def refresh_figures(conn: Conn, touched: Touched) -> None:
     """After a write, in the same transaction: refresh the figures of everything it touched, and stamp it
     modified."""
     await refresh_researcher_figures(conn, sorted(touched.researchers))

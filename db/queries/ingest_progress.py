@@ -1,4 +1,5 @@
-"""What the ingest has done so far, for /metrics: checkpoints, table sizes, the enrichment queue."""
+"""What the ingest has done so far, for /metrics: checkpoints, table sizes, the enrichment queue, and the readers'
+corrections it must keep."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import datetime
 from typing import Final
 
 from db.connection import Conn
+from db.queries.corrections import CorrectionCounts, fetch_correction_counts
 
 # Counting the whole queue could read millions of index entries on every scrape: past this it says "at least".
 QUEUE_COUNT_CAP: Final = 100_000
@@ -41,6 +43,7 @@ class IngestProgress:
     checkpoints: list[CheckpointProgress]
     rows: dict[str, int]
     enrich_queue: int
+    corrections: CorrectionCounts | None = None
 
 
 async def fetch_ingest_progress(conn: Conn) -> IngestProgress:
@@ -50,4 +53,4 @@ async def fetch_ingest_progress(conn: Conn) -> IngestProgress:
     ]
     rows = {r["kind"]: r["n"] for r in await conn.fetch(SELECT_ROW_ESTIMATES)}
     queue = await conn.fetchval(COUNT_ENRICH_QUEUE)
-    return IngestProgress(checkpoints, rows, int(queue or 0))
+    return IngestProgress(checkpoints, rows, int(queue or 0), await fetch_correction_counts(conn))

@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 import orjson
 
+from db.queries.corrections import CorrectionCounts, fetch_correction_counts
 from db.records import AuthorRecord
 
 SELECT_CHECKPOINT = "SELECT state::text FROM ingest_checkpoints WHERE source = $1"
@@ -230,6 +231,8 @@ class IngestStatus:
     enrich_waiting: int  # papers not enriched yet (including those waiting for a retry)
     enrich_failed: int  # papers whose enrichment failed to write, waiting for a retry
     enrich_next_retry_at: datetime | None
+    # Readers' corrections: waiting, in effect, and the ingest's writes kept from undoing them.
+    corrections: CorrectionCounts | None = None
 
 
 async def record_progress(
@@ -255,4 +258,5 @@ async def fetch_ingest_status(conn: asyncpg.Connection) -> IngestStatus:
     ]
     backlog = await conn.fetchrow(SELECT_ENRICH_BACKLOG)
     assert backlog is not None
-    return IngestStatus(sources, backlog["waiting"], backlog["failed"], backlog["next_retry_at"])
+    corrections = await fetch_correction_counts(conn)
+    return IngestStatus(sources, backlog["waiting"], backlog["failed"], backlog["next_retry_at"], corrections)

@@ -2,7 +2,8 @@
 
 The absorbed researcher's authorships, works, affiliations and followers move to the survivor, which adopts the
 OpenAlex id and ORCID it lacks; the absorbed row is deleted and leaves a redirect (`researcher_redirects`), so its
-id, slug and Semantic Scholar id keep resolving to the survivor and the changes feed lists the merge.
+id, slug and Semantic Scholar id keep resolving to the survivor and the changes feed lists the merge. What
+corrections said about the absorbed profile (its pins, its owner) goes to the survivor with its papers.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from collections.abc import Mapping
 
 import asyncpg
 
-from db.queries.writes.papers import add_people_of_papers
+from db.connection import Conn
+from db.queries.writes.papers import UPDATE_MATCHED_COUNTS, add_people_of_papers
 from db.records import Touched
 
 SELECT_PAIR = """
@@ -50,24 +52,79 @@ SELECT viewer_id, $2, created_at FROM follows WHERE researcher_id = $1
 ON CONFLICT DO NOTHING
 """
 DELETE_ABSORBED = "DELETE FROM researchers WHERE id = $1"
+# The owners of both profiles: two readers' profiles are one person's only when an operator says so.
+SELECT_OWNERS = """
+SELECT researcher_id, viewer_id, correction_id FROM researcher_owners WHERE researcher_id = any($1::bigint[])
+"""
+# A merge two owners' claims would not survive is not made; it counts as a conflict of both claims.
+COUNT_CLAIM_CONFLICTS = """
+UPDATE corrections SET conflicts = conflicts + 1, last_conflict_at = now() WHERE id = any($1::bigint[])
+"""
+# What corrections pinned on the absorbed profile now holds for the survivor; where both had a pin for the same
+# paper, the later one stands when they disagree (when they agree, the first correction keeps it).
+REPOINT_PINS = """
+WITH moved AS (
+    DELETE FROM authorship_pins WHERE researcher_id = $1
+    RETURNING paper_id, mine, author_name, correction_id, pinned_at
+)
+INSERT INTO authorship_pins AS t (paper_id, researcher_id, mine, author_name, correction_id, pinned_at)
+SELECT paper_id, $2, mine, author_name, correction_id, pinned_at FROM moved
+ON CONFLICT (paper_id, researcher_id) DO UPDATE SET
+    mine = excluded.mine, author_name = excluded.author_name, correction_id = excluded.correction_id,
+    pinned_at = excluded.pinned_at
+WHERE excluded.mine <> t.mine AND excluded.pinned_at > t.pinned_at
+"""
+# A paper a correction took off either profile stays off the survivor (the later correction stands, above).
+UNLINK_PINNED_OFF = """
+UPDATE authorships a SET researcher_id = NULL
+FROM authorship_pins x
+WHERE x.researcher_id = $2 AND NOT x.mine AND a.paper_id = x.paper_id AND a.researcher_id IN ($1, $2)
+RETURNING a.paper_id
+"""
+# The survivor's owner stays; without one, the absorbed profile's owner owns it. Another reader's claim on the
+# absorbed profile ends with it (its correction is superseded).
+MOVE_OWNER = """
+UPDATE researcher_owners SET researcher_id = $2
+WHERE researcher_id = $1 AND NOT EXISTS (SELECT 1 FROM researcher_owners WHERE researcher_id = $2)
+"""
+SUPERSEDE_CLAIMS = """
+UPDATE corrections SET superseded_at = now() WHERE id = any($1::bigint[]) AND superseded_at IS NULL
+"""
 
 SELECT_BY_S2_IDS = "SELECT s2_author_id, id FROM researchers WHERE s2_author_id = any($1::text[])"
 RENAME_S2_ID = "UPDATE researchers SET s2_author_id = $2, modified_at = now() WHERE id = $1"
 
 
-async def merge_researchers(conn: asyncpg.Connection, absorbed_id: int, survivor_id: int, touched: Touched) -> bool:
+async def merge_researchers(
+    conn: Conn, absorbed_id: int, survivor_id: int, touched: Touched, *, keep_claims: bool = True
+) -> bool:
     """Merge `absorbed_id` into `survivor_id` inside the caller's transaction; False when either does not exist
-    (or they are the same). Adds to `touched` what changed, for the figures' refresh and the cache."""
+    (or they are the same), or when two readers own the two profiles and `keep_claims` (an operator approving a
+    reader's merge request decides otherwise: the survivor's owner stays). Adds to `touched` what changed, for the
+    figures' refresh and the cache."""
     if absorbed_id == survivor_id:
         return False
     rows = {r["id"]: r for r in await conn.fetch(SELECT_PAIR, [absorbed_id, survivor_id])}
     absorbed = rows.get(absorbed_id)
     if absorbed is None or survivor_id not in rows:
         return False
+    owners = {r["researcher_id"]: r for r in await conn.fetch(SELECT_OWNERS, [absorbed_id, survivor_id])}
+    if len({o["viewer_id"] for o in owners.values()}) > 1:
+        if keep_claims:
+            await conn.execute(COUNT_CLAIM_CONFLICTS, sorted(o["correction_id"] for o in owners.values()))
+            return False
+        await conn.execute(SUPERSEDE_CLAIMS, [owners[absorbed_id]["correction_id"]])
     await conn.execute(REDIRECT, absorbed_id, survivor_id, absorbed["name_slug"], absorbed["s2_author_id"])
     await conn.execute(RELEASE_IDENTIFIERS, absorbed_id)
     await conn.execute(ADOPT_IDENTIFIERS, survivor_id, absorbed["openalex_id"], absorbed["orcid"])
-    moved = {r["paper_id"] for r in await conn.fetch(MOVE_AUTHORSHIPS, absorbed_id, survivor_id)}
+    if owners:
+        await conn.execute(MOVE_OWNER, absorbed_id, survivor_id)
+    # Before the links move: a pin of the absorbed profile must not hold its papers back.
+    await conn.execute(REPOINT_PINS, absorbed_id, survivor_id)
+    unlinked = {r["paper_id"] for r in await conn.fetch(UNLINK_PINNED_OFF, absorbed_id, survivor_id)}
+    if unlinked:
+        await conn.execute(UPDATE_MATCHED_COUNTS, sorted(unlinked))
+    moved = unlinked | {r["paper_id"] for r in await conn.fetch(MOVE_AUTHORSHIPS, absorbed_id, survivor_id)}
     await conn.execute(MOVE_WORKS, absorbed_id, survivor_id)
     touched.institutions |= {r["institution_id"] for r in await conn.fetch(MOVE_AFFILIATIONS, absorbed_id, survivor_id)}
     await conn.execute(MOVE_FOLLOWS, absorbed_id, survivor_id)

@@ -40,6 +40,8 @@ class ResearcherRow:
     modified_at: datetime
     # Signed-in readers following the researcher (kept by a trigger on `follows`).
     follower_count: int
+    # Whether a reader owns the profile (kept by a trigger on `researcher_owners`; who never leaves the database).
+    claimed: bool
 
     @property
     def slug(self) -> str:

@@ -55,7 +55,12 @@ _AUTHORSHIP: Final = {
     "affiliation": "coalesce(to_json(a.affiliation)::text, 'null')",
     "is_collaboration": "CASE WHEN a.is_collaboration THEN 'true' ELSE 'false' END",
 }
-_RESEARCHER: Final = {"id": "r.id::text", "name": "to_json(r.name)::text", "slug": _slug("r")}
+_RESEARCHER: Final = {
+    "id": "r.id::text",
+    "name": "to_json(r.name)::text",
+    "slug": _slug("r"),
+    "claimed": "CASE WHEN r.claimed THEN 'true' ELSE 'false' END",
+}
 _INSTITUTION: Final = {
     "id": "i.id::text",
     "name": "to_json(i.name)::text",

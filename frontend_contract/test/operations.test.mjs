@@ -375,4 +375,37 @@ describe("frontend contract", { skip: API ? false : "WOVEPAPER_API_URL is not se
       assert.equal((await request("ViewerFeed", {})).viewer, null, "anonymous: no viewer");
     },
   );
+  test(
+    "ViewerResearcherState, ClaimResearcher, ReportAuthorship, ViewerCorrections, ResearcherCorrections: corrections",
+    { skip: TOKEN ? false : "WOVEPAPER_VIEWER_TOKEN is not set" },
+    async () => {
+      const reader = new GraphQLClient(API, { headers: { accept: "application/json", authorization: `Bearer ${TOKEN}` } });
+      const signedIn = (name, variables) => reader.request(operation(name), variables);
+      const id = String(seen.researcher.databaseId);
+      const state = (await signedIn("ViewerResearcherState", { id })).researcher;
+      assertShape(state, { id: isString, databaseId: isInt, claimed: (v) => typeof v === "boolean", viewerOwns: (v) => v === false }, "researcher");
+      assert.equal(await errorCode(request("ClaimResearcher", { id })), "UNAUTHENTICATED", "anonymous readers cannot claim");
+      // The harness's token carries no ORCID iD: the claim waits for an operator, and asking again is the same one.
+      const claimed = (await signedIn("ClaimResearcher", { id, note: "This is me." })).claimResearcher;
+      assertShape(claimed.correction, { id: isString, kind: (v) => v === "CLAIM", status: (v) => v === "PENDING", createdAt: isDate }, "correction");
+      assert.equal((await signedIn("ClaimResearcher", { id })).claimResearcher.correction.id, claimed.correction.id);
+      const page = await request("ResearcherPage", { id, first: 1 });
+      const paperId = page.researcher.papers.nodes[0].arxivId;
+      const notMe = (await signedIn("ReportAuthorship", { paperId, researcherId: id, kind: "NOT_ME" })).reportAuthorship;
+      assert.equal(notMe.correction.status, "PENDING", "not the profile's owner: an operator decides");
+      assert.equal(notMe.researcher.paperCount, page.researcher.paperCount, "nothing changed yet");
+      const elsewhere = "2912.99999";
+      assert.equal(await errorCode(signedIn("ReportAuthorship", { paperId: elsewhere, researcherId: id, kind: "IS_ME" })), "NOT_FOUND");
+      const mine = (await signedIn("ViewerCorrections", { first: 10 })).viewer;
+      const ids = mine.corrections.nodes.map((c) => c.id);
+      assert.ok(ids.includes(claimed.correction.id) && ids.includes(notMe.correction.id), "the reader's corrections");
+      mine.corrections.nodes.forEach((c, i) => {
+        assertShape(c, { id: isString, kind: isString, status: isString, reason: nullOr(isString), createdAt: isDate, decidedAt: nullOr(isDate) }, `viewer.corrections.nodes[${i}]`);
+        c.researchers.forEach((r, j) => assertShape(r, researcherLink, `viewer.corrections.nodes[${i}].researchers[${j}]`));
+      });
+      const log = (await request("ResearcherCorrections", { id })).researcher;
+      assert.ok(Array.isArray(log.corrections), "a public log, applied corrections only");
+      log.corrections.forEach((e, i) => assertShape(e, { id: isString, kind: isString, appliedAt: isDate, summary: isString }, `corrections[${i}]`));
+    },
+  );
 });

@@ -197,6 +197,12 @@ def name_similarity(a: str, b: str) -> float:
     return ratio * 0.9 if ratio >= 0.9 else 0.0
 
 
+def names_match(a: str, b: str) -> bool:
+    """Whether two spellings can name the same person, as the alignment judges them (a correction that puts a paper on
+    a profile is held to it too)."""
+    return name_similarity(a, b) >= _MATCH_THRESHOLD
+
+
 def align_authors(arxiv: Sequence[AuthorRecord], source_names: Sequence[str | None]) -> dict[int, int]:
     """Map arXiv author positions to indexes in a source's ordered author list.
 

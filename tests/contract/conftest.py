@@ -39,11 +39,28 @@ SITE_OPERATIONS = (
     "FollowResearcher",
     "UnfollowResearcher",
     "ViewerConversations",
+    "ResearcherCorrections",
+    "ViewerResearcherState",
+    "ClaimResearcher",
+    "ReportAuthorship",
+    "ViewerCorrections",
 )
 # Sent by the site's server for a signed-in reader, with their token.
-VIEWER_OPERATIONS = ("ViewerFeed", "FollowResearcher", "UnfollowResearcher", "ViewerConversations")
+VIEWER_OPERATIONS = (
+    "ViewerFeed",
+    "FollowResearcher",
+    "UnfollowResearcher",
+    "ViewerConversations",
+    "ViewerResearcherState",
+    "ClaimResearcher",
+    "ReportAuthorship",
+    "ViewerCorrections",
+)
+# What the site writes: the follow buttons and the corrections' buttons.
+MUTATIONS = ("FollowResearcher", "UnfollowResearcher", "ClaimResearcher", "ReportAuthorship")
 # The contract's own reader: the only writes the contract tests make to the shared demo database are this
-# reader's follows (and feed token), which no other test reads, and the follows are taken back at the end.
+# reader's follows (and feed token), which no other test reads, and the follows are taken back at the end; and its
+# corrections, which wait for an operator (it owns no profile), so the archive does not change.
 CONTRACT_READER = f"contract-reader-{uuid.uuid4().hex[:8]}"
 
 
@@ -136,6 +153,11 @@ async def demo_ids(demo_database_url: str) -> dict[str, Any]:
         prefix = await conn.fetchval(
             "SELECT left(wp_surname(name), 4) FROM researchers ORDER BY paper_count DESC, id LIMIT 1"
         )
+        researcher_paper = await conn.fetchval(
+            "SELECT p.arxiv_id FROM authorships a JOIN papers p ON p.id = a.paper_id WHERE a.researcher_id = $1"
+            " ORDER BY p.id LIMIT 1",
+            researcher["id"],
+        )
     finally:
         await conn.close()
     assert researcher is not None and paper is not None and institution is not None and one_paper is not None
@@ -149,6 +171,7 @@ async def demo_ids(demo_database_url: str) -> dict[str, Any]:
         "institution": institution["ror_id"],
         "word": word,
         "prefix": prefix,
+        "researcher_paper": researcher_paper,
     }
 
 
@@ -172,4 +195,11 @@ def variables_for(name: str, ids: dict[str, Any]) -> dict[str, Any]:
         "UnfollowResearcher": {"id": ids["one_paper_researcher"]},
         # Signed in with no conversations here; tests/integration/test_chat.py runs it on a reader's conversations.
         "ViewerConversations": {"first": 10},
+        "ResearcherCorrections": {"id": ids["researcher"]},
+        "ViewerResearcherState": {"id": ids["researcher"]},
+        # The contract's reader owns no profile: both wait for an operator (tests/integration/test_corrections.py
+        # runs them applied, within the same budgets).
+        "ClaimResearcher": {"id": ids["one_paper_researcher"], "note": "This is me."},
+        "ReportAuthorship": {"paperId": ids["researcher_paper"], "researcherId": ids["researcher"], "kind": "NOT_ME"},
+        "ViewerCorrections": {"first": 10},
     }[name]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from error_codes import ERROR_CODES
-from tests.contract.conftest import CONTRACT
+from tests.contract.conftest import CONTRACT, MUTATIONS
 from tests.jwt_support import SECRET, hs256
 from tests.server_process import server_process
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     NODE is None or NPM is None, reason="node and npm are not installed: the JavaScript contract cannot run"
 )
 BIN = CONTRACT / "node_modules" / ".bin"
-NODE_TESTS = 13  # the test() calls in frontend_contract/test/operations.test.mjs
+NODE_TESTS = 14  # the test() calls in frontend_contract/test/operations.test.mjs
 
 
 def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -63,7 +63,7 @@ def test_codegen_types_every_operation_and_tsc_accepts_them(node_modules: Path, 
     types = (generated / "graphql.ts").read_text()
     for operation in (p.stem for p in (CONTRACT / "operations").glob("*.graphql")):
         assert f"export const {operation}Document" in types
-        kind = "Mutation" if operation.startswith(("Follow", "Unfollow")) else "Query"
+        kind = "Mutation" if operation in MUTATIONS else "Query"
         assert f"export type {operation}{kind} = " in types
     # Every error code, for the client's exhaustive switch (typed-client.ts `onError`).
     enums = (generated / "schema-enums.ts").read_text()

@@ -171,7 +171,7 @@ async def conn(ingest_dsn: str) -> AsyncIterator[asyncpg.Connection]:
     c = await asyncpg.connect(ingest_dsn)
     await c.execute(
         "TRUNCATE papers, researchers, institutions, ingest_checkpoints, ingest_progress, researcher_works,"
-        " researcher_institutions RESTART IDENTITY CASCADE"
+        " researcher_institutions, corrections RESTART IDENTITY CASCADE"
     )
     try:
         yield c

@@ -101,11 +101,13 @@ def test_ingest_status_command(conn: asyncpg.Connection, ingest_dsn: str) -> Non
     assert runner.invoke(app, ["ingest", "status"], env=env).output.splitlines() == [
         "nothing ingested yet",
         "enrich queue: 0 papers waiting, 0 set aside",
+        "corrections: 0 in effect, 0 waiting for an operator",
     ]
     asyncio.run(harvest())
     result = runner.invoke(app, ["ingest", "status"], env=env)
     assert result.exit_code == 0, result.output
-    first, queue = result.output.splitlines()
+    first, queue, corrections = result.output.splitlines()
+    assert corrections == "corrections: 0 in effect, 0 waiting for an operator"
     assert re.fullmatch(
         r"arxiv:all: 8 records in 3 pages; last success 2\S+ \S+Z \(\d+ s ago\);"
         r" complete up to 2026-11-29 10:00:00Z \(lag \d+ (d|h) \d+ (h|min)\)",
@@ -123,3 +125,10 @@ def test_ingest_status_command(conn: asyncpg.Connection, ingest_dsn: str) -> Non
         "lag_seconds": None,
     }
     assert data["enrich"] == {"waiting": 8, "set_aside": 0, "next_retry_at": None, "papers_set_aside": []}
+    assert data["corrections"] == {
+        "in_effect": 0,
+        "pending": 0,
+        "conflicts": 0,
+        "corrections_in_conflict": 0,
+        "last_conflict_at": None,
+    }

@@ -29,6 +29,7 @@ RESEARCHER = ResearcherRow(
     works_count=5,
     modified_at=WHEN,
     follower_count=9,
+    claimed=True,
 )
 
 

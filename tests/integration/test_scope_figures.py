@@ -275,6 +275,8 @@ async def test_the_migration_stores_every_researchers_figures(make_database) -> 
         await migrate(c, before="0017")
         ids = await build_world(c, "1108", refresh=False)
         assert await migrate(c, before="0018") == ["0017_researcher_scope_figures"]
+        # Today's definitions read tables of later migrations (0025's pins), which leave the stored figures alone.
+        await migrate(c)
         await assert_every_page_true(c, career_columns=False)
         assert (await page_figures(c, ids["R"]))[0] == (5, 42, 2, 4, 5)
     finally:

@@ -219,4 +219,5 @@ async def test_ingest_progress_is_exported_from_the_database(make_database) -> N
     assert any(line.startswith('wovepaper_ingest_lag_seconds{source="arxiv:all"}') for line in lines)
     assert any(line.startswith('wovepaper_ingest_last_success_timestamp_seconds{source="arxiv:all"}') for line in lines)
     assert "wovepaper_ingest_enrich_queue 0.0" in lines
+    assert "wovepaper_corrections_pending 0.0" in lines and "wovepaper_correction_conflicts 0.0" in lines
     assert any(line.startswith('wovepaper_db_pool_connections{state="open"}') for line in lines)

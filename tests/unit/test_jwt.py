@@ -71,6 +71,29 @@ async def test_a_valid_hs256_token_names_its_subject() -> None:
     assert await hs_verifier()(SCOPE, hs256("reader-42")) == "reader-42"
 
 
+async def test_the_reader_s_orcid_comes_from_the_verified_token_s_claim() -> None:
+    verify = hs_verifier()
+    assert (await verify(SCOPE, hs256(orcid="0000-0002-1825-009x"))).orcid == "0000-0002-1825-009X"
+    assert (await verify(SCOPE, hs256(orcid="https://orcid.org/0000-0002-1825-0097"))).orcid == "0000-0002-1825-0097"
+    # Not an ORCID iD, or not a string: the reader is signed in, without one.
+    for junk in ("me", "0000-0002-1825", 1234, ["0000-0002-1825-0097"], "0000-0002-1825-0097" + " " * 100):
+        subject = await verify(SCOPE, hs256(orcid=junk))
+        assert (subject, subject.orcid) == ("reader-1", None), junk
+    assert (await verify(SCOPE, hs256())).orcid is None
+
+
+async def test_the_orcid_claim_is_named_by_the_settings_and_never_read_from_a_token_that_fails() -> None:
+    # ORCID's own sign-in: the iD is the token's subject.
+    by_sub = JwtAuthenticator(secret=SECRET, orcid_claim="sub")
+    assert (await by_sub(SCOPE, hs256("0000-0002-1825-0097"))).orcid == "0000-0002-1825-0097"
+    namespaced = JwtAuthenticator(secret=SECRET, orcid_claim="https://wovepaper.org/orcid")
+    token = hs256(**{"https://wovepaper.org/orcid": "0000-0001-1111-1111", "orcid": "0000-0002-2222-2222"})
+    assert (await namespaced(SCOPE, token)).orcid == "0000-0001-1111-1111"
+    assert (await JwtAuthenticator(secret=SECRET, orcid_claim="")(SCOPE, token)).orcid is None
+    forged = hs256(orcid="0000-0002-1825-0097", secret=OTHER_SECRET)
+    assert (await refused(hs_verifier(), forged)).status == 401
+
+
 def _in(seconds: int) -> int:
     return int(time.time()) + seconds
 

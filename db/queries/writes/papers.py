@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from db.connection import Conn
 from db.queries.writes.staging import ids_of, stage
 from db.records import PaperRecord, Touched
 from db.slugs import paper_slug
@@ -134,6 +135,33 @@ SELECT k.paper_id, k.position, o.institution_id
 FROM stg_carry k JOIN stg_old_affiliations o ON o.paper_id = k.paper_id AND o.position = k.old_position
 ON CONFLICT DO NOTHING
 """
+# A researcher a correction put on a paper whose author list changed stays on it: found again by the name the
+# correction was made for (folded) when the carry-over above could not place them; when that name is not on the list
+# once, the correction counts a conflict (`wovepaper ingest status`).
+RELINK_PINNED = """
+WITH lost AS (
+    SELECT x.paper_id, x.researcher_id, x.author_name, x.correction_id
+    FROM authorship_pins x JOIN stg_changed c ON c.paper_id = x.paper_id
+    WHERE x.mine
+      AND NOT EXISTS (SELECT 1 FROM authorships a WHERE a.paper_id = x.paper_id AND a.researcher_id = x.researcher_id)
+), spot AS (
+    SELECT l.paper_id, l.researcher_id, min(a.position) AS position
+    FROM lost l
+    JOIN authorships a ON a.paper_id = l.paper_id AND NOT a.is_collaboration
+                      AND wp_fold(a.name) = wp_fold(l.author_name)
+    GROUP BY l.paper_id, l.researcher_id
+    HAVING count(*) = 1
+), unplaced AS (
+    UPDATE corrections c SET conflicts = c.conflicts + 1, last_conflict_at = now()
+    FROM lost l
+    WHERE c.id = l.correction_id
+      AND NOT EXISTS (SELECT 1 FROM spot s WHERE s.paper_id = l.paper_id AND s.researcher_id = l.researcher_id)
+)
+UPDATE authorships a SET researcher_id = s.researcher_id
+FROM spot s
+WHERE a.paper_id = s.paper_id AND a.position = s.position
+RETURNING a.researcher_id
+"""
 # Same names in the same places: keep every match, refresh what arXiv says about each authorship.
 UPDATE_KEPT_AUTHORSHIPS = """
 WITH old AS (
@@ -173,7 +201,7 @@ SELECT 'i', institution_id FROM stg_old_affiliations
 """
 
 
-async def add_people_of_papers(conn: asyncpg.Connection, paper_ids: Iterable[int], touched: Touched) -> None:
+async def add_people_of_papers(conn: Conn, paper_ids: Iterable[int], touched: Touched) -> None:
     """Add the researchers and institutions of these papers, and the papers' arXiv ids."""
     ids = sorted(set(paper_ids))
     if not ids:
@@ -307,6 +335,7 @@ async def _relink_stored_authorships(conn: asyncpg.Connection, paper_ids: list[i
         await conn.execute(INSERT_CARRY)
         await conn.execute(INSERT_CHANGED_AUTHORSHIPS)
         await conn.execute(INSERT_CARRIED_AFFILIATIONS)
+        touched.researchers |= ids_of(await conn.fetch(RELINK_PINNED), "researcher_id")
         for r in await conn.fetch(SELECT_OLD_PEOPLE):
             (touched.researchers if r["kind"] == "r" else touched.institutions).add(r["id"])
     kept = await conn.fetch(UPDATE_KEPT_AUTHORSHIPS)
