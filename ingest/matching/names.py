@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from anyascii import anyascii
 from rapidfuzz.distance import Levenshtein
@@ -116,8 +117,23 @@ def _reorder_comma(s: str) -> str:
     return f"{tail.strip()} {head.strip()}"
 
 
+# A name recurs on every paper of its author, in up to four forms a paper (arXiv's, S2's, OpenAlex's two): parsed
+# once. Bounded: PARSED_CACHE names of at most PARSED_NAME_MAX characters (a longer one is parsed each time).
+PARSED_CACHE = 16_384
+PARSED_NAME_MAX = 160
+
+
 def parse_name(name: str | None) -> Name:
-    s = _clean(name or "")
+    """A name's tokens; the same string gives the same (immutable) Name."""
+    if not name:
+        return _EMPTY
+    if len(name) > PARSED_NAME_MAX:
+        return _parse(name)
+    return _parse_cached(name)
+
+
+def _parse(name: str) -> Name:
+    s = _clean(name)
     if not s:
         return Name("", "", (), 0)
     text = s.casefold()
@@ -154,6 +170,10 @@ def parse_name(name: str | None) -> Name:
         for pi, (key, initial) in enumerate(parts):
             toks.append(Tok(key, phonetic(key), initial, wi, pi, len(parts), particle))
     return Name(text, "".join(t.key for t in toks), tuple(toks), len(words))
+
+
+_EMPTY = Name("", "", (), 0)
+_parse_cached = lru_cache(maxsize=PARSED_CACHE)(_parse)
 
 
 def _tok_sim(a: Tok, b: Tok) -> float:
