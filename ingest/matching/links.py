@@ -243,7 +243,7 @@ def decide_paper(
         status: Status = "ambiguous" if rank in ambiguous else "no_identity" if pick is not None else "no_match"
         candidates = ()
         if rank in ambiguous and s2 is not None:
-            candidates = tuple(s2.authors[i].author_id or "?" for i in ambiguous[rank])
+            candidates = tuple(sorted(s2.authors[i].author_id or "?" for i in ambiguous[rank]))
         if status == "no_match" and oa is not None:
             status = "no_identity"
         links.append(Link(author.position, None, status, None, candidates, rors, oa))

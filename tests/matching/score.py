@@ -107,7 +107,7 @@ def score(world: World, links: dict[Position, int | None], *, s2_only: bool = Fa
             f.predicted_pairs += _pairs_with(len(positions), sum(p in marked for p in positions))
         for cell, n in cells.items():
             f.correct_pairs += _pairs_with(n, cells_marked[cell])
-        for rid, positions in by_researcher.items():
+        for positions in by_researcher.values():
             people = Counter(facts[p][0] for p in positions)
             owner = people.most_common(1)[0][0]
             if any(p in marked for p in positions) and len(people) > 1:
@@ -177,7 +177,7 @@ async def ingest(dsn: str, world: World) -> None:
             openalex_api_url=f"{base}/oa",
             openalex_rps=1_000_000,
         )
-        for phase in (1, 2):
+        for phase in sorted({1, *(p.phase for p in world.papers)}):
             state.phase = phase
             harvested = await run_arxiv(settings, from_=None, until=None, set_spec=None)
             assert harvested.failed == 0 and harvested.stopped is None, harvested

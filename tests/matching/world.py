@@ -243,7 +243,15 @@ class _Gen:
         s2_id, openalex, orcid = self._ids(s2=s2)
         key = f"p{len(self.world.people)}"
         self.world.people[key] = Person(
-            key, given, family, kind, s2_id, openalex, orcid, self.rnd.choice(INSTITUTIONS), **kw  # type: ignore[arg-type]
+            key,
+            given,
+            family,
+            kind,
+            s2_id,
+            openalex,
+            orcid,
+            self.rnd.choice(INSTITUTIONS),
+            **kw,  # type: ignore[arg-type]
         )
         return key
 
@@ -365,7 +373,9 @@ def generate(seed: int = 39, papers: int = 300) -> World:
         members = draw(r.randint(2, 6), set())
         slots = [g.slot(k) for k in members]
         if r.random() < 0.05:
-            slots.insert(r.randrange(len(slots) + 1), Slot(None, "plain", "The NOVA Collaboration", "NOVA Collab", None, ""))
+            slots.insert(
+                r.randrange(len(slots) + 1), Slot(None, "plain", "The NOVA Collaboration", "NOVA Collab", None, "")
+            )
         if r.random() < 0.04 and len(slots) > 2:
             i = r.randrange(len(slots))
             if slots[i].person is not None:
@@ -428,8 +438,13 @@ def generate(seed: int = 39, papers: int = 300) -> World:
         others.insert(j, Slot(b, "double_initial", printed, printed, None, printed))
         add(others, s2_swap=(i, j) if r.random() < 0.5 else None)
     # A namesake without a profile beside the one with.
-    for (g1, f1), g2 in ((("Zhi-wei", "Du"), "Zhiwei"), (("Xiao-Li", "Meng"), "Xiaoli"), (("Jae-Hoon", "Park"), "Jaehoon"),
-                         (("Yu-Ting", "Chen"), "Yuting"), (("Hai-Bo", "Lin"), "Haibo")):
+    for (g1, f1), g2 in (
+        (("Zhi-wei", "Du"), "Zhiwei"),
+        (("Xiao-Li", "Meng"), "Xiaoli"),
+        (("Jae-Hoon", "Park"), "Jaehoon"),
+        (("Yu-Ting", "Chen"), "Yuting"),
+        (("Hai-Bo", "Lin"), "Haibo"),
+    ):
         a = g.person(g1, f1, "plain", unique=False)
         b = g.person(g2, f1, "no_s2", s2=False, unique=False)
         for k in (a, b):
