@@ -88,18 +88,32 @@ def _level(score: float) -> str:
     return "exact" if score >= EXACT else "folded" if score >= FOLDED else "variant"
 
 
+def _block_keys(name: Name) -> set[tuple[str, str]]:
+    """What two forms of one name share: a full token (by phonetic key) with the first letter of another token
+    (`Smith`+`j` for both `J. Smith` and `John Smith`; `Fu`+`h` for `Fu Haoran` and `H. Fu`). A name of one token
+    has that token alone."""
+    full = [t for t in name.toks if not t.initial]
+    if len(name.toks) == 1:
+        return {(t.ph, "") for t in full}
+    return {(t.ph, o.key[0]) for t in full for o in name.toks if o is not t}
+
+
 def _scores(people: Sequence[tuple[int, Name]], entries: Sequence[_Entry]) -> dict[Pair, tuple[float, float]]:
     """{(person rank, entry rank): (name score, order term)} for the pairs that can be one person. Only names that
-    share a token (by its phonetic key) are compared, and the rest against everything when lists are short."""
-    by_token: dict[str, list[int]] = {}
+    share a block key are compared (a long list has a few thousand names), and a person that shares none with
+    anyone is compared with everyone when the list is short."""
+    by_key: dict[tuple[str, str], list[int]] = {}
     for e in entries:
         for form in e.forms:
+            for k in _block_keys(form):
+                by_key.setdefault(k, []).append(e.rank)
             for t in form.toks:
                 if not t.initial:
-                    by_token.setdefault(t.ph, []).append(e.rank)
+                    by_key.setdefault((t.ph, ""), []).append(e.rank)
     out: dict[Pair, tuple[float, float]] = {}
     for rank, name in people:
-        near = {r for t in name.toks if not t.initial for r in by_token.get(t.ph, ())}
+        keys = _block_keys(name) | ({(t.ph, "") for t in name.toks if not t.initial} if len(name.toks) == 1 else set())
+        near = {r for k in keys for r in by_key.get(k, ())}
         if not near and len(entries) <= FALLBACK_COMPARE_MAX:
             near = {e.rank for e in entries}
         for r in near:
@@ -134,15 +148,24 @@ def _entries(names: Sequence[Sequence[str | None]]) -> list[_Entry]:
 
 
 def _align_openalex(people: Sequence[tuple[int, Name]], work: OAWork) -> dict[int, OAAuthorship]:
-    """Person rank -> OpenAlex authorship; OpenAlex's order decides between equal names."""
+    """Person rank -> OpenAlex authorship. OpenAlex's order decides between equal names, as long as the authors it
+    places by name alone come in arXiv's order (a list in another order is no evidence of who is where)."""
     entries = _entries([(a.raw_name, a.name) for a in work.authorships])
     if not entries:
         return {}
     fixed = _positional(people, entries)
     if fixed is None:
-        scored = _scores(people, entries)
-        fixed = assign({p: s + o for p, (s, o) in scored.items()}, margin=OA_MARGIN).pairs
+        scored = {p: s + o for p, (s, o) in _scores(people, entries).items()}
+        by_name = assign(scored, margin=S2_MARGIN)
+        fixed = by_name.pairs
+        if by_name.contested and _in_order(by_name.pairs):
+            fixed = assign(scored, margin=OA_MARGIN).pairs
     return {rank: work.authorships[entries[r].index] for rank, r in fixed.items()}
+
+
+def _in_order(pairs: dict[int, int]) -> bool:
+    ranks = [pairs[k] for k in sorted(pairs)]
+    return all(a < b for a, b in zip(ranks, ranks[1:], strict=False))
 
 
 def _evidence(name: Name, oa: OAAuthorship | None, s2_id: str | None, ev: Evidence) -> tuple[float, list[str]]:
