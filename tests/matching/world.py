@@ -297,12 +297,12 @@ class _Gen:
         return Slot(key, kind or p.kind, arxiv, s2_name, s2_id, raw)
 
 
-def generate(seed: int = 39, papers: int = 300) -> World:
+def generate(seed: int = 39, papers: int = 300, plain_people: int = 260) -> World:
     g = _Gen(seed)
     r = g.rnd
     w = g.world
     plain: list[str] = []
-    while len(plain) < 260:
+    while len(plain) < plain_people:
         if r.random() < 0.3:
             k = g.person(r.choice(CN_GIVEN), r.choice(CN_FAMILY), "plain")
         else:
