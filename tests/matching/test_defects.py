@@ -19,6 +19,7 @@ from tests.matching.world import INSTITUTIONS, T0, Paper, Person, Slot, World
 
 _databases = itertools.count()
 Ingest = Callable[[World], Awaitable[asyncpg.Connection]]
+DSN: dict[int, str] = {}  # id(connection) -> its database
 
 
 @pytest.fixture
@@ -30,6 +31,7 @@ async def ingested(make_database: Callable[[str], Awaitable[str]]) -> AsyncItera
         dsn = await make_database(f"defect{next(_databases)}")
         conn = await asyncpg.connect(dsn)
         opened.append(conn)
+        DSN[id(conn)] = dsn
         await migrate(conn)
         await score.ingest(dsn, world)
         return conn
@@ -191,3 +193,25 @@ async def test_a_person_s2_has_no_id_for_is_linked_by_openalex(ingested: Ingest)
     assert await linked(conn, "2401.10001", 1) == (None, nobody.openalex)
     assert await linked(conn, "2401.10002", 2) == (None, nobody.openalex)
     assert await conn.fetchval("SELECT count(*) FROM researchers WHERE openalex_id = $1", nobody.openalex) == 1
+
+
+async def test_ingest_status_reports_unlinked_positions_and_ambiguous_ties(ingested: Ingest) -> None:
+    import asyncio
+    import json
+
+    from typer.testing import CliRunner
+
+    from cli import app as cli_app
+
+    conn = await ingested(homonym_world(evidence=False))
+    url = DSN[id(conn)]
+    runner = CliRunner()
+    result = await asyncio.to_thread(runner.invoke, cli_app, ["ingest", "status", "--json"], env={"DATABASE_URL": url})
+    assert result.exit_code == 0, result.output
+    matching = json.loads(result.output)["matching"]
+    assert (matching["unlinked"], matching["ambiguous"]) == (2, 2)
+    listed = [(p["arxiv_id"], p["position"], p["reason"], p["candidates"]) for p in matching["positions"]]
+    assert listed == [("2401.10003", 1, "ambiguous", ["101", "102"]), ("2401.10003", 3, "ambiguous", ["101", "102"])]
+    text = await asyncio.to_thread(runner.invoke, cli_app, ["ingest", "status"], env={"DATABASE_URL": url})
+    assert "author matching: 2 positions unlinked (2 ambiguous, 0 no identity, 0 no match)" in text.output
+    assert "2401.10003 #1 M. Müller: ambiguous between 101, 102" in text.output
