@@ -336,8 +336,8 @@ async def _add_researchers(
         if rec_found is None:
             continue
         before = known.get(s)
-        figures = (rec_found.s2_paper_count, rec_found.s2_citation_count, rec_found.s2_h_index)
-        if before is not None and before[3] and before[:3] == figures:
+        now = (rec_found.s2_paper_count, rec_found.s2_citation_count, rec_found.s2_h_index)
+        if before is not None and before[3] and before[:3] == now:
             continue  # same figures and a stored works list: the career has not changed
         try:
             batch.works[s] = await s2c.author_works(s)

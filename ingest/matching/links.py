@@ -264,7 +264,7 @@ def decide_paper(
             links.append(Link(author.position, s2_id, "linked", why, rors=rors, oa=oa, s2_id=s2_id))
             continue
         status: Status = "ambiguous" if rank in ambiguous else "no_identity" if pick is not None else "no_match"
-        candidates = ()
+        candidates: tuple[str, ...] = ()
         if rank in ambiguous and s2 is not None:
             candidates = tuple(sorted(s2.authors[i].author_id or "?" for i in ambiguous[rank]))
         if status == "no_match" and oa is not None:

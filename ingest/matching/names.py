@@ -198,7 +198,7 @@ def _given_sim(a: Tok, b: Tok) -> float:
 
 def _compounds(left: list[Tok], other: list[Tok]) -> list[tuple[tuple[int, ...], int, float]]:
     """Adjacent full tokens of `left` whose letters joined are one token of `other` (`Zhi wei` / `Zhiwei`)."""
-    found = []
+    found: list[tuple[tuple[int, ...], int, float]] = []
     for i in range(len(left) - 1):
         a, b = left[i], left[i + 1]
         if a.initial or b.initial:
