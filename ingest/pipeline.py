@@ -33,7 +33,7 @@ from db.queries.merges import absorb_by_identity, apply_s2_merges, drop_s2_redir
 from db.queries.writes.citations import mark_enriched, update_citations
 from db.queries.writes.institutions import upsert_institutions
 from db.queries.writes.matches import apply_authorship_matches, record_unlinked
-from db.queries.writes.researchers import replace_researcher_works, upsert_researchers
+from db.queries.writes.researchers import fetch_researcher_ids_by_keys, replace_researcher_works, upsert_researchers
 from db.records import (
     AuthorshipMatch,
     CitationRecord,
@@ -302,7 +302,9 @@ async def _add_researchers(
     known = await fetch_s2_figures(conn, s2_linked)
     names = {a.author_id: a.name for p in s2papers.values() for a in p.authors if a.author_id}
     for s in s2_linked:
-        rec = s2recs.get(s) or ResearcherRecord(name=names.get(s) or s, s2_author_id=s)
+        if s not in s2recs and s not in names:
+            continue  # a stored researcher OpenAlex's id led to: linked as it is (write_batch finds it)
+        rec = s2recs.get(s) or ResearcherRecord(name=names[s], s2_author_id=s)
         oa = oa_figures.get(oa_of.get(s, ""))
         batch.researchers[s] = replace(
             rec,
@@ -379,6 +381,9 @@ async def write_batch(conn: asyncpg.Connection, batch: EnrichBatch) -> Touched:
     )
     inst_ids = await upsert_institutions(conn, list(batch.institutions.values()), touched=touched)
     rids = await upsert_researchers(conn, list(batch.researchers.values()), touched=touched)
+    unknown = sorted({m.researcher_key for m in batch.matches if m.researcher_key and m.researcher_key not in rids})
+    if unknown:
+        rids |= await fetch_researcher_ids_by_keys(conn, unknown)
     await apply_authorship_matches(conn, batch.matches, rids, inst_ids, touched=touched)
     await record_unlinked(conn, batch.done, batch.unlinked)
     await replace_researcher_works(

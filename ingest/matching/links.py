@@ -191,9 +191,15 @@ def _evidence(name: Name, oa: OAAuthorship | None, s2_id: str | None, ev: Eviden
             score += 0.5
             kinds.append("affiliation")
     if known.names:
-        forms = [name] + ([parse_name(oa.name), parse_name(oa.raw_name)] if oa is not None else [])
-        best = max(similarity(f, k) for f in forms if f for k in known.names)
-        if best >= FOLDED:
+        # The names the position has beyond the tie (arXiv's, and the one OpenAlex displays for its author) against
+        # the names S2 and the archive hold for the author, not against the forms that tied. The same text counts
+        # more than the same letters (`Zhi-wei Du` is not the `Zhiwei Du` beside him).
+        forms = [f for f in (name, parse_name(oa.name) if oa is not None else None) if f]
+        best = max(similarity(f, k) for f in forms for k in known.names)
+        if best >= EXACT:
+            score += 1.0
+            kinds.append("name")
+        elif best >= FOLDED:
             score += 0.5
             kinds.append("name")
         elif best < THRESHOLD:

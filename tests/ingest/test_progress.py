@@ -101,11 +101,13 @@ def test_ingest_status_command(conn: asyncpg.Connection, ingest_dsn: str) -> Non
     assert runner.invoke(app, ["ingest", "status"], env=env).output.splitlines() == [
         "nothing ingested yet",
         "enrich queue: 0 papers waiting, 0 set aside",
+        "author matching: 0 positions unlinked (0 ambiguous, 0 no identity, 0 no match)",
     ]
     asyncio.run(harvest())
     result = runner.invoke(app, ["ingest", "status"], env=env)
     assert result.exit_code == 0, result.output
-    first, queue = result.output.splitlines()
+    first, queue, matching = result.output.splitlines()
+    assert matching.startswith("author matching: 0 positions unlinked")
     assert re.fullmatch(
         r"arxiv:all: 8 records in 3 pages; last success 2\S+ \S+Z \(\d+ s ago\);"
         r" complete up to 2026-11-29 10:00:00Z \(lag \d+ (d|h) \d+ (h|min)\)",

@@ -117,6 +117,27 @@ async def test_homonyms_without_evidence_are_left_unlinked_not_swapped(ingested:
     assert [tuple(r) for r in reasons] == [(1, "ambiguous", ["101", "102"]), (3, "ambiguous", ["101", "102"])]
 
 
+async def test_homonyms_s2_prints_alike_are_told_apart_by_the_names_arxiv_prints(ingested: Ingest) -> None:
+    # arXiv prints them in full, S2 lists two `M. Müller` in the other order; OpenAlex does not know the paper. S2's
+    # own records name each author in full.
+    world = World(
+        people(MARKUS, MARTIN, JANE),
+        [
+            paper(
+                1,
+                at(MARKUS, s2_name="M. Müller", kind="homonym"),
+                at(JANE),
+                at(MARTIN, s2_name="M. Müller", kind="homonym"),
+                s2_swap=(0, 2),
+                oa_known=False,
+            )
+        ],
+    )
+    conn = await ingested(world)
+    assert await linked(conn, "2401.10001", 1) == ("101", None)
+    assert await linked(conn, "2401.10001", 3) == ("102", None)
+
+
 @pytest.mark.parametrize(
     ("arxiv", "s2"),
     [

@@ -116,3 +116,9 @@ async def test_enriching_again_changes_no_link(conn: asyncpg.Connection, dsn: st
     assert summary.failed == 0 and summary.seen == len(world.papers)
     assert await score.read_links(conn) == before
     assert await conn.fetchval(evidence) == with_evidence
+
+
+async def test_every_researcher_is_named_as_a_source_names_them(conn: asyncpg.Connection, world: World) -> None:
+    names = {p.name for p in world.people.values()}
+    stored = [r[0] for r in await conn.fetch("SELECT name FROM researchers")]
+    assert stored and all(n in names for n in stored), [n for n in stored if n not in names][:5]
