@@ -120,6 +120,7 @@ def _reorder_comma(s: str) -> str:
 # A name recurs on every paper of its author, in up to four forms a paper (arXiv's, S2's, OpenAlex's two): parsed
 # once. Bounded: PARSED_CACHE names of at most PARSED_NAME_MAX characters (a longer one is parsed each time).
 PARSED_CACHE = 16_384
+MAX_WORDS = 12
 PARSED_NAME_MAX = 160
 
 
@@ -159,7 +160,9 @@ def _parse(name: str) -> Name:
             else:
                 parts.append((letters, len(letters) == 1))
         if parts:
-            words.append(parts)
+            words.append(parts[:MAX_WORDS])
+    # No name has more parts than this; a longer string (an upstream's error) is cut, so comparing costs little.
+    del words[MAX_WORDS:]
     while words and len(words) > 1 and len(words[-1]) == 1 and words[-1][0][0] in _SUFFIXES:
         words.pop()
     while words and len(words) > 1 and len(words[0]) == 1 and words[0][0][0] in _TITLES:
