@@ -171,9 +171,13 @@ async def _all(settings: Settings, wait: bool) -> int:
 def ingest_status(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object, for scripts and monitoring."),
     failures: int = typer.Option(10, "--failures", min=0, help="List at most N papers set aside."),
+    unlinked: int = typer.Option(
+        20, "--unlinked", min=0, help="List at most N unlinked author positions (ambiguous ties first)."
+    ),
 ) -> None:
-    """What each source has committed (records, pages, last success, lag behind arXiv), the enrichment backlog
-    and the papers set aside with their reasons."""
+    """What each source has committed (records, pages, last success, lag behind arXiv), the enrichment backlog,
+    the papers set aside with their reasons, and the author positions the matching left unlinked (counts by reason:
+    ambiguous ties, authors the sources list without an id, authors they do not list)."""
     import json
 
     from ingest.progress import status_json, status_lines
@@ -181,9 +185,9 @@ def ingest_status(
 
     settings = settings_or_exit()
     database_url_or_exit(settings)
-    status, set_aside = asyncio.run(read_status(settings, failures=failures))
+    status, set_aside, matching = asyncio.run(read_status(settings, failures=failures, unlinked=unlinked))
     if as_json:
-        typer.echo(json.dumps(status_json(status, set_aside), indent=2))
+        typer.echo(json.dumps(status_json(status, set_aside, matching), indent=2))
     else:
-        for line in status_lines(status, set_aside):
+        for line in status_lines(status, set_aside, matching):
             typer.echo(line)

@@ -129,8 +129,21 @@ class AuthorshipMatch:
 
     arxiv_id: str
     position: int
-    researcher_key: str | None  # s2_author_id of the matched researcher; None: the author stays unmatched
+    # The matched researcher's S2 author id, or OpenAlex author id when they are known by that alone; None: the
+    # author stays unmatched.
+    researcher_key: str | None
     institution_rors: list[str] = field(default_factory=list)
+    evidence: str | None = None  # why the researcher is linked (authorships.link_evidence)
+
+
+@dataclass(frozen=True, slots=True)
+class UnlinkedAuthor:
+    """An author position the enrichment left unlinked, and why (unlinked_authorships)."""
+
+    arxiv_id: str
+    position: int
+    reason: str  # ambiguous, no_identity, no_match
+    candidates: tuple[str, ...] = ()  # an ambiguous position's possible S2 ids
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ failure loses at most the batch in flight; the next run resumes where the last c
 from __future__ import annotations
 
 import logging
-from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
@@ -28,18 +28,28 @@ from db.queries.ingest_state import (
     record_enrich_failures,
     record_progress,
 )
-from db.queries.merges import apply_s2_merges
+from db.queries.matching import fetch_known_s2_authors
+from db.queries.merges import absorb_by_identity, apply_s2_merges, drop_s2_redirects
 from db.queries.writes.citations import mark_enriched, update_citations
 from db.queries.writes.institutions import upsert_institutions
-from db.queries.writes.matches import apply_authorship_matches
-from db.queries.writes.researchers import replace_researcher_works, upsert_researchers
-from db.records import AuthorshipMatch, CitationRecord, InstitutionRecord, ResearcherRecord, Touched, WorkRecord
+from db.queries.writes.matches import apply_authorship_matches, record_unlinked
+from db.queries.writes.researchers import fetch_researcher_ids_by_keys, replace_researcher_works, upsert_researchers
+from db.records import (
+    AuthorshipMatch,
+    CitationRecord,
+    InstitutionRecord,
+    ResearcherRecord,
+    Touched,
+    UnlinkedAuthor,
+    WorkRecord,
+)
 from ingest.cache import invalidate_after_commit
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BudgetExhausted, UpstreamError
 from ingest.harvest import harvest_arxiv as harvest_arxiv  # the harvest beside the enrichment, for callers of both
-from ingest.parsers.names import align_authors
+from ingest.matching.evidence import Claims, Stored, build_evidence, repeated_ids, unique_claims
+from ingest.matching.links import Evidence, Link, decide_paper
 from ingest.parsers.openalex import OAWork, arxiv_doi, match_works
 from ingest.parsers.s2 import S2Paper
 from ingest.progress import RunProgress, Summary
@@ -69,8 +79,11 @@ class EnrichBatch:
     matches: list[AuthorshipMatch] = field(default_factory=list)
     works: dict[str, list[WorkRecord]] = field(default_factory=dict)  # by S2 author id
     citations: list[CitationRecord] = field(default_factory=list)
-    # S2 author ids that S2 answers with another (it merged them): {old id: surviving id}.
+    # S2 author ids that S2 answers with another (it merged them): {old id: surviving id}; and those it answers as
+    # themselves (no redirect may stand for them).
     s2_merged: dict[str, str] = field(default_factory=dict)
+    s2_live: list[str] = field(default_factory=list)
+    unlinked: list[UnlinkedAuthor] = field(default_factory=list)  # positions left unlinked, with why
     new_researchers: set[str] = field(default_factory=set)  # S2 author ids the archive does not hold yet
     unmatched: set[str] = field(default_factory=set)  # papers neither source could match
     failed: dict[str, str] = field(default_factory=dict)  # papers set aside, with the reason
@@ -92,68 +105,89 @@ class EnrichBatch:
             works={k: v for k, v in self.works.items() if k in people},
             citations=[c for c in self.citations if c.arxiv_id in arxiv_ids],
             s2_merged=self.s2_merged,
+            s2_live=self.s2_live,
+            unlinked=[u for u in self.unlinked if u.arxiv_id in arxiv_ids],
             new_researchers=self.new_researchers & people,
             unmatched=self.unmatched & arxiv_ids,
         )
 
 
-def _single(values: Counter[str]) -> str | None:
-    return next(iter(values)) if len(values) == 1 else None
+def _canonical(paper: S2Paper, merged: Mapping[str, str]) -> S2Paper:
+    """The paper's authors under the ids S2 uses now (it answers an id it merged with the survivor's record)."""
+    if not any(a.author_id in merged for a in paper.authors):
+        return paper
+    authors = [replace(a, author_id=merged.get(a.author_id, a.author_id)) if a.author_id else a for a in paper.authors]
+    return replace(paper, authors=authors)
 
 
-def plan_paper(
-    paper: QueuedPaper,
-    s2: S2Paper | None,
-    works: list[OAWork],
+def _decide(
     batch: EnrichBatch,
-    names: dict[str, str],
-    oa_claims: defaultdict[str, Counter[str]],
-    orcid_claims: defaultdict[str, Counter[str]],
-) -> None:
-    """Align one paper's arXiv authors with S2's and OpenAlex's lists and record the verdicts.
+    queue: Sequence[QueuedPaper],
+    s2papers: Mapping[str, S2Paper],
+    oa_works: Mapping[str, list[OAWork]],
+    ev: Evidence,
+    only: set[str] | None = None,
+) -> dict[str, list[Link]]:
+    """Every paper's links (`ingest.matching.links` decides); a paper whose data makes that fail is set aside."""
+    decided: dict[str, list[Link]] = {}
+    for q in queue:
+        if only is not None and q.arxiv_id not in only:
+            continue
+        s2 = s2papers.get(q.arxiv_id)
+        works = oa_works.get(q.arxiv_id, [])
+        if s2 is None and not works:
+            continue
+        try:
+            decided[q.arxiv_id] = decide_paper(q.authors, s2, works, ev)
+        except Exception as exc:  # pure code over one paper's data: whatever it raises is that paper's
+            batch.failed[q.arxiv_id] = failure_reason(exc)
+    return decided
 
-    `works` are the paper's OpenAlex works, the one that speaks for it first (the preprint); a
-    journal duplicate only adds institutions its preprint lacks.
-    """
+
+def _settled(links: Sequence[Link]) -> bool:
+    """Decided on the paper's own data: nothing the rest of the batch could change."""
+    return all(link.status == "linked" and link.s2_id is not None for link in links if link.status != "no_match")
+
+
+def plan_batch(
+    batch: EnrichBatch,
+    queue: Sequence[QueuedPaper],
+    s2papers: Mapping[str, S2Paper],
+    oa_works: Mapping[str, list[OAWork]],
+    evidence: Callable[[Claims], Evidence],
+) -> dict[str, list[Link]]:
+    """The links of every paper, in two passes: the second decides again the papers whose ties or OpenAlex-only
+    positions the first pass's confident links (elsewhere in the batch) may settle."""
+    first = _decide(batch, queue, s2papers, oa_works, evidence(Claims()))
+    claims = Claims()
+    for links in first.values():
+        claims.add(x for x in links if x.status == "linked" and x.s2_id and "+" not in (x.evidence or ""))
+    again = {a for a, links in first.items() if not _settled(links)}
+    if not again:
+        return first
+    return first | _decide(batch, queue, s2papers, oa_works, evidence(claims), only=again)
+
+
+def _record(batch: EnrichBatch, q: QueuedPaper, s2: S2Paper | None, works: list[OAWork], links: list[Link]) -> None:
+    """A paper's verdicts into the batch: matches with their institutions, unlinked positions, citations."""
+    for link in links:
+        for i in _institutions(link, works):
+            batch.institutions.setdefault(i.ror_id, i)
+        if link.key or link.rors:
+            evidence = link.evidence if link.key else None
+            batch.matches.append(AuthorshipMatch(q.arxiv_id, link.position, link.key, list(link.rors), evidence))
+        if link.key is None:
+            batch.unlinked.append(UnlinkedAuthor(q.arxiv_id, link.position, link.status, link.candidates))
     oaw = works[0] if works else None
-    s2_align = align_authors(paper.authors, [a.name for a in s2.authors]) if s2 else {}
-    oa_align = align_authors(paper.authors, [a.name for a in oaw.authorships]) if oaw else {}
-    dup_aligns = [(w, align_authors(paper.authors, [a.name for a in w.authorships])) for w in works[1:]]
-    # Every aligned author: a researcher when S2 identifies them, and the institutions OpenAlex gives either way
-    # (an author S2 has no identity for still counts for their institution).
-    for position in sorted(s2_align.keys() | oa_align.keys()):
-        author = s2.authors[s2_align[position]] if s2 is not None and position in s2_align else None
-        s2_id = author.author_id if author is not None else None
-        if author is not None and s2_id:
-            names.setdefault(s2_id, author.name)
-        rors: list[str] = []
-        if oaw is not None and position in oa_align:
-            oa = oaw.authorships[oa_align[position]]
-            # OpenAlex agrees on this person (same arXiv position by name): its ids attach to them.
-            if s2_id and oa.author_id:
-                oa_claims[s2_id][oa.author_id] += 1
-            if s2_id and oa.orcid:
-                orcid_claims[s2_id][oa.orcid] += 1
-            rors = [inst.ror_id for inst in oa.institutions]
-            for inst in oa.institutions:
-                batch.institutions.setdefault(inst.ror_id, inst)
-        for dup, align in dup_aligns:
-            if rors or position not in align:
-                break
-            for inst in dup.authorships[align[position]].institutions:
-                batch.institutions.setdefault(inst.ror_id, inst)
-                rors.append(inst.ror_id)
-        if s2_id or rors:
-            batch.matches.append(AuthorshipMatch(paper.arxiv_id, position, s2_id, rors))
     preprint_id = oaw.openalex_id if oaw is not None and oaw.is_preprint else None
     if s2 is not None and s2.citation_count is not None:
         batch.citations.append(
-            CitationRecord(paper.arxiv_id, s2.citation_count, "s2", s2.paper_id, preprint_id, s2.corpus_id)
+            CitationRecord(q.arxiv_id, s2.citation_count, "s2", s2.paper_id, preprint_id, s2.corpus_id)
         )
     elif oaw is not None and oaw.cited_by_count is not None:
         batch.citations.append(
             CitationRecord(
-                paper.arxiv_id,
+                q.arxiv_id,
                 oaw.cited_by_count,
                 "openalex",
                 s2.paper_id if s2 else None,
@@ -161,10 +195,18 @@ def plan_paper(
                 s2.corpus_id if s2 else None,
             )
         )
-    if not s2_align and not oa_align:
-        batch.unmatched.add(paper.arxiv_id)
-    if s2 is not None or works or paper.published < batch.give_up_before:
-        batch.done.append(paper.arxiv_id)
+
+
+def _institutions(link: Link, works: list[OAWork]) -> list[InstitutionRecord]:
+    """The institution records of a link's RORs, from the OpenAlex works that named them."""
+    wanted = set(link.rors)
+    found: dict[str, InstitutionRecord] = {}
+    for w in works:
+        for a in w.authorships:
+            for i in a.institutions:
+                if i.ror_id in wanted:
+                    found.setdefault(i.ror_id, i)
+    return list(found.values())
 
 
 async def gather_batch(
@@ -182,40 +224,86 @@ async def gather_batch(
         wanted = {q.arxiv_id: (q.doi.lower() if q.doi else None) for q in queue}
         dois = [arxiv_doi(a) for a in ids] + [d for d in wanted.values() if d]
         oa_works = match_works(wanted, await oac.works_by_doi(dois))
-    names: dict[str, str] = {}
-    oa_claims: defaultdict[str, Counter[str]] = defaultdict(Counter)
-    orcid_claims: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    # Every S2 author the papers name, asked before matching: their records (ORCIDs, names) are evidence, and S2
+    # answers an id it merged with the survivor's record.
+    asked = sorted({a.author_id for p in s2papers.values() for a in p.authors if a.author_id})
+    answered = await s2c.authors(asked) if asked else {}
+    batch.s2_merged = {old: new for old, rec in answered.items() if (new := rec.s2_author_id) and new != old}
+    batch.s2_live = sorted(old for old, rec in answered.items() if rec.s2_author_id == old)
+    s2recs = {rec.s2_author_id: rec for rec in answered.values() if rec.s2_author_id}
+    s2papers = {a: _canonical(p, batch.s2_merged) for a, p in s2papers.items()}
+    s2_ids = sorted({a.author_id for p in s2papers.values() for a in p.authors if a.author_id})
+    stored = {
+        s: Stored(r.name, r.openalex_id, r.orcid, r.rors)
+        for s, r in (await fetch_known_s2_authors(conn, s2_ids)).items()
+    }
+    speaking = [ws[0] for ws in oa_works.values() if ws]
+    repeated = repeated_ids(speaking)
+    holders = await fetch_identity_owners(
+        conn,
+        sorted({a.author_id for w in speaking for a in w.authorships if a.author_id}),
+        sorted({a.orcid for w in speaking for a in w.authorships if a.orcid}),
+    )
+
+    def evidence(claims: Claims) -> Evidence:
+        return build_evidence(stored, s2recs, claims, holders, repeated)
+
+    decided = plan_batch(batch, queue, s2papers, oa_works, evidence)
     for q in queue:
-        try:
-            plan_paper(q, s2papers.get(q.arxiv_id), oa_works.get(q.arxiv_id, []), batch, names, oa_claims, orcid_claims)
-        except Exception as exc:  # pure code over one paper's data: whatever it raises is that paper's
-            batch.failed[q.arxiv_id] = failure_reason(exc)
+        s2 = s2papers.get(q.arxiv_id)
+        works = oa_works.get(q.arxiv_id, [])
+        if q.arxiv_id in decided:
+            _record(batch, q, s2, works, decided[q.arxiv_id])
+        elif s2 is None and not works:
+            batch.unmatched.add(q.arxiv_id)
+        if q.arxiv_id not in batch.failed and (s2 is not None or works or q.published < batch.give_up_before):
+            batch.done.append(q.arxiv_id)
     if batch.failed:
         batch = replace(batch.only(set(ids) - set(batch.failed)), failed=batch.failed)
-        names = {k: v for k, v in names.items() if k in {m.researcher_key for m in batch.matches}}
     if oac is not None:
         await _add_institution_names(conn, oac, batch)
-    if not names:
-        return batch
+    await _add_researchers(conn, batch, decided, s2papers, s2recs, holders, repeated, s2c, oac)
+    return batch
 
-    s2recs = await s2c.authors(sorted(names))
-    s2_ids = _follow_s2_merges(batch, s2recs, names, oa_claims, orcid_claims)
-    # An OpenAlex id or ORCID is one person's: a value claimed for two S2 authors attaches to neither.
-    oa_of = {s: v for s in s2_ids if (v := _single(oa_claims[s]))}
-    orcid_of = {s: v for s in s2_ids if (v := (s2recs[s].orcid if s in s2recs else None) or _single(orcid_claims[s]))}
-    for mapping in (oa_of, orcid_of):
-        shared = {v for v, n in Counter(mapping.values()).items() if n > 1}
-        for s in [s for s, v in mapping.items() if v in shared]:
-            del mapping[s]
-    owners = await fetch_identity_owners(conn, sorted(set(oa_of.values())), sorted(set(orcid_of.values())))
-    for kind, mapping in (("openalex", oa_of), ("orcid", orcid_of)):
+
+async def _add_researchers(
+    conn: asyncpg.Connection,
+    batch: EnrichBatch,
+    decided: Mapping[str, list[Link]],
+    s2papers: Mapping[str, S2Paper],
+    s2recs: Mapping[str, ResearcherRecord],
+    holders: Mapping[tuple[str, str], str | None],
+    repeated: set[str],
+    s2c: SemanticScholarClient,
+    oac: OpenAlexClient | None,
+) -> None:
+    """The researchers the batch's links name: S2 authors, with the OpenAlex id and ORCID the links claim for them
+    alone (and no other researcher holds), and researchers known by an OpenAlex id alone; their figures and, for an
+    S2 author whose figures changed, their works list."""
+    linked = {m.researcher_key for m in batch.matches if m.researcher_key}
+    links = [x for a in batch.arxiv_ids for x in decided.get(a, []) if x.key in linked]
+    s2_linked = sorted({x.key for x in links if x.key and x.s2_id == x.key})
+    oa_only = sorted(linked - set(s2_linked))
+    claims = Claims()
+    claims.add(links)
+    oa_of, orcid_of, _ = unique_claims(claims, repeated)
+    for mapping, kind in ((oa_of, "openalex"), (orcid_of, "orcid")):
         for s, v in list(mapping.items()):
-            owner = owners.get((kind, v), s)
-            if owner is not None and owner != s:
-                del mapping[s]  # already another researcher's
-    oa_figures = await oac.authors(sorted(set(oa_of.values()))) if oac is not None and oa_of else {}
-    stored = await fetch_s2_figures(conn, s2_ids)
-    for s in s2_ids:
+            holder = holders.get((kind, v), s)
+            if s not in linked or (holder is not None and holder != s):
+                del mapping[s]  # already another S2 author's researcher
+    for s in s2_linked:
+        if (own := s2recs[s].orcid if s in s2recs else None) is not None:
+            orcid_of[s] = own  # S2's own record says so
+    claimed = set(oa_of.values()) | set(orcid_of.values())
+    oa_authorship = {x.key: x.oa for x in links if x.key in oa_only and x.oa is not None}
+    wanted_figures = sorted(set(oa_of.values()) | set(oa_only))
+    oa_figures = await oac.authors(wanted_figures) if oac is not None and wanted_figures else {}
+    known = await fetch_s2_figures(conn, s2_linked)
+    names = {a.author_id: a.name for p in s2papers.values() for a in p.authors if a.author_id}
+    for s in s2_linked:
+        if s not in s2recs and s not in names:
+            continue  # a stored researcher OpenAlex's id led to: linked as it is (write_batch finds it)
         rec = s2recs.get(s) or ResearcherRecord(name=names[s], s2_author_id=s)
         oa = oa_figures.get(oa_of.get(s, ""))
         batch.researchers[s] = replace(
@@ -227,13 +315,31 @@ async def gather_batch(
             openalex_h_index=oa.openalex_h_index if oa else None,
             openalex_i10_index=oa.openalex_i10_index if oa else None,
         )
-        if s not in stored:
+        if s not in known:
             batch.new_researchers.add(s)
-        if s not in s2recs:
+    for key in oa_only:
+        authorship = oa_authorship.get(key)
+        figures = oa_figures.get(key)
+        orcid = authorship.orcid if authorship is not None else None
+        if orcid and (orcid in claimed or orcid in repeated or holders.get(("orcid", orcid)) is not None):
+            orcid = None  # another researcher's
+        name = authorship.name if authorship is not None and authorship.name else key
+        batch.researchers[key] = ResearcherRecord(
+            name=figures.name if figures is not None and figures.name != key else name,
+            openalex_id=key,
+            orcid=orcid,
+            openalex_works_count=figures.openalex_works_count if figures else None,
+            openalex_cited_by_count=figures.openalex_cited_by_count if figures else None,
+            openalex_h_index=figures.openalex_h_index if figures else None,
+            openalex_i10_index=figures.openalex_i10_index if figures else None,
+        )
+    for s in s2_linked:
+        rec_found = s2recs.get(s)
+        if rec_found is None:
             continue
-        before = stored.get(s)
-        figures = (rec.s2_paper_count, rec.s2_citation_count, rec.s2_h_index)
-        if before is not None and before[3] and before[:3] == figures:
+        before = known.get(s)
+        now = (rec_found.s2_paper_count, rec_found.s2_citation_count, rec_found.s2_h_index)
+        if before is not None and before[3] and before[:3] == now:
             continue  # same figures and a stored works list: the career has not changed
         try:
             batch.works[s] = await s2c.author_works(s)
@@ -241,7 +347,6 @@ async def gather_batch(
             raise
         except UpstreamError as exc:
             log.error("works of S2 author %s skipped: %s", s, exc)
-    return batch
 
 
 async def _add_institution_names(conn: asyncpg.Connection, oac: OpenAlexClient, batch: EnrichBatch) -> None:
@@ -264,37 +369,23 @@ async def _add_institution_names(conn: asyncpg.Connection, oac: OpenAlexClient, 
             batch.institutions[rec.ror_id] = rec
 
 
-def _follow_s2_merges(
-    batch: EnrichBatch,
-    s2recs: dict[str, ResearcherRecord],
-    names: dict[str, str],
-    oa_claims: defaultdict[str, Counter[str]],
-    orcid_claims: defaultdict[str, Counter[str]],
-) -> list[str]:
-    """S2 answers an author id it merged into another with the survivor's record: from here on the batch speaks
-    of the surviving id only (the write merges a researcher stored under the old one). Returns the S2 ids."""
-    merged = {asked: new for asked, rec in s2recs.items() if (new := rec.s2_author_id) and new != asked}
-    batch.s2_merged.update(merged)
-    for old, new in merged.items():
-        s2recs[new] = s2recs.pop(old)
-        names.setdefault(new, names.pop(old))
-        oa_claims[new] += oa_claims.pop(old, Counter())
-        orcid_claims[new] += orcid_claims.pop(old, Counter())
-    if merged:
-        batch.matches = [
-            replace(m, researcher_key=merged.get(m.researcher_key, m.researcher_key)) if m.researcher_key else m
-            for m in batch.matches
-        ]
-    return sorted(names)
-
-
 async def write_batch(conn: asyncpg.Connection, batch: EnrichBatch) -> Touched:
     """One transaction's writes (the caller holds the transaction); returns what it touched."""
     touched = Touched()
+    await drop_s2_redirects(conn, batch.s2_live)
     await apply_s2_merges(conn, batch.s2_merged, touched)
+    await absorb_by_identity(
+        conn,
+        [(r.s2_author_id, r.openalex_id, r.orcid) for r in batch.researchers.values() if r.s2_author_id],
+        touched,
+    )
     inst_ids = await upsert_institutions(conn, list(batch.institutions.values()), touched=touched)
     rids = await upsert_researchers(conn, list(batch.researchers.values()), touched=touched)
+    unknown = sorted({m.researcher_key for m in batch.matches if m.researcher_key and m.researcher_key not in rids})
+    if unknown:
+        rids |= await fetch_researcher_ids_by_keys(conn, unknown)
     await apply_authorship_matches(conn, batch.matches, rids, inst_ids, touched=touched)
+    await record_unlinked(conn, batch.done, batch.unlinked)
     await replace_researcher_works(
         conn, {rids[s]: works for s, works in batch.works.items() if s in rids}, touched=touched
     )

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from db.queries.ingest_state import EnrichFailure, IngestStatus
+from db.queries.matching import UnlinkedPosition
 
 log = logging.getLogger("ingest")
 
@@ -92,6 +93,20 @@ class RunProgress:
 
 # ------------------------------------------------------------------------------------ `ingest status`
 
+UNLINKED_REASONS = ("ambiguous", "no_identity", "no_match")
+
+
+@dataclass(frozen=True, slots=True)
+class MatchingStatus:
+    """Author positions the enrichment left unlinked: counts by reason, and some of them."""
+
+    counts: dict[str, int]
+    listed: list[UnlinkedPosition]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
 
 def _ago(seconds: float | None) -> str:
     if seconds is None:
@@ -110,8 +125,11 @@ def _when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if value is not None else "never"
 
 
-def status_lines(status: IngestStatus, set_aside: list[EnrichFailure]) -> list[str]:
-    """`wovepaper ingest status` for people: one line per source, the enrichment backlog, the papers set aside."""
+def status_lines(
+    status: IngestStatus, set_aside: list[EnrichFailure], matching: MatchingStatus | None = None
+) -> list[str]:
+    """`wovepaper ingest status` for people: one line per source, the enrichment backlog, the papers set aside,
+    and the author positions left unlinked (counts, then the ambiguous ties listed)."""
     lines = []
     for s in status.sources:
         unit = "batches" if s.source == "enrich" else "pages"
@@ -125,6 +143,12 @@ def status_lines(status: IngestStatus, set_aside: list[EnrichFailure]) -> list[s
     retry = f" (next retry {_when(status.enrich_next_retry_at)})" if status.enrich_next_retry_at else ""
     lines.append(f"enrich queue: {status.enrich_waiting:,} papers waiting, {status.enrich_failed:,} set aside{retry}")
     lines += [f"  {f.arxiv_id}: {f.attempts} attempt(s), retry {_when(f.retry_at)}: {f.reason}" for f in set_aside]
+    if matching is not None:
+        counts = ", ".join(f"{matching.counts.get(r, 0):,} {r.replace('_', ' ')}" for r in UNLINKED_REASONS)
+        lines.append(f"author matching: {matching.total:,} positions unlinked ({counts})")
+        for u in matching.listed:
+            if u.reason == "ambiguous":
+                lines.append(f"  {u.arxiv_id} #{u.position} {u.name}: ambiguous between {', '.join(u.candidates)}")
     c = status.corrections
     if c is not None:
         line = f"corrections: {c.in_effect:,} in effect, {c.pending:,} waiting for an operator"
@@ -137,13 +161,15 @@ def status_lines(status: IngestStatus, set_aside: list[EnrichFailure]) -> list[s
     return lines
 
 
-def status_json(status: IngestStatus, set_aside: list[EnrichFailure]) -> dict[str, Any]:
+def status_json(
+    status: IngestStatus, set_aside: list[EnrichFailure], matching: MatchingStatus | None = None
+) -> dict[str, Any]:
     """The same as data (`--json`), timestamps in ISO 8601."""
 
     def iso(value: datetime | None) -> str | None:
         return value.isoformat() if value is not None else None
 
-    return {
+    out: dict[str, Any] = {
         "sources": [
             {
                 "source": s.source,
@@ -175,3 +201,20 @@ def status_json(status: IngestStatus, set_aside: list[EnrichFailure]) -> dict[st
         if (c := status.corrections) is not None
         else None,
     }
+    if matching is not None:
+        out["matching"] = {
+            "unlinked": matching.total,
+            **{r: matching.counts.get(r, 0) for r in UNLINKED_REASONS},
+            "positions": [
+                {
+                    "arxiv_id": u.arxiv_id,
+                    "position": u.position,
+                    "name": u.name,
+                    "reason": u.reason,
+                    "candidates": u.candidates,
+                    "noted_at": iso(u.noted_at),
+                }
+                for u in matching.listed
+            ],
+        }
+    return out

@@ -14,6 +14,7 @@ from db.cache.purge import HttpPurge
 from db.cache.store import CacheStore, create_redis
 from db.queries.figures import refresh_figures
 from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_failures, fetch_ingest_status
+from db.queries.matching import count_unlinked, fetch_unlinked
 from db.queries.merges import merge_researchers
 from db.queries.writes.corrections import Decided, decide_correction
 from db.records import Touched
@@ -26,7 +27,7 @@ from ingest.errors import BudgetExhausted
 from ingest.harvest import harvest_arxiv
 from ingest.locks import run_name, stage_lock
 from ingest.pipeline import ENRICH_BATCH, enrich
-from ingest.progress import Summary
+from ingest.progress import MatchingStatus, Summary
 from llm import ModelClient
 from settings import Settings
 
@@ -200,11 +201,15 @@ async def run_decision(
     return decided
 
 
-async def read_status(settings: Settings, *, failures: int = 10) -> tuple[IngestStatus, list[EnrichFailure]]:
-    """Every source's progress, the enrichment backlog and the latest papers set aside."""
+async def read_status(
+    settings: Settings, *, failures: int = 10, unlinked: int = 20
+) -> tuple[IngestStatus, list[EnrichFailure], MatchingStatus]:
+    """Every source's progress, the enrichment backlog, the latest papers set aside, and the author positions the
+    matching left unlinked (counts by reason, and up to `unlinked` of them, ambiguous ties first)."""
     conn = await connect(settings, "status")
     try:
-        return await fetch_ingest_status(conn), await fetch_enrich_failures(conn, limit=failures)
+        matching = MatchingStatus(await count_unlinked(conn), await fetch_unlinked(conn, limit=unlinked))
+        return await fetch_ingest_status(conn), await fetch_enrich_failures(conn, limit=failures), matching
     finally:
         await conn.close()
 

@@ -43,7 +43,7 @@ from db.queries.writes.corrections import (
     CorrectionRequest,
     submit_correction,
 )
-from ingest.parsers.names import names_match
+from ingest.matching.names import names_match
 from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput, LimitExceeded, NotFound
 from resolvers.pages import ListQuery, read_page

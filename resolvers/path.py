@@ -38,6 +38,8 @@ async def _researcher(ctx: Context, rest: str) -> tuple[ResearcherRow, PathMatch
         return None
     if key.db_id is not None and row.id != key.db_id:
         return row, "MERGED"
+    if key.kind == "s2" and row.s2_author_id != key.value:
+        return row, "MERGED"  # an S2 id S2 merged into another
     return row, "SLUG" if key.kind == "slug" else "ID"
 
 

@@ -8,7 +8,7 @@ corrections said about the absorbed profile (its pins, its owner) goes to the su
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import asyncpg
 
@@ -93,6 +93,36 @@ UPDATE corrections SET superseded_at = now() WHERE id = any($1::bigint[]) AND su
 
 SELECT_BY_S2_IDS = "SELECT s2_author_id, id FROM researchers WHERE s2_author_id = any($1::text[])"
 RENAME_S2_ID = "UPDATE researchers SET s2_author_id = $2, modified_at = now() WHERE id = $1"
+# Every merged id S2 answered becomes a redirect to the survivor, stored profile or not. Kept flat: ids that led to
+# the old one lead to the survivor, and a survivor that is itself redirected already is followed one step.
+RECORD_S2_REDIRECTS = """
+INSERT INTO s2_author_redirects AS r (old_s2_author_id, s2_author_id)
+SELECT n.old, coalesce(x.s2_author_id, n.new)
+FROM unnest($1::text[], $2::text[]) AS n(old, new)
+LEFT JOIN s2_author_redirects x ON x.old_s2_author_id = n.new
+WHERE n.old <> coalesce(x.s2_author_id, n.new)
+ON CONFLICT (old_s2_author_id) DO UPDATE SET s2_author_id = excluded.s2_author_id, seen_at = now()
+WHERE r.s2_author_id IS DISTINCT FROM excluded.s2_author_id
+"""
+CHAIN_S2_REDIRECTS = """
+UPDATE s2_author_redirects r SET s2_author_id = n.new, seen_at = now()
+FROM unnest($1::text[], $2::text[]) AS n(old, new)
+WHERE r.s2_author_id = n.old AND r.old_s2_author_id <> n.new
+"""
+# An id S2 answers as itself again is no redirect (S2 split what it had merged).
+DROP_S2_REDIRECTS = "DELETE FROM s2_author_redirects WHERE old_s2_author_id = any($1::text[])"
+# Researchers known by an OpenAlex id or ORCID alone (S2 had no id for them) that turn out to be an S2 author's:
+# the batch found the id on a position S2 gives that author. Only where the S2 author's own id of that kind is
+# unset or the same: an author OpenAlex splits in two keeps the second profile until a person says otherwise.
+SELECT_ABSORBED_BY_IDENTITY = """
+SELECT DISTINCT ON (o.id) o.id AS absorbed, s.id AS survivor
+FROM unnest($1::text[], $2::text[], $3::text[]) AS k(s2, openalex, orcid)
+JOIN researchers s ON s.s2_author_id = k.s2
+JOIN researchers o ON o.s2_author_id IS NULL AND o.id <> s.id
+  AND ((k.openalex IS NOT NULL AND o.openalex_id = k.openalex AND (s.openalex_id IS NULL OR s.openalex_id = k.openalex))
+    OR (k.orcid IS NOT NULL AND o.orcid = k.orcid AND (s.orcid IS NULL OR s.orcid = k.orcid)))
+ORDER BY o.id, s.id
+"""
 
 
 async def merge_researchers(
@@ -136,15 +166,45 @@ async def merge_researchers(
     return True
 
 
+async def drop_s2_redirects(conn: asyncpg.Connection, live_ids: Sequence[str]) -> None:
+    """S2 answered these ids as themselves: none of them redirects any longer."""
+    if live_ids:
+        await conn.execute(DROP_S2_REDIRECTS, list(live_ids))
+
+
+async def absorb_by_identity(
+    conn: asyncpg.Connection, identities: Sequence[tuple[str, str | None, str | None]], touched: Touched
+) -> int:
+    """(S2 id, OpenAlex id, ORCID) of researchers a batch writes: a researcher known only by that OpenAlex id or
+    ORCID is merged into the S2 author's stored researcher. Returns how many were merged."""
+    wanted = [(s2, oa, orcid) for s2, oa, orcid in identities if oa or orcid]
+    if not wanted:
+        return 0
+    rows = await conn.fetch(
+        SELECT_ABSORBED_BY_IDENTITY, [w[0] for w in wanted], [w[1] for w in wanted], [w[2] for w in wanted]
+    )
+    count = 0
+    for r in rows:
+        if await merge_researchers(conn, r["absorbed"], r["survivor"], touched):
+            count += 1
+    return count
+
+
 async def apply_s2_merges(conn: asyncpg.Connection, merged: Mapping[str, str], touched: Touched) -> int:
     """Semantic Scholar answers some author ids with another (it merged them): {old S2 id: surviving S2 id}.
-    A researcher stored under the old id is merged into the one stored under the survivor's, or, when none is,
-    takes the surviving id. Returns how many researchers were merged."""
+    Each old id becomes a redirect to the survivor (`s2_author_redirects`). A researcher stored under the old id
+    is merged into the one stored under the survivor's, or, when none is, takes the surviving id. Returns how many
+    researchers were merged."""
     if not merged:
         return 0
+    pairs = sorted(merged.items())
+    await conn.execute(RECORD_S2_REDIRECTS, [old for old, _ in pairs], [new for _, new in pairs])
+    await conn.execute(CHAIN_S2_REDIRECTS, [old for old, _ in pairs], [new for _, new in pairs])
     by_s2 = {
         r["s2_author_id"]: r["id"] for r in await conn.fetch(SELECT_BY_S2_IDS, sorted({*merged, *merged.values()}))
     }
+    # Lookups of the old ids that found nothing may find the survivor now.
+    touched.researchers |= {by_s2[new] for new in merged.values() if new in by_s2}
     count = 0
     for old, new in sorted(merged.items()):
         absorbed = by_s2.get(old)

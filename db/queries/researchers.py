@@ -78,7 +78,12 @@ SELECT_MERGED_IDS = """
 SELECT survivor_id, old_id FROM researcher_redirects WHERE survivor_id = any($1::bigint[]) ORDER BY survivor_id, old_id
 """
 _SELECT_BY_EXTERNAL = {
+    # An S2 id S2 merged into another leads to the survivor (s2_author_redirects), as does one whose researcher
+    # was merged by hand (researcher_redirects).
     "s2": f"""(SELECT {RESEARCHER_COLUMNS} FROM researchers r WHERE r.s2_author_id = $1)
+        UNION ALL
+        (SELECT {RESEARCHER_COLUMNS} FROM s2_author_redirects x JOIN researchers r ON r.s2_author_id = x.s2_author_id
+         WHERE x.old_s2_author_id = $1)
         UNION ALL
         (SELECT {RESEARCHER_COLUMNS} FROM researcher_redirects d JOIN researchers r ON r.id = d.survivor_id
          WHERE d.old_s2_author_id = $1 ORDER BY d.merged_at DESC LIMIT 1)

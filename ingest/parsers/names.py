@@ -1,17 +1,9 @@
-"""Author names: splitting arXiv's author string, spotting collaborations, and aligning author lists.
-
-Alignment never guesses: an arXiv author is matched to a source's author only when their names are
-compatible, and an author with two equally good candidates stays unmatched.
-"""
+"""Author names: splitting arXiv's author string and spotting collaborations (matching them to the sources' lists
+is `ingest.matching`)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from difflib import SequenceMatcher
-
-from anyascii import anyascii
 
 from db.records import AuthorRecord
 from ingest.parsers.text import detex
@@ -26,7 +18,6 @@ _LABELS_RE = re.compile(r"^\s*(?:\d+|[a-z]|\*)(?:\s*(?:,|and|&)\s*(?:\d+|[a-z]|\
 _FOOTNOTE_RE = re.compile(r"\(\s*(\d+|[a-z]|\*)\s*\)\s*")
 _ETAL_RE = re.compile(r"^et\.?\s*al\.?$", re.IGNORECASE)
 _TRAILING_ETAL_RE = re.compile(r"\s+et\.?\s*al\.?$", re.IGNORECASE)
-_MATCH_THRESHOLD = 0.7
 
 
 def is_collaboration(name: str) -> bool:
@@ -143,102 +134,3 @@ def split_authors(raw: str | None) -> list[AuthorRecord]:
 def join_name(forenames: str | None, keyname: str | None, suffix: str | None) -> str:
     """arXiv format's split name back to display order: `Forenames Keyname Suffix`."""
     return " ".join(p for p in (forenames, keyname, suffix) if p)
-
-
-@dataclass(frozen=True, slots=True)
-class FoldedName:
-    tokens: tuple[str, ...]
-
-    @property
-    def family(self) -> str:
-        return self.tokens[-1] if self.tokens else ""
-
-    @property
-    def given(self) -> tuple[str, ...]:
-        return self.tokens[:-1]
-
-
-_SUFFIXES = {"jr", "sr", "ii", "iii", "iv"}
-
-
-def fold_name(name: str) -> FoldedName:
-    """ASCII, lower case, no punctuation; hyphenated given names joined (`Zhao-xin` = `Zhaoxin`)."""
-    if name.count(",") == 1:
-        # `Bran, Andres M` (OpenAlex raw names, oai_dc creators) is family name first.
-        family, given = name.split(",")
-        name = f"{given} {family}"
-    s = anyascii(name).lower().replace("-", "").replace("'", "")
-    tokens = tuple(t for t in re.split(r"[^a-z0-9]+", s) if t and t not in _SUFFIXES)
-    return FoldedName(tokens)
-
-
-def name_similarity(a: str, b: str) -> float:
-    """0..1; 0.7 and above means the two strings can name the same person."""
-    fa, fb = fold_name(a), fold_name(b)
-    if not fa.tokens or not fb.tokens:
-        return 0.0
-    if fa.tokens == fb.tokens:
-        return 1.0
-    if fa.family == fb.family:
-        if not fa.given or not fb.given:
-            return 0.75
-        if fa.given[0][0] != fb.given[0][0]:
-            return 0.0
-        if fa.given[0] == fb.given[0]:
-            return 0.95
-        # An initial against a full given name (`A.` / `Ashish`), or two initials that agree.
-        if len(fa.given[0]) == 1 or len(fb.given[0]) == 1:
-            return 0.9
-        return 0.6
-    # Family name first (`Xu Zhaoxin`) or extra middle names: the same tokens in another order.
-    if set(fa.tokens) == set(fb.tokens):
-        return 0.85
-    ratio = SequenceMatcher(None, " ".join(fa.tokens), " ".join(fb.tokens)).ratio()
-    return ratio * 0.9 if ratio >= 0.9 else 0.0
-
-
-def names_match(a: str, b: str) -> bool:
-    """Whether two spellings can name the same person, as the alignment judges them (a correction that puts a paper on
-    a profile is held to it too)."""
-    return name_similarity(a, b) >= _MATCH_THRESHOLD
-
-
-def align_authors(arxiv: Sequence[AuthorRecord], source_names: Sequence[str | None]) -> dict[int, int]:
-    """Map arXiv author positions to indexes in a source's ordered author list.
-
-    Positional when both lists have the same length and every pair's names agree; otherwise each
-    arXiv author takes its best-scoring source author above the threshold, best pairs first, and
-    an author whose best score is shared by two candidates stays unmatched. Collaborations on
-    either side are never matched.
-    """
-    people = [a for a in arxiv if not a.is_collaboration]
-    candidates = [i for i, n in enumerate(source_names) if n and not is_collaboration(n)]
-    if not people or not candidates:
-        return {}
-    if len(people) == len(candidates):
-        pairs = list(zip(people, candidates, strict=True))
-        scores = [name_similarity(a.name, source_names[i] or "") for a, i in pairs]
-        if all(s >= _MATCH_THRESHOLD for s in scores):
-            return {a.position: i for a, i in pairs}
-    scored: list[tuple[float, int, int, int]] = []
-    ambiguous: set[int] = set()
-    for rank, a in enumerate(people):
-        row = [(name_similarity(a.name, source_names[i] or ""), i) for i in candidates]
-        row = [(s, i) for s, i in row if s >= _MATCH_THRESHOLD]
-        if not row:
-            continue
-        best = max(s for s, _ in row)
-        if sum(1 for s, _ in row if s == best) > 1:
-            ambiguous.add(a.position)
-            continue
-        for s, i in row:
-            scored.append((s, abs(rank - candidates.index(i)), a.position, i))
-    scored.sort(key=lambda t: (-t[0], t[1]))
-    matched: dict[int, int] = {}
-    used: set[int] = set()
-    for _, _, position, i in scored:
-        if position in matched or i in used or position in ambiguous:
-            continue
-        matched[position] = i
-        used.add(i)
-    return matched

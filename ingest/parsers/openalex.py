@@ -23,10 +23,11 @@ ARXIV_SOURCE = "S4306400194"
 
 @dataclass(frozen=True, slots=True)
 class OAAuthorship:
-    name: str
+    name: str  # the author's name as OpenAlex displays it (its profile's), else as printed
     author_id: str | None  # A5023888391
     orcid: str | None
     institutions: list[InstitutionRecord] = field(default_factory=list)
+    raw_name: str | None = None  # as printed on the work (`raw_author_name`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +140,7 @@ def parse_work(work: Any) -> OAWork | None:
                 author_id=normalize_openalex(aid) if isinstance(aid, str) else None,
                 orcid=normalize_orcid(orcid) if isinstance(orcid, str) else None,
                 institutions=insts,
+                raw_name=text(a.get("raw_author_name")),
             )
         )
     return OAWork(

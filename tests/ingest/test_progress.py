@@ -101,12 +101,14 @@ def test_ingest_status_command(conn: asyncpg.Connection, ingest_dsn: str) -> Non
     assert runner.invoke(app, ["ingest", "status"], env=env).output.splitlines() == [
         "nothing ingested yet",
         "enrich queue: 0 papers waiting, 0 set aside",
+        "author matching: 0 positions unlinked (0 ambiguous, 0 no identity, 0 no match)",
         "corrections: 0 in effect, 0 waiting for an operator",
     ]
     asyncio.run(harvest())
     result = runner.invoke(app, ["ingest", "status"], env=env)
     assert result.exit_code == 0, result.output
-    first, queue, corrections = result.output.splitlines()
+    first, queue, matching, corrections = result.output.splitlines()
+    assert matching.startswith("author matching: 0 positions unlinked")
     assert corrections == "corrections: 0 in effect, 0 waiting for an operator"
     assert re.fullmatch(
         r"arxiv:all: 8 records in 3 pages; last success 2\S+ \S+Z \(\d+ s ago\);"

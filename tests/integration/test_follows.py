@@ -257,9 +257,7 @@ async def test_following_lists_most_recent_first_and_pages(shared: Api) -> None:
 def expected_feed(seeded: Seeded, researchers: set[str], institutions: set[str]) -> list[int]:
     """The feed as the seed defines it: papers with a followed author or author institution, newest first."""
     chosen = [
-        p
-        for p in PAPERS
-        if any(a.researcher in researchers or institutions & set(a.institutions) for a in p.authors)
+        p for p in PAPERS if any(a.researcher in researchers or institutions & set(a.institutions) for a in p.authors)
     ]
     chosen.sort(key=lambda p: (p.published, seeded.paper_ids[p.arxiv_id]), reverse=True)
     return [seeded.paper_ids[p.arxiv_id] for p in chosen]

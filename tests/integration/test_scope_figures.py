@@ -273,6 +273,8 @@ async def test_the_migration_stores_every_researchers_figures(make_database) -> 
     try:
         # The schema as it was before the figures were stored, with researchers written through the ingest.
         await migrate(c, before="0017")
+        # Today's ingest writes the reason of each link (migration 0021's column): the one column it needs.
+        await c.execute("ALTER TABLE authorships ADD COLUMN link_evidence text")
         ids = await build_world(c, "1108", refresh=False)
         assert await migrate(c, before="0018") == ["0017_researcher_scope_figures"]
         # Today's definitions read tables of later migrations (0025's pins), which leave the stored figures alone.

@@ -119,9 +119,7 @@ async def test_the_request_line_is_the_formatters_line_and_needs_no_log_record(d
     (fast,) = _request_lines(direct)
     (slow,) = _request_lines(through_records)
     assert fast.keys() == slow.keys()
-    assert {k: v for k, v in fast.items() if k not in VARYING} == {
-        k: v for k, v in slow.items() if k not in VARYING
-    }
+    assert {k: v for k, v in fast.items() if k not in VARYING} == {k: v for k, v in slow.items() if k not in VARYING}
     assert fast["request_id"] == "req-direct" and fast["message"] == "POST /graphql 200"
     assert fast["level"] == "info" and fast["operation"] == "Names" and fast["statements"] >= 1
     assert datetime.fromisoformat(fast["time"]).tzinfo is not None

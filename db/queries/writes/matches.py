@@ -11,22 +11,42 @@ import asyncpg
 from db.ids import normalize_ror
 from db.queries.writes.papers import UPDATE_MATCHED_COUNTS, add_people_of_papers
 from db.queries.writes.staging import ids_of, stage
-from db.records import AuthorshipMatch, Touched
+from db.records import AuthorshipMatch, Touched, UnlinkedAuthor
 
-STG_MATCHES = "arxiv_id text, position integer, researcher_id bigint, institution_ids bigint[], paper_id bigint"
-STG_MATCH_COLUMNS = ("arxiv_id", "position", "researcher_id", "institution_ids")
+STG_MATCHES = """
+    arxiv_id text, position integer, researcher_id bigint, institution_ids bigint[], link_evidence text, paper_id bigint
+"""
+STG_MATCH_COLUMNS = ("arxiv_id", "position", "researcher_id", "institution_ids", "link_evidence")
 RESOLVE_STAGED_MATCHES = "UPDATE stg_matches s SET paper_id = p.id FROM papers p WHERE p.arxiv_id = s.arxiv_id"
-# A collaboration is never a researcher, so a match naming one is ignored.
+# A collaboration is never a researcher, so a match naming one is ignored. A match without a researcher leaves a
+# stored link alone: a link changes only when a later verdict names another researcher. The evidence is kept with
+# the link (a new reason for the same link rewrites it, and touches nothing the site shows).
 APPLY_RESEARCHER_MATCHES = """
 WITH m AS (
-    SELECT a.paper_id, a.position, a.researcher_id AS old_rid, s.researcher_id AS new_rid
+    SELECT a.paper_id, a.position, a.researcher_id AS old_rid, s.researcher_id AS new_rid, s.link_evidence
     FROM stg_matches s JOIN authorships a ON a.paper_id = s.paper_id AND a.position = s.position
-    WHERE NOT a.is_collaboration AND s.researcher_id IS NOT NULL AND a.researcher_id IS DISTINCT FROM s.researcher_id
+    WHERE NOT a.is_collaboration AND s.researcher_id IS NOT NULL
+      AND (a.researcher_id, a.link_evidence) IS DISTINCT FROM (s.researcher_id, s.link_evidence)
     FOR UPDATE OF a
 ), u AS (
-    UPDATE authorships a SET researcher_id = m.new_rid FROM m WHERE a.paper_id = m.paper_id AND a.position = m.position
+    UPDATE authorships a SET researcher_id = m.new_rid, link_evidence = m.link_evidence
+    FROM m WHERE a.paper_id = m.paper_id AND a.position = m.position
 )
-SELECT paper_id, old_rid, new_rid FROM m
+SELECT paper_id, old_rid, new_rid FROM m WHERE old_rid IS DISTINCT FROM new_rid
+"""
+DELETE_UNLINKED = """
+DELETE FROM unlinked_authorships u USING papers p WHERE u.paper_id = p.id AND p.arxiv_id = any($1::text[])
+"""
+# Only positions that hold no researcher after the batch's matches: one linked before keeps its link.
+INSERT_UNLINKED = """
+INSERT INTO unlinked_authorships (paper_id, position, reason, candidates)
+SELECT a.paper_id, a.position, n.reason, string_to_array(n.candidates, ' ')
+FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[]) AS n(arxiv_id, position, reason, candidates)
+JOIN papers p ON p.arxiv_id = n.arxiv_id
+JOIN authorships a ON a.paper_id = p.id AND a.position = n.position
+WHERE a.researcher_id IS NULL AND NOT a.is_collaboration
+ON CONFLICT (paper_id, position) DO UPDATE SET reason = excluded.reason, candidates = excluded.candidates,
+                                               noted_at = excluded.noted_at
 """
 # A match that names institutions replaces that authorship's set; one that names none keeps it.
 APPLY_INSTITUTION_MATCHES = """
@@ -99,7 +119,7 @@ async def apply_authorship_matches(
         insts = sorted(
             {institution_ids[r] for r in (normalize_ror(x) or x for x in m.institution_rors) if r in institution_ids}
         )
-        rows[(m.arxiv_id, m.position)] = (m.arxiv_id, m.position, rid, insts)
+        rows[(m.arxiv_id, m.position)] = (m.arxiv_id, m.position, rid, insts, m.evidence if rid else None)
     if not rows:
         return result
     await stage(conn, "stg_matches", STG_MATCHES, STG_MATCH_COLUMNS, list(rows.values()))
@@ -123,3 +143,19 @@ async def apply_authorship_matches(
     if touched is not None:
         touched.update(here)
     return result
+
+
+async def record_unlinked(
+    conn: asyncpg.Connection, arxiv_ids: Sequence[str], unlinked: Sequence[UnlinkedAuthor]
+) -> None:
+    """Replace what is noted of these papers' unlinked positions (call after their matches are applied)."""
+    if arxiv_ids:
+        await conn.execute(DELETE_UNLINKED, list(arxiv_ids))
+    if unlinked:
+        await conn.execute(
+            INSERT_UNLINKED,
+            [u.arxiv_id for u in unlinked],
+            [u.position for u in unlinked],
+            [u.reason for u in unlinked],
+            [" ".join(c for c in u.candidates if c and " " not in c) for u in unlinked],
+        )

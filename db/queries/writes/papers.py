@@ -84,9 +84,9 @@ RETURNING t.paper_id
 
 STG_AUTHORS = "paper_id bigint, position integer, name text, affiliation text, is_collaboration boolean"
 STG_CHANGED = "paper_id bigint PRIMARY KEY"
-STG_OLD_AUTHORS = "paper_id bigint, position integer, name text, researcher_id bigint"
+STG_OLD_AUTHORS = "paper_id bigint, position integer, name text, researcher_id bigint, link_evidence text"
 STG_OLD_AFFILIATIONS = "paper_id bigint, position integer, institution_id bigint"
-STG_CARRY = "paper_id bigint, position integer, old_position integer, researcher_id bigint"
+STG_CARRY = "paper_id bigint, position integer, old_position integer, researcher_id bigint, link_evidence text"
 
 # Papers whose author names by position differ from what is stored (or that have none stored yet).
 INSERT_CHANGED_AUTHOR_LISTS = """
@@ -100,8 +100,9 @@ LEFT JOIN e ON e.paper_id = b.id
 WHERE s.names IS DISTINCT FROM e.names
 """
 SAVE_OLD_AUTHORS = """
-INSERT INTO stg_old_authors (paper_id, position, name, researcher_id)
-SELECT a.paper_id, a.position, a.name, a.researcher_id FROM authorships a JOIN stg_changed c USING (paper_id)
+INSERT INTO stg_old_authors (paper_id, position, name, researcher_id, link_evidence)
+SELECT a.paper_id, a.position, a.name, a.researcher_id, a.link_evidence
+FROM authorships a JOIN stg_changed c USING (paper_id)
 """
 SAVE_OLD_AFFILIATIONS = """
 INSERT INTO stg_old_affiliations (paper_id, position, institution_id)
@@ -111,20 +112,21 @@ DELETE_CHANGED_AUTHORSHIPS = "DELETE FROM authorships a USING stg_changed c WHER
 # A name that occurs once in the old list and once in the new one (compared folded, so `Muller`
 # and `Müller` agree) is the same person: it keeps its researcher and institutions wherever it moved.
 INSERT_CARRY = """
-INSERT INTO stg_carry (paper_id, position, old_position, researcher_id)
-SELECT n.paper_id, n.position, o.position, o.researcher_id
+INSERT INTO stg_carry (paper_id, position, old_position, researcher_id, link_evidence)
+SELECT n.paper_id, n.position, o.position, o.researcher_id, o.link_evidence
 FROM (SELECT s.paper_id, s.position, s.is_collaboration, wp_fold(s.name) AS folded,
              count(*) OVER (PARTITION BY s.paper_id, wp_fold(s.name)) AS c
       FROM stg_authors s JOIN stg_changed USING (paper_id)) n
-JOIN (SELECT o.paper_id, o.position, o.researcher_id, wp_fold(o.name) AS folded,
+JOIN (SELECT o.paper_id, o.position, o.researcher_id, o.link_evidence, wp_fold(o.name) AS folded,
              count(*) OVER (PARTITION BY o.paper_id, wp_fold(o.name)) AS c
       FROM stg_old_authors o) o
   ON o.paper_id = n.paper_id AND o.folded = n.folded AND o.c = 1
 WHERE n.c = 1
 """
 INSERT_CHANGED_AUTHORSHIPS = """
-INSERT INTO authorships (paper_id, position, name, researcher_id, affiliation, is_collaboration)
+INSERT INTO authorships (paper_id, position, name, researcher_id, link_evidence, affiliation, is_collaboration)
 SELECT s.paper_id, s.position, s.name, CASE WHEN s.is_collaboration THEN NULL ELSE k.researcher_id END,
+       CASE WHEN s.is_collaboration OR k.researcher_id IS NULL THEN NULL ELSE k.link_evidence END,
        s.affiliation, s.is_collaboration
 FROM stg_authors s JOIN stg_changed USING (paper_id)
 LEFT JOIN stg_carry k ON k.paper_id = s.paper_id AND k.position = s.position
@@ -173,7 +175,8 @@ WITH old AS (
 ), upd AS (
     UPDATE authorships a
     SET affiliation = s.affiliation, is_collaboration = s.is_collaboration,
-        researcher_id = CASE WHEN s.is_collaboration THEN NULL ELSE a.researcher_id END
+        researcher_id = CASE WHEN s.is_collaboration THEN NULL ELSE a.researcher_id END,
+        link_evidence = CASE WHEN s.is_collaboration THEN NULL ELSE a.link_evidence END
     FROM old JOIN stg_authors s ON s.paper_id = old.paper_id AND s.position = old.position
     WHERE a.paper_id = old.paper_id AND a.position = old.position
 )

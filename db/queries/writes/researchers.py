@@ -39,6 +39,9 @@ UPDATE stg_researchers s SET rid = coalesce(
     (SELECT r.id FROM researchers r WHERE r.openalex_id = s.openalex_id),
     (SELECT r.id FROM researchers r WHERE r.orcid = s.orcid))
 """
+SELECT_RESOLVED_KEYS = """
+SELECT coalesce(s2_author_id, openalex_id, orcid) AS key, rid FROM stg_researchers WHERE rid IS NOT NULL
+"""
 # Two records that turned out to be one researcher: the first of the batch speaks for both.
 DEDUPE_STAGED_RESEARCHERS = """
 DELETE FROM stg_researchers s USING stg_researchers o WHERE s.rid = o.rid AND s.n > o.n
@@ -151,12 +154,15 @@ async def upsert_researchers(
     ]
     await stage(conn, "stg_researchers", STG_RESEARCHERS, STG_RESEARCHER_COLUMNS, rows)
     await conn.execute(RESOLVE_STAGED_RESEARCHERS)
+    # A record found under another of its ids (its ORCID is a stored researcher's whose S2 id differs) is that
+    # researcher: its key leads there, though the row keeps the S2 id it has.
+    found = {r["key"]: r["rid"] for r in await conn.fetch(SELECT_RESOLVED_KEYS)}
     await conn.execute(DEDUPE_STAGED_RESEARCHERS)
     changed = ids_of(await conn.fetch(UPDATE_RESEARCHERS_FROM_STAGING), "id")
     changed |= ids_of(await conn.fetch(INSERT_RESEARCHERS_FROM_STAGING), "id")
     if touched is not None:
         touched.researchers |= changed
-    return {r["key"]: r["id"] for r in await conn.fetch(SELECT_STAGED_RESEARCHER_IDS)}
+    return found | {r["key"]: r["id"] for r in await conn.fetch(SELECT_STAGED_RESEARCHER_IDS)}
 
 
 async def fetch_researcher_ids_by_keys(conn: asyncpg.Connection, keys: Sequence[str]) -> dict[str, int]:
