@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from db.cache.allowance import request_allowance
 from edge.body_limit import TooLarge, declared_length, limited, reject
 from edge.errors import EdgeError, send_error
 from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network
@@ -83,14 +84,17 @@ class Front:
         rid = state["request_id"] = request_id(headers.get(b"x-request-id"))
         started = time.perf_counter()
         out = _Out(send, rid)
-        try:
-            if b"origin" in headers:
-                await self.cors(scope, receive, out)
-            else:
-                out.vary = True
-                await self._checked(scope, receive, out)
-        finally:
-            report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
+        # One Redis timeout at most for the whole request (db/cache/allowance.py).
+        with request_allowance() as allowance:
+            state["redis_allowance"] = allowance
+            try:
+                if b"origin" in headers:
+                    await self.cors(scope, receive, out)
+                else:
+                    out.vary = True
+                    await self._checked(scope, receive, out)
+            finally:
+                report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
 
     def answer_now(self, scope: Scope, body: bytes, write: Write) -> bool | Coroutine[Any, Any, None]:
         """Answers, through `write`, a request `__call__` would answer from memory, with the same response (headers
@@ -141,10 +145,12 @@ class Front:
         out = _Out(_Written(write), rid)
         out.vary = True
         out.budget = budget
-        try:
-            await self.memory.answer_charged(scope, recalled, out, out.answer)
-        finally:
-            report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
+        with request_allowance() as allowance:
+            state["redis_allowance"] = allowance
+            try:
+                await self.memory.answer_charged(scope, recalled, out, out.answer)
+            finally:
+                report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
 
     async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
         """After CORS: the body limit, identity, then the route."""

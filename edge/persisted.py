@@ -19,10 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, Literal
 
-from redis.asyncio import Redis
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from db.cache import keys
+from db.cache.client import RedisClient
+from db.cache.scripts import Script
 from db.cache.store import CacheStore, Unavailable
 from edge.errors import EdgeError, send_error
 from edge.identity import Identity
@@ -37,18 +38,13 @@ MAX_REGISTERED_BYTES: Final = 16 * 1024
 MAX_REGISTRATIONS: Final = 2000
 _SHA256 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 
-# KEYS[1] document, KEYS[2] window counter; ARGV document, ttl, most registrations per window.
-_REGISTER = """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('EXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-local n = redis.call('INCR', KEYS[2])
-if n == 1 then redis.call('EXPIRE', KEYS[2], ARGV[2]) end
-if n > tonumber(ARGV[3]) then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-return 1
-"""
+# KEYS[1] the window's counter; ARGV ttl. The count after this registration. The document is another key (another
+# hash tag, so documents spread over a Cluster): it is written after its count.
+_COUNT = Script("""
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return n
+""")
 
 
 def sha256_hex(document: str) -> str:
@@ -159,11 +155,15 @@ async def _registered(store: CacheStore | None, digest: str) -> str | None:
 async def _register(store: CacheStore | None, digest: str, document: str) -> None:
     if store is None or store.redis is None:
         return
-    script = store.redis.register_script(_REGISTER)
     doc_key = keys.persisted_query(store.namespace, digest)
     count_key = keys.persisted_query_count(store.namespace)
 
-    async def run(r: Redis) -> object:
-        return await script(keys=[doc_key, count_key], args=[document, REGISTRATION_TTL_S, MAX_REGISTRATIONS], client=r)
+    async def run(r: RedisClient) -> object:
+        if await r.expire(doc_key, REGISTRATION_TTL_S):
+            return True  # registered already: kept another window, not counted again
+        count = await _COUNT.run(r, [count_key], [REGISTRATION_TTL_S])
+        if not isinstance(count, int) or count > MAX_REGISTRATIONS:
+            return False
+        return await r.set(doc_key, document, ex=REGISTRATION_TTL_S)
 
     await store.call(run)

@@ -9,9 +9,10 @@ from datetime import date
 
 import asyncpg
 
+from db.cache.client import create_redis
 from db.cache.invalidation import attach_purge
 from db.cache.purge import HttpPurge
-from db.cache.store import CacheStore, create_redis
+from db.cache.store import CacheStore
 from db.queries.figures import refresh_figures
 from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_failures, fetch_ingest_status
 from db.queries.merges import merge_researchers
@@ -51,8 +52,8 @@ async def connect(settings: Settings) -> asyncpg.Connection:
 async def _resources(settings: Settings) -> AsyncIterator[tuple[asyncpg.Connection, CacheStore | None]]:
     conn = await connect(settings)
     cache = None
-    if settings.redis_url:
-        redis = create_redis(settings.redis_url, timeout_s=settings.redis_timeout_s)
+    if settings.redis is not None:
+        redis = create_redis(settings.redis, timeout_s=settings.redis_timeout_s)
         cache = CacheStore(
             redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
         )

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
-import redis.asyncio as aioredis
 import strawberry
 from starlette.requests import Request
 from starlette.responses import Response
 
 from chat.service import ChatService
+from db.cache.client import RedisClient
 from edge.identity import ANONYMOUS_LOCAL, Identity
 from edge.ratelimit import Budget
 from resolvers.loaders import Loaders
@@ -25,7 +25,7 @@ class Context:
     pool: asyncpg.Pool
     settings: Settings
     loaders: Loaders
-    redis: aioredis.Redis | None = None
+    redis: RedisClient | None = None
     request: Request | None = None
     response: Response | None = None
     # The aggregate cache store, set by whoever wires the cache into the app; None when absent.
@@ -55,7 +55,7 @@ class Context:
         pool: asyncpg.Pool,
         settings: Settings,
         *,
-        redis: aioredis.Redis | None = None,
+        redis: RedisClient | None = None,
         request: Request | None = None,
         response: Response | None = None,
         cache: Any = None,

@@ -16,8 +16,9 @@ import pytest
 import localservers
 from db.cache import keys
 from db.cache.breaker import BreakerState, CircuitBreaker
+from db.cache.client import create_redis
 from db.cache.invalidation import invalidate
-from db.cache.store import CacheStore, create_redis
+from db.cache.store import CacheStore
 from db.pool import create_pool
 from db.queries.aggregates import ResearcherStatsRow
 from db.records import Touched

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 import localservers
 from app import create_app
 from cli import app as cli_app
-from db.cache.store import CacheStore, create_redis
+from db.cache.client import create_redis
+from db.cache.store import CacheStore
 from edge import ratelimit
 from edge.api_keys import ApiKeyAuthenticator
 from edge.ratelimit import RateLimiter

@@ -199,7 +199,7 @@ def purge_receiver() -> Iterator[str]:
 
 
 async def test_invalidation_purges_the_cdn_tags(seeded: Any, redis_url: str, cache_namespace: str, purge_receiver):
-    from db.cache.store import create_redis
+    from db.cache.client import create_redis
 
     store = CacheStore(create_redis(redis_url, timeout_s=1.0), namespace=f"{cache_namespace}-purge", ttl_s=60)
     purge = HttpPurge(purge_receiver)
