@@ -138,6 +138,12 @@ def is_cluster(client: object) -> bool:
     return isinstance(client, RedisCluster)
 
 
+def replicated(client: object) -> bool:
+    """Whether the client's Redis has replicas that may take over (Sentinel, Cluster): writes that must survive a
+    failover wait for one (WAIT)."""
+    return isinstance(client, RedisCluster | _SentinelRedis)
+
+
 def slot(key: str) -> int:
     """The Cluster slot of `key` (by its hash tag, db/cache/keys.py)."""
     return key_slot(key.encode())

@@ -8,6 +8,8 @@ In order, each step finished before the next starts (on a Cluster each is one pi
 3. on a Cluster, the members of the dropped sets are deleted (one server does that inside the scripts);
 4. the dropped tags are published (a shard channel on a Cluster) for the workers' in-process copies
    (db/cache/near.py), and the writer waits one more round trip on that server.
+Under Sentinel or on a Cluster each step also waits (at most the Redis timeout) until a replica has its writes
+(WAIT): Redis replicates asynchronously, and a drop only the dying primary had would come back with its replica.
 A store joins its tag sets before its guarded write (db/cache/store.py), so whatever the interleaving a value
 computed before the write is either refused by its guard or found in a set this drops. Each script's keys share
 one hash tag.
@@ -25,7 +27,7 @@ from typing import Final
 from redis.asyncio.cluster import RedisCluster
 
 from db.cache import keys
-from db.cache.client import RedisClient, slot
+from db.cache.client import RedisClient, replicated, slot
 from db.cache.scripts import Call, Script
 from db.cache.store import CacheStore, Unavailable
 from db.records import Touched
@@ -44,6 +46,14 @@ def attach_purge(cache: CacheStore, purge: Purge) -> None:
 
 # Entities per script call: bounds the time Redis spends in one script.
 CHUNK: Final = 200
+
+# KEYS: the members of dropped tag sets under one hash tag (a Cluster's step 3).
+_DELETE = Script("""
+for i = 1, #KEYS do
+  redis.call('DEL', KEYS[i])
+end
+return #KEYS
+""")
 
 # KEYS: ARGV[3] epochs, then ARGV[4] tag sets dropped alone (a bucket's lists tag, tags of lookups that found
 # nothing), then ARGV[5] (tag set, generation) pairs, then plain keys (aggregates) to delete. ARGV[1] ttl, ARGV[2]
@@ -177,6 +187,7 @@ async def _run(redis: RedisClient, cache: CacheStore, entities: list[tuple[str, 
     ns = cache.namespace
     cluster = isinstance(redis, RedisCluster)
     ttl = cache.ttl_s * 2
+    wait_ms = int(cache.timeout_s * 1000) if replicated(redis) else 0
     epoch = os.urandom(8).hex()
     # Step 1: every bucket's epoch and lists tag (one script per bucket on a Cluster, else one for all).
     buckets: dict[int, _Work] = {}
@@ -195,12 +206,19 @@ async def _run(redis: RedisClient, cache: CacheStore, entities: list[tuple[str, 
         work.plain += plain
         work.entities += 1
     if cluster:
-        await _DROP.run_many(redis, [w.call(ttl, epoch, False) for w in buckets.values()])
-        found = await _DROP.run_many(redis, [w.call(ttl, epoch, False) for ws in groups.values() for w in ws])
-        # Step 3: the members, under their own hash tags (DEL split by slot).
-        members = [m for result in found if isinstance(result, list) for m in result]
-        for start in range(0, len(members), 1000):
-            await redis.delete(*members[start : start + 1000])
+        await _DROP.run_many(redis, [w.call(ttl, epoch, False) for w in buckets.values()], replicated_ms=wait_ms)
+        entity_calls = [w.call(ttl, epoch, False) for ws in groups.values() for w in ws]
+        found = await _DROP.run_many(redis, entity_calls, replicated_ms=wait_ms)
+        # Step 3: the members, under their own hash tags.
+        by_slot: dict[int, list[str]] = {}
+        for result in found:
+            for member in result if isinstance(result, list) else ():
+                name = member.decode() if isinstance(member, bytes) else str(member)
+                by_slot.setdefault(slot(name), []).append(name)
+        deletes: list[Call] = [
+            (names_[i : i + 1000], []) for names_ in by_slot.values() for i in range(0, len(names_), 1000)
+        ]
+        await _DELETE.run_many(redis, deletes, replicated_ms=wait_ms)
     else:
         # One server: the epochs first, in the first call, with the first entities.
         first = buckets[0]
@@ -210,8 +228,8 @@ async def _run(redis: RedisClient, cache: CacheStore, entities: list[tuple[str, 
             first.alone += head.alone
             first.pairs += head.pairs
             first.plain += head.plain
-        await _DROP.run_many(redis, [first.call(ttl, epoch, True)])
-        await _DROP.run_many(redis, [w.call(ttl, epoch, True) for w in chunks])
+        await _DROP.run_many(redis, [first.call(ttl, epoch, True)], replicated_ms=wait_ms)
+        await _DROP.run_many(redis, [w.call(ttl, epoch, True) for w in chunks], replicated_ms=wait_ms)
     # Step 4: tell the workers, then one more round trip on the same server: Redis has written the message to every
     # subscriber before it answers a later command, so once this returns the next request on any worker sees the
     # drop (db/cache/near.py).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -30,8 +31,10 @@ class Script:
     async def run(self, redis: RedisClient, keys: Sequence[str], args: Sequence[bytes | str | int | float]) -> object:
         return (await self.run_many(redis, [(keys, args)]))[0]
 
-    async def run_many(self, redis: RedisClient, calls: Sequence[Call]) -> list[object]:
-        """Each call's result, in order; raises the first error a call ended with."""
+    async def run_many(self, redis: RedisClient, calls: Sequence[Call], *, replicated_ms: int = 0) -> list[object]:
+        """Each call's result, in order; raises the first error a call ended with. `replicated_ms`: then wait (WAIT,
+        on each server written to, at most that long) until a replica has the writes, so that a failover right after
+        does not undo them; a primary without a replica answers after that long, and that is all."""
         if not calls:
             return []
         results: list[object] = [None] * len(calls)
@@ -41,7 +44,9 @@ class Script:
             for i in todo:
                 keys, args = calls[i]
                 pipe.evalsha(self.sha, len(keys), *keys, *args)
-            got: list[object] = await pipe.execute(raise_on_error=False)
+            if replicated_ms:
+                _wait_for_replicas(redis, pipe, [calls[i][0][0] for i in todo], replicated_ms)
+            got: list[object] = (await pipe.execute(raise_on_error=False))[: len(todo)]
             missed = []
             for i, result in zip(todo, got, strict=True):
                 if isinstance(result, NoScriptError) and not attempt:
@@ -57,3 +62,17 @@ class Script:
             if isinstance(result, Exception):
                 raise result
         return results
+
+
+def _wait_for_replicas(redis: RedisClient, pipe: Any, first_keys: Sequence[str], timeout_ms: int) -> None:
+    """WAIT 1 on the connection each server's writes of `pipe` go over: one pipeline is one connection per server."""
+    if isinstance(redis, RedisCluster):
+        nodes = {}
+        for key in first_keys:
+            node = redis.get_node_from_key(key)
+            if node is not None:
+                nodes[node.name] = node
+        for node in nodes.values():
+            pipe.execute_command("WAIT", 1, timeout_ms, target_nodes=node)
+    else:
+        pipe.execute_command("WAIT", 1, timeout_ms)

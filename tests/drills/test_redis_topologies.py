@@ -1,0 +1,186 @@
+"""Redis beyond one server, with real servers the tests start on loopback (tests/drills/redis_servers.py): a Cluster of
+three primaries with a replica each, and a primary with a replica and three Sentinels, each started once for the
+module. Several `wovepaper serve` processes share them and must agree; a primary is killed under load (SIGKILL) and
+slots move under load (`redis-cli --cluster reshard`), and every answer must stay right; a frozen Redis (SIGSTOP)
+costs a request one timeout at most. The assertions are about answers and counts, never about how fast they came;
+bench/drills.py runs the same drills longer and prints the times."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+import localservers
+from tests.drills.load import site_calls
+from tests.drills.redis_servers import LocalCluster, LocalSentinel, missing, start_cluster, start_sentinel
+from tests.drills.scenarios import load_small_demo
+from tests.drills.topologies import (
+    agreement_drill,
+    api_env,
+    channel_primary,
+    cluster_env,
+    failover_drill,
+    frozen_lines,
+    namespace,
+    request_lines,
+    reshard_drill,
+    start_apis,
+)
+from tests.fake_model import fake_model
+from tests.integration.chat_support import KEY, chatbot
+from tests.jwt_support import SECRET
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(missing() is not None, reason=str(missing()))]
+
+
+@pytest.fixture(scope="module")
+async def topology_db(make_database: Any) -> str:
+    dsn = await make_database("topologies")
+    await load_small_demo(dsn)
+    return str(dsn)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    started = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSentinel]:
+    started = start_sentinel(tmp_path_factory.mktemp("sentinel"))
+    yield started
+    started.stop()
+
+
+def assert_all_right(result: Any) -> None:
+    """Every answer the right data: none failed, none wrong, not even a retryable 503."""
+    print(result.summary, result.facts)
+    for phase, summary in result.summary.items():
+        assert set(summary["outcomes"]) == {"ok"}, (phase, summary)
+        assert summary["requests"] > 0, phase
+
+
+async def test_three_processes_on_a_cluster_agree(topology_db: str, cluster: LocalCluster, tmp_path: Any) -> None:
+    env = api_env(
+        cluster_env(cluster),
+        namespace(),
+        WOVEPAPER_RATE_LIMITS="on",
+        WOVEPAPER_ANON_POINTS_PER_HOUR=str(10**9),
+        WOVEPAPER_JWT_SECRET=SECRET,
+    )
+    async with fake_model(chatbot) as model:
+        env |= {"WOVEPAPER_LLM_API_URL": model.base_url, "WOVEPAPER_LLM_MODEL": "fake", "WOVEPAPER_LLM_API_KEY": KEY}
+        apis = start_apis(env, tmp_path, 3)
+        try:
+            facts = await agreement_drill(topology_db, apis, env, model)
+        finally:
+            for api in apis:
+                api.stop()
+    print(facts)
+    cost = facts["cost"]
+    # The key's 60 points spent once across the three, wherever each request went.
+    assert cost and facts["points_allowed"] == 60 // cost * cost and facts["budget_refused_by_process"] is not None
+    assert facts["used_reported"] == [cost * (i + 1) for i in range(60 // cost)]
+    assert facts["response_cache"] == ["miss", "hit", "hit"] and facts["same_answer"]
+    assert facts["held_before"] == ["hit", "hit", "hit"]
+    assert facts["name_after_invalidation"] == [True, True, True]
+    assert facts["chat_replayed"] == [False, True, True] and facts["chat_same_answer"]
+    assert facts["chat_model_requests"] == 1
+    assert facts["revoked_key_status"] == [401, 401, 401]
+
+
+async def test_a_frozen_redis_costs_a_request_one_timeout_at_most(topology_db: str, tmp_path: Any) -> None:
+    """One Redis frozen (SIGSTOP) under three processes, each request from another client (its charge goes to Redis),
+    the site's pages asked: every answer right, and no request waited out more than one Redis timeout (its log line
+    counts them)."""
+    redis = localservers.start_redis(tmp_path / "redis", port=localservers.free_port())
+    env = api_env(
+        {"REDIS_URL": redis.url},
+        namespace(),
+        WOVEPAPER_RATE_LIMITS="on",
+        WOVEPAPER_ANON_POINTS_PER_HOUR=str(10**9),
+        WOVEPAPER_TRUSTED_PROXIES="127.0.0.1",
+        WOVEPAPER_REDIS_TIMEOUT_S="0.25",
+        WOVEPAPER_NEAR_CACHE_MB="0",
+    )
+    apis = start_apis(env, tmp_path, 3)
+    clients = [httpx.AsyncClient(base_url=a.url, timeout=30) for a in apis]
+    try:
+        calls = await site_calls(topology_db)
+        expected = {}
+        for i, c in enumerate(calls):
+            expected[i] = (await clients[i % 3].post("/graphql", json=c.body)).json()["data"]
+        since = [len(request_lines(a)) for a in apis]
+        os.kill(redis.pid, signal.SIGSTOP)
+        try:
+
+            async def ask(n: int) -> bool:
+                headers = {"x-forwarded-for": f"198.18.{n // 256}.{n % 256}"}
+                r = await clients[n % 3].post("/graphql", json=calls[n % len(calls)].body, headers=headers)
+                return r.status_code == 200 and r.json().get("data") == expected[n % len(calls)]
+
+            answers = await asyncio.gather(*(ask(n) for n in range(60)))
+        finally:
+            os.kill(redis.pid, signal.SIGCONT)
+        await asyncio.sleep(1.0)  # the log lines reach their files
+        lines = frozen_lines(apis, since)
+    finally:
+        for c in clients:
+            await c.aclose()
+        for a in apis:
+            a.stop()
+        redis.stop()
+    assert all(answers)
+    waited = [line["redis_timeouts"] for line in lines]
+    print({"requests": len(lines), "one_timeout": waited.count(1), "skipped": sum(x["redis_skipped"] for x in lines)})
+    assert len(lines) == 60
+    assert max(waited) == 1  # some waited one out (the freeze was felt), none waited two
+
+
+async def test_a_cluster_primary_killed_under_load(topology_db: str, cluster: LocalCluster, tmp_path: Any) -> None:
+    ns = namespace()
+    result = await failover_drill(
+        topology_db,
+        api_env(cluster_env(cluster), ns),
+        tmp_path,
+        # The primary of the invalidation channel: the processes' subscriptions are lost with it, and come back.
+        victim=lambda: channel_primary(cluster, ns),
+        recovered=cluster.healthy,
+        phase_s=2.0,
+    )
+    assert_all_right(result)
+    assert result.facts["first_redis_hit_after_s"] > 0  # answered from Redis again once its replica took over
+    assert result.facts["hits_after_failover"] > 0
+    await asyncio.to_thread(cluster.wait_healthy)
+
+
+async def test_slots_moved_under_load(topology_db: str, cluster: LocalCluster, tmp_path: Any) -> None:
+    await asyncio.to_thread(cluster.wait_healthy)
+    result = await reshard_drill(
+        topology_db, cluster, api_env(cluster_env(cluster), namespace()), tmp_path, slots=2000, phase_s=2.0
+    )
+    assert_all_right(result)
+    assert result.facts["redis_errors"] == 0  # MOVED and ASK followed: no call failed
+
+
+async def test_a_sentinel_primary_killed_under_load(topology_db: str, sentinel: LocalSentinel, tmp_path: Any) -> None:
+    victim = sentinel.current_primary()
+    result = await failover_drill(
+        topology_db,
+        api_env(sentinel.env(), namespace()),
+        tmp_path,
+        victim=lambda: victim,
+        recovered=lambda: sentinel.current_primary() is not victim and sentinel.in_sync(),
+        phase_s=2.0,
+    )
+    assert_all_right(result)
+    assert result.facts["first_redis_hit_after_s"] > 0  # answered from Redis again once the replica was promoted
+    assert result.facts["hits_after_failover"] > 0
