@@ -176,7 +176,8 @@ async def _drop(cache: CacheStore | None, touched: Touched) -> None:
         *(("institution", i) for i in sorted(todo.institutions)),
     ]
     names = _dropped_alone(todo)
-    done = await cache.call(lambda r: _run(r, cache, entities, names))
+    # With replicas, each of its three writing steps may wait a timeout for one's acknowledgement.
+    done = await cache.call(lambda r: _run(r, cache, entities, names), round_trips=5 if replicated(cache.redis) else 2)
     if isinstance(done, Unavailable):
         cache.metrics.invalidation_failures += 1
         cache.pending_invalidation.update(todo)

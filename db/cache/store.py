@@ -158,13 +158,14 @@ class CacheStore:
         self.peak_in_flight = 0
         self._breaker_reported = -1
 
-    async def call(self, op: Callable[[RedisClient], Awaitable[R]]) -> R | Unavailable:
+    async def call(self, op: Callable[[RedisClient], Awaitable[R]], *, round_trips: int = 2) -> R | Unavailable:
         """Run one Redis operation through the breaker; UNAVAILABLE instead of any Redis failure. Within a request,
-        nothing once a call of the request failed, else bounded by the Redis timeout."""
+        nothing once a call of the request failed, else bounded by the Redis timeout; outside one (the ingest),
+        by `round_trips` timeouts."""
         if self.redis is None or allowance.spent():
             return UNAVAILABLE
         in_request = allowance.current_allowance() is not None
-        result = await self._call(op, self.timeout_s if in_request else self.timeout_s * 2)
+        result = await self._call(op, self.timeout_s if in_request else self.timeout_s * round_trips)
         if isinstance(result, Unavailable) and result.failed:
             allowance.note_failure(timed_out=False)
         return result
