@@ -45,7 +45,7 @@ class Script:
                 keys, args = calls[i]
                 pipe.evalsha(self.sha, len(keys), *keys, *args)
             if replicated_ms:
-                _wait_for_replicas(redis, pipe, [calls[i][0][0] for i in todo], replicated_ms)
+                await _wait_for_replicas(redis, pipe, [calls[i][0][0] for i in todo], replicated_ms)
             got: list[object] = (await pipe.execute(raise_on_error=False))[: len(todo)]
             missed = []
             for i, result in zip(todo, got, strict=True):
@@ -64,9 +64,10 @@ class Script:
         return results
 
 
-def _wait_for_replicas(redis: RedisClient, pipe: Any, first_keys: Sequence[str], timeout_ms: int) -> None:
+async def _wait_for_replicas(redis: RedisClient, pipe: Any, first_keys: Sequence[str], timeout_ms: int) -> None:
     """WAIT 1 on the connection each server's writes of `pipe` go over: one pipeline is one connection per server."""
     if isinstance(redis, RedisCluster):
+        await redis.initialize()  # the layout, to know which servers the writes go to (once per client)
         nodes = {}
         for key in first_keys:
             node = redis.get_node_from_key(key)

@@ -26,7 +26,6 @@ from tests.drills.topologies import (
     channel_primary,
     cluster_env,
     failover_drill,
-    frozen_lines,
     namespace,
     request_lines,
     reshard_drill,
@@ -78,7 +77,7 @@ async def test_three_processes_on_a_cluster_agree(topology_db: str, cluster: Loc
     )
     async with fake_model(chatbot) as model:
         env |= {"WOVEPAPER_LLM_API_URL": model.base_url, "WOVEPAPER_LLM_MODEL": "fake", "WOVEPAPER_LLM_API_KEY": KEY}
-        apis = start_apis(env, tmp_path, 3)
+        apis = start_apis(topology_db, env, tmp_path, 3)
         try:
             facts = await agreement_drill(topology_db, apis, env, model)
         finally:
@@ -111,19 +110,18 @@ async def test_a_frozen_redis_costs_a_request_one_timeout_at_most(topology_db: s
         WOVEPAPER_REDIS_TIMEOUT_S="0.25",
         WOVEPAPER_NEAR_CACHE_MB="0",
     )
-    apis = start_apis(env, tmp_path, 3)
+    apis = start_apis(topology_db, env, tmp_path, 3)
     clients = [httpx.AsyncClient(base_url=a.url, timeout=30) for a in apis]
     try:
         calls = await site_calls(topology_db)
         expected = {}
         for i, c in enumerate(calls):
             expected[i] = (await clients[i % 3].post("/graphql", json=c.body)).json()["data"]
-        since = [len(request_lines(a)) for a in apis]
         os.kill(redis.pid, signal.SIGSTOP)
         try:
 
             async def ask(n: int) -> bool:
-                headers = {"x-forwarded-for": f"198.18.{n // 256}.{n % 256}"}
+                headers = {"x-forwarded-for": f"198.18.{n // 256}.{n % 256}", "x-request-id": f"frozen-{n}"}
                 r = await clients[n % 3].post("/graphql", json=calls[n % len(calls)].body, headers=headers)
                 return r.status_code == 200 and r.json().get("data") == expected[n % len(calls)]
 
@@ -131,7 +129,7 @@ async def test_a_frozen_redis_costs_a_request_one_timeout_at_most(topology_db: s
         finally:
             os.kill(redis.pid, signal.SIGCONT)
         await asyncio.sleep(1.0)  # the log lines reach their files
-        lines = frozen_lines(apis, since)
+        lines = [x for a in apis for x in request_lines(a) if str(x["request_id"]).startswith("frozen-")]
     finally:
         for c in clients:
             await c.aclose()
