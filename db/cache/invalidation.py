@@ -8,7 +8,7 @@ In order, each step finished before the next starts (on a Cluster each is one pi
 3. on a Cluster, the members of the dropped sets are deleted (one server does that inside the scripts);
 4. the dropped tags are published (a shard channel on a Cluster) for the workers' in-process copies
    (db/cache/near.py), and the writer waits one more round trip on that server.
-Under Sentinel or on a Cluster each step also waits (at most the Redis timeout) until a replica has its writes
+Under Sentinel or on a Cluster each step also waits (at most half the Redis timeout) until a replica has its writes
 (WAIT): Redis replicates asynchronously, and a drop only the dying primary had would come back with its replica.
 A store joins its tag sets before its guarded write (db/cache/store.py), so whatever the interleaving a value
 computed before the write is either refused by its guard or found in a set this drops. Each script's keys share
@@ -188,7 +188,8 @@ async def _run(redis: RedisClient, cache: CacheStore, entities: list[tuple[str, 
     ns = cache.namespace
     cluster = isinstance(redis, RedisCluster)
     ttl = cache.ttl_s * 2
-    wait_ms = int(cache.timeout_s * 1000) if replicated(redis) else 0
+    # Half the socket timeout: the reply must come before the read gives up (a primary without a replica waits it out).
+    wait_ms = int(cache.timeout_s * 500) if replicated(redis) else 0
     epoch = os.urandom(8).hex()
     # Step 1: every bucket's epoch and lists tag (one script per bucket on a Cluster, else one for all).
     buckets: dict[int, _Work] = {}

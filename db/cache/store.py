@@ -488,8 +488,11 @@ def _ref_order(ref: EntityRef) -> tuple[str, str]:
 
 async def _mget_chunked(redis: RedisClient, wanted: list[str]) -> list[bytes | None]:
     if isinstance(redis, RedisCluster):
-        # One MGET per slot, in one pipeline (split by node).
-        return list(map(_as_bytes, await redis.mget_nonatomic(wanted)))
+        if len({slot(k) for k in wanted}) > 1:
+            # One MGET per slot, in one pipeline (split by node).
+            return list(map(_as_bytes, await redis.mget_nonatomic(wanted)))
+        # A request's own read (an entry and its guard) is one slot: one command, no pipeline.
+        return list(map(_as_bytes, await redis.mget(wanted)))
     if len(wanted) <= MGET_CHUNK:
         return list(map(_as_bytes, await redis.mget(wanted)))
     pipe = redis.pipeline(transaction=False)

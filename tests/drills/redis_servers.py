@@ -12,7 +12,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,74 @@ from localservers.redis import _die_with_parent_hook
 PASSWORD = "drill-secret"
 SENTINEL_PASSWORD = "sentinel-secret"
 MASTER = "wovepaper"
+
+
+@dataclass(frozen=True)
+class Tls:
+    """A CA and a certificate for 127.0.0.1 it signed, as files: every server speaks TLS only (`--port 0`)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    def server_args(self) -> list[str]:
+        return [
+            "--tls-cert-file", str(self.cert), "--tls-key-file", str(self.key), "--tls-ca-cert-file", str(self.ca),
+            "--tls-auth-clients", "no", "--tls-replication", "yes",
+        ]  # fmt: skip
+
+    def url_options(self) -> str:
+        """`REDIS_URL`'s query: trust the CA (redis-py's option)."""
+        return f"?ssl_ca_certs={self.ca}"
+
+    def client_kwargs(self) -> dict[str, Any]:
+        return {"ssl": True, "ssl_ca_certs": str(self.ca)}
+
+
+def make_tls(directory: Path) -> Tls:
+    """A throwaway CA and a server certificate for 127.0.0.1, valid for a day."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "wovepaper drill CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    tls = Tls(directory / "ca.pem", directory / "server.pem", directory / "server.key")
+    tls.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    tls.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    tls.key.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return tls
 
 
 def missing() -> str | None:
@@ -46,6 +114,7 @@ class Node:
     directory: Path
     args: list[str]
     process: subprocess.Popen[bytes] | None = None
+    tls: Tls | None = None
 
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -65,7 +134,8 @@ class Node:
             time.sleep(0.05)
 
     def client(self, password: str | None = PASSWORD, **kwargs: Any) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, password=password, socket_timeout=5, **kwargs)
+        tls = self.tls.client_kwargs() if self.tls is not None else {}
+        return redis.Redis(host="127.0.0.1", port=self.port, password=password, socket_timeout=5, **tls, **kwargs)
 
     def answers(self, password: str | None = PASSWORD) -> bool:
         try:
@@ -112,16 +182,18 @@ class Node:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
-def _data_args(port: int, *extra: str) -> list[str]:
+def _data_args(port: int, tls: Tls | None, *extra: str) -> list[str]:
+    listen = ["--port", str(port)] if tls is None else ["--port", "0", "--tls-port", str(port), *tls.server_args()]
     return [
-        "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        *listen, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
         "--requirepass", PASSWORD, "--masterauth", PASSWORD, "--loglevel", "warning", *extra,
     ]  # fmt: skip
 
 
-def _cli(*args: str, timeout: float = 120) -> str:
+def _cli(*args: str, tls: Tls | None = None, timeout: float = 120) -> str:
+    over_tls = ["--tls", "--cacert", str(tls.ca)] if tls is not None else []
     result = subprocess.run(
-        [shutil.which("redis-cli") or "redis-cli", "-a", PASSWORD, "--no-auth-warning", *args],
+        [shutil.which("redis-cli") or "redis-cli", *over_tls, "-a", PASSWORD, "--no-auth-warning", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -148,12 +220,15 @@ def until(predicate: Any, timeout_s: float, what: str, every_s: float = 0.1) -> 
 class LocalCluster:
     nodes: list[Node]
     node_timeout_ms: int
+    tls: Tls | None = None
     stopped: bool = False
 
     @property
     def url(self) -> str:
         """`REDIS_URL` for the API: any node (the first that is alive)."""
         node = next((n for n in self.nodes if n.alive()), self.nodes[0])
+        if self.tls is not None:
+            return f"rediss://:{PASSWORD}@127.0.0.1:{node.port}/0{self.tls.url_options()}"
         return f"redis://:{PASSWORD}@127.0.0.1:{node.port}/0"
 
     def table(self) -> list[dict[str, Any]]:
@@ -205,7 +280,7 @@ class LocalCluster:
         _cli(
             "--cluster", "reshard", f"127.0.0.1:{source.port}",
             "--cluster-from", self.node_id(source), "--cluster-to", self.node_id(target),
-            "--cluster-slots", str(slots), "--cluster-yes", "--cluster-pipeline", "50",
+            "--cluster-slots", str(slots), "--cluster-yes", "--cluster-pipeline", "50", tls=self.tls,
         )  # fmt: skip
 
     def stop(self) -> None:
@@ -214,27 +289,32 @@ class LocalCluster:
         self.stopped = True
 
 
-def start_cluster(work: Path, *, primaries: int = 3, replicas: int = 1, node_timeout_ms: int = 1000) -> LocalCluster:
+def start_cluster(
+    work: Path, *, primaries: int = 3, replicas: int = 1, node_timeout_ms: int = 1000, tls: Tls | None = None
+) -> LocalCluster:
     """A Cluster of `primaries` primaries with `replicas` replicas each, every node on a free loopback port (its bus
-    on another), `cluster-node-timeout` short so that a dead primary's replica takes over in a few seconds."""
+    on another), `cluster-node-timeout` short so that a dead primary's replica takes over in a few seconds; with
+    `tls`, the clients, the bus and the replication speak TLS only."""
     nodes = []
     for i in range(primaries * (1 + replicas)):
         port = free_port()
         args = _data_args(
             port,
+            tls,
+            *(["--tls-cluster", "yes"] if tls is not None else []),
             "--cluster-enabled", "yes", "--cluster-port", str(free_port()),
             "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", str(node_timeout_ms),
             # A replica that was away a while still takes over (the default refuses after 10 node timeouts).
             "--cluster-replica-validity-factor", "0",
         )  # fmt: skip
-        nodes.append(Node(port, work / f"node{i}", args))
-    cluster = LocalCluster(nodes, node_timeout_ms)
+        nodes.append(Node(port, work / f"node{i}", args, tls=tls))
+    cluster = LocalCluster(nodes, node_timeout_ms, tls)
     try:
         for n in nodes:
             n.start()
         _cli(
             "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
-            "--cluster-replicas", str(replicas), "--cluster-yes",
+            "--cluster-replicas", str(replicas), "--cluster-yes", tls=tls,
         )  # fmt: skip
         cluster.wait_healthy()
     except BaseException:
@@ -249,7 +329,7 @@ class LocalSentinel:
     replica: Node
     sentinels: list[Node]
     down_after_ms: int
-    extra: list[Node] = field(default_factory=list)
+    tls: Tls | None = None
 
     @property
     def addresses(self) -> str:
@@ -258,7 +338,9 @@ class LocalSentinel:
 
     @property
     def url(self) -> str:
-        """`REDIS_URL` under Sentinel: the primary's password; its host is not used."""
+        """`REDIS_URL` under Sentinel: the primary's password (and TLS); its host is not used."""
+        if self.tls is not None:
+            return f"rediss://:{PASSWORD}@{MASTER}/0{self.tls.url_options()}"
         return f"redis://:{PASSWORD}@{MASTER}/0"
 
     def env(self) -> dict[str, str]:
@@ -300,16 +382,20 @@ class LocalSentinel:
         return True
 
     def stop(self) -> None:
-        for n in (*self.sentinels, self.primary, self.replica, *self.extra):
+        for n in (*self.sentinels, self.primary, self.replica):
             n.stop()
 
 
-def start_sentinel(work: Path, *, down_after_ms: int = 1000) -> LocalSentinel:
-    """A primary, its replica and three Sentinels (quorum 2) watching it, all with passwords."""
+def start_sentinel(work: Path, *, down_after_ms: int = 1000, tls: Tls | None = None) -> LocalSentinel:
+    """A primary, its replica and three Sentinels (quorum 2) watching it, all with passwords; with `tls`, everything
+    (the Sentinels too) speaks TLS only."""
     primary_port, replica_port = free_port(), free_port()
-    primary = Node(primary_port, work / "primary", _data_args(primary_port))
+    primary = Node(primary_port, work / "primary", _data_args(primary_port, tls), tls=tls)
     replica = Node(
-        replica_port, work / "replica", _data_args(replica_port, "--replicaof", "127.0.0.1", str(primary_port))
+        replica_port,
+        work / "replica",
+        _data_args(replica_port, tls, "--replicaof", "127.0.0.1", str(primary_port)),
+        tls=tls,
     )
     sentinels = []
     for i in range(3):
@@ -317,8 +403,17 @@ def start_sentinel(work: Path, *, down_after_ms: int = 1000) -> LocalSentinel:
         directory = work / f"sentinel{i}"
         directory.mkdir(parents=True, exist_ok=True)
         conf = directory / "sentinel.conf"
+        listen = (
+            f"port {port}\n"
+            if tls is None
+            else f"port 0\ntls-port {port}\n"
+            + "".join(
+                f"{name.removeprefix('--')} {value}\n"
+                for name, value in zip(tls.server_args()[::2], tls.server_args()[1::2], strict=True)
+            )
+        )
         conf.write_text(
-            f"port {port}\nbind 127.0.0.1\ndir {directory}\n"
+            f"{listen}bind 127.0.0.1\ndir {directory}\n"
             f"sentinel monitor {MASTER} 127.0.0.1 {primary_port} 2\n"
             f"sentinel auth-pass {MASTER} {PASSWORD}\n"
             f"sentinel down-after-milliseconds {MASTER} {down_after_ms}\n"
@@ -326,8 +421,8 @@ def start_sentinel(work: Path, *, down_after_ms: int = 1000) -> LocalSentinel:
             f"sentinel parallel-syncs {MASTER} 1\n"
             f"requirepass {SENTINEL_PASSWORD}\nsentinel sentinel-pass {SENTINEL_PASSWORD}\n"
         )
-        sentinels.append(Node(port, directory, [str(conf), "--sentinel"]))
-    local = LocalSentinel(primary, replica, sentinels, down_after_ms)
+        sentinels.append(Node(port, directory, [str(conf), "--sentinel"], tls=tls))
+    local = LocalSentinel(primary, replica, sentinels, down_after_ms, tls)
     try:
         primary.start()
         replica.start()

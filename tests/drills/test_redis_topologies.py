@@ -17,14 +17,25 @@ import httpx
 import pytest
 
 import localservers
+from db.cache.client import RedisTarget, parse_sentinels
 from tests.drills.load import site_calls
-from tests.drills.redis_servers import LocalCluster, LocalSentinel, missing, start_cluster, start_sentinel
+from tests.drills.redis_servers import (
+    PASSWORD,
+    LocalCluster,
+    LocalSentinel,
+    Node,
+    make_tls,
+    missing,
+    start_cluster,
+    start_sentinel,
+)
 from tests.drills.scenarios import load_small_demo
 from tests.drills.topologies import (
     agreement_drill,
     api_env,
     channel_primary,
     cluster_env,
+    exercise,
     failover_drill,
     namespace,
     request_lines,
@@ -182,3 +193,44 @@ async def test_a_sentinel_primary_killed_under_load(topology_db: str, sentinel: 
     assert_all_right(result)
     assert result.facts["first_redis_hit_after_s"] > 0  # answered from Redis again once the replica was promoted
     assert result.facts["hits_after_failover"] > 0
+
+
+async def test_tls_and_passwords_on_each_topology(tmp_path: Any) -> None:
+    """One server, a Cluster (three primaries) and a primary with its Sentinels, each speaking TLS only and asking
+    for a password (the Sentinels for one of their own): every use of Redis works on each, `rediss://` with the CA
+    in the URL's query."""
+    tls = make_tls(tmp_path / "tls")
+    port = localservers.free_port()
+    single = Node(port, tmp_path / "single", [], tls=tls)
+    single.args = ["--port", "0", "--tls-port", str(port), *tls.server_args(), "--requirepass", PASSWORD]
+    single.args += ["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"]
+    await asyncio.to_thread(single.start)
+    cluster = await asyncio.to_thread(start_cluster, tmp_path / "cluster", replicas=0, tls=tls)
+    sentinel = await asyncio.to_thread(start_sentinel, tmp_path / "sentinel", tls=tls)
+    try:
+        env = sentinel.env()
+        targets = {
+            "single": RedisTarget(url=f"rediss://:{PASSWORD}@127.0.0.1:{port}/0{tls.url_options()}"),
+            "cluster": RedisTarget(url=cluster.url, cluster=True),
+            "sentinel": RedisTarget(
+                url=env["REDIS_URL"],
+                sentinels=parse_sentinels(env["WOVEPAPER_REDIS_SENTINELS"]),
+                sentinel_master=env["WOVEPAPER_REDIS_SENTINEL_MASTER"],
+                sentinel_password=env["WOVEPAPER_REDIS_SENTINEL_PASSWORD"],
+            ),
+        }
+        for name, target in targets.items():
+            assert target.url is not None and target.url.startswith("rediss://")
+            facts = await exercise(target, namespace())
+            print(name, facts)
+            assert facts["first"] == facts["again"] == {"computed": 1}, name
+            assert facts["subscribed"] and facts["held"] and not facts["held_after_invalidation"], name
+            assert facts["after_invalidation"] == {"computed": 2}, name  # dropped through another entity's tag
+            assert facts["remaining"] == [98] * 5 + [99] * 5, name  # two charges of one point each
+            assert facts["charged_in_redis"] == 5, name
+            assert facts["persisted"] == "query Q { __typename }", name
+            assert facts["errors"] == 0, name
+    finally:
+        single.stop()
+        cluster.stop()
+        sentinel.stop()

@@ -362,3 +362,57 @@ async def agreement_drill(dsn: str, apis: list[ServerProcess], env: dict[str, st
         await conn.close()
         for c in clients:
             await c.aclose()
+
+
+async def exercise(target: RedisTarget, ns: str) -> dict[str, Any]:
+    """Every use of Redis, in this process, against `target`: an aggregate stored with the tag sets of other entities,
+    read back, dropped by an invalidation that a subscribed in-memory tier hears at once; rate-limit charges; a
+    persisted document registered and read. What each gave, for the caller to check."""
+    from db.cache.near import NearResponses
+    from db.cache.store import EntityRef
+    from edge.persisted import _register, _registered
+    from edge.ratelimit import RateLimiter
+
+    facts: dict[str, Any] = {}
+    redis = create_redis(target, timeout_s=1.0)
+    store = CacheStore(redis, namespace=ns, ttl_s=600, timeout_s=1.0)
+    near = NearResponses(
+        target, ns, max_bytes=2**20, max_age_s=60, timeout_s=1.0, cluster=redis if store.cluster else None
+    )
+    limiter = RateLimiter(store)
+    computed = 0
+
+    async def compute() -> dict[str, int]:
+        nonlocal computed
+        computed += 1
+        return {"computed": computed}
+
+    key = keys.researcher_network(ns, 1, depth=1, min_shared=1, limit=5)
+
+    async def network() -> dict[str, int]:
+        others = [EntityRef("researcher", 2), EntityRef("researcher", 3)]
+        value: dict[str, int] = await store.get_or_compute(
+            key, compute, load=lambda d: d, owner=EntityRef("researcher", 1), tags=lambda _: others
+        )
+        return value
+
+    try:
+        facts["first"], facts["again"] = await network(), await network()
+        facts["subscribed"] = await near.connect()
+        near.keep("page", b"{}", cost=1, tags=["researcher:3"], since=near.mark())
+        facts["held"] = near.get("page") is not None
+        await invalidate(store, Touched(researchers={3}))  # a node of the network, not its owner
+        facts["held_after_invalidation"] = near.get("page") is not None
+        facts["after_invalidation"] = await network()
+        decisions = [await limiter.charge(f"ip:192.0.2.{i % 5}", 1, 100) for i in range(10)]
+        facts["remaining"] = sorted(d.remaining for d in decisions)
+        # Charged in Redis, not counted in this process alone.
+        facts["charged_in_redis"] = await redis.exists(*(keys.rate_limit(ns, f"ip:192.0.2.{i}") for i in range(5)))
+        await _register(store, "ab" * 32, "query Q { __typename }")
+        facts["persisted"] = await _registered(store, "ab" * 32)
+        facts["errors"] = store.metrics.errors
+    finally:
+        near.close()
+        await limiter.aclose()
+        await store.aclose()
+    return facts

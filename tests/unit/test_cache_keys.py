@@ -24,7 +24,8 @@ def slot(key: str) -> int:
 def test_what_one_script_touches_shares_a_slot() -> None:
     """On a Cluster a script's keys must share a slot: an entity's aggregates, generation and tag set; a response
     or feed, its bucket's epoch and lists tag; an entity's keys whatever its id looks like."""
-    for kind, entity_id in (("researcher", 7), ("institution", 3), ("paper", "2401.01234"), ("paper", "hep-th/9901001")):
+    entities = (("researcher", 7), ("institution", 3), ("paper", "2401.01234"), ("paper", "hep-th/9901001"))
+    for kind, entity_id in entities:
         home = slot(keys.entity_generation("wp", kind, entity_id))
         assert slot(keys.entity_tag("wp", kind, entity_id)) == home
     home = slot(keys.entity_generation("wp", "researcher", 7))
