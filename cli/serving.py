@@ -158,8 +158,10 @@ def up(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     loading_demo = False
     try:
+        # Under Sentinel the primary is found through the Sentinels (REDIS_URL is optional): no Redis is started.
+        redis_url = "" if settings.redis_sentinels and not settings.redis_url else settings.redis_url
         with localservers.local_environment(
-            Path(settings.local_dir), database_url=settings.database_url, redis_url=settings.redis_url
+            Path(settings.local_dir), database_url=settings.database_url, redis_url=redis_url
         ) as env:
             for started in env.started:
                 typer.echo(f"started project-local {started}")
@@ -174,7 +176,8 @@ def up(
                 typer.echo(f"other shells: export {exports}")
             # The app, the demo loader and any worker read their settings from the environment.
             os.environ["DATABASE_URL"] = env.database_url
-            os.environ["REDIS_URL"] = env.redis_url
+            if env.redis_url:
+                os.environ["REDIS_URL"] = env.redis_url
             get_settings.cache_clear()
             typer.echo(f"migrate: {_migrate_or_exit(env.database_url)}")
             if demo and _has_command("demo") and not _has_papers(env.database_url):

@@ -422,7 +422,7 @@ async def _evaluate(conn: AbstractConnection, keys_: list[str], args: list[int])
     if not conn.is_connected:
         # Its own connect: under Sentinel that asks the Sentinels for the primary (sending would connect to the
         # address it was made with).
-        await conn.connect()
+        await conn.connect()  # type: ignore[no-untyped-call]
     await conn.send_command("EVALSHA", _CHARGE_SHA, len(keys_), *keys_, *args, check_health=False)
     try:
         return await conn.read_response()
