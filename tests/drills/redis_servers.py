@@ -283,6 +283,19 @@ class LocalCluster:
             "--cluster-slots", str(slots), "--cluster-yes", "--cluster-pipeline", "50", tls=self.tls,
         )  # fmt: skip
 
+    def move_slot(self, slot: int, source: Node, target: Node) -> None:
+        """Moves one slot, with its keys, as `redis-cli --cluster reshard` moves each (IMPORTING, MIGRATING,
+        MIGRATE, then the new owner announced to every primary)."""
+        source_id, target_id = self.node_id(source), self.node_id(target)
+        with source.client() as src, target.client() as dst:
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+            src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+            while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+                src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "AUTH", PASSWORD, "KEYS", *keys)
+            for node in self.primaries():
+                with node.client() as c:
+                    c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
     def stop(self) -> None:
         for n in self.nodes:
             n.stop()

@@ -180,6 +180,43 @@ async def test_slots_moved_under_load(topology_db: str, cluster: LocalCluster, t
     assert result.facts["redis_errors"] == 0  # MOVED and ASK followed: no call failed
 
 
+async def test_a_moved_channel_slot_makes_a_process_forget_and_subscribe_again(cluster: LocalCluster) -> None:
+    """The invalidations' shard channel moves with its slot: the server ends the subscription (SUNSUBSCRIBE), so the
+    in-memory tier forgets what it holds (it may miss a message) and subscribes again on the slot's new primary,
+    where the next invalidation reaches it."""
+    from db.cache.client import create_redis, slot
+    from db.cache.invalidation import invalidate
+    from db.cache.near import NearResponses
+    from db.cache.store import CacheStore
+    from db.records import Touched
+
+    await asyncio.to_thread(cluster.wait_healthy)
+    ns = namespace()
+    target = RedisTarget(url=cluster.url, cluster=True)
+    redis = create_redis(target, timeout_s=1.0)
+    store = CacheStore(redis, namespace=ns, ttl_s=600, timeout_s=1.0)
+    near = NearResponses(target, ns, max_bytes=2**20, max_age_s=60, timeout_s=1.0, cluster=redis)  # type: ignore[arg-type]
+    try:
+        assert await near.connect()
+        near.keep("page", b"{}", cost=1, tags=["researcher:9"], since=near.mark())
+        source = channel_primary(cluster, ns)
+        destination = next(n for n in cluster.primaries() if n is not source)
+        await asyncio.to_thread(cluster.move_slot, slot(near.channel), source, destination)
+        for _ in range(100):  # the server's SUNSUBSCRIBE arrives
+            if not near.listening():
+                break
+            await asyncio.sleep(0.02)
+        assert not near.listening() and len(near) == 0
+        assert await near.connect()  # what the watcher does next
+        assert channel_primary(cluster, ns) is destination
+        near.keep("page", b"{}", cost=1, tags=["researcher:9"], since=near.mark())
+        await invalidate(store, Touched(researchers={9}))
+        assert near.listening() and near.get("page") is None
+    finally:
+        near.close()
+        await store.aclose()
+
+
 async def test_a_sentinel_primary_killed_under_load(topology_db: str, sentinel: LocalSentinel, tmp_path: Any) -> None:
     victim = sentinel.current_primary()
     result = await failover_drill(
