@@ -227,7 +227,8 @@ def channel_primary(cluster: LocalCluster, namespace: str) -> Node:
         if row["role"] != "primary" or row["failed"]:
             continue
         for span in row["slots"]:
-            if len(span) == 2 and int(span[0]) <= channel_slot <= int(span[1]):
+            first, last = span[0], span[-1]  # a range, or a single slot
+            if first.isdigit() and last.isdigit() and int(first) <= channel_slot <= int(last):
                 return next(n for n in cluster.nodes if n.port == row["port"])
     raise RuntimeError("no primary serves the channel's slot")
 
