@@ -105,6 +105,7 @@ async def test_three_processes_on_a_cluster_agree(topology_db: str, cluster: Loc
     assert facts["chat_replayed"] == [False, True, True] and facts["chat_same_answer"]
     assert facts["chat_model_requests"] == 1
     assert facts["revoked_key_status"] == [401, 401, 401]
+    assert facts["redis_errors"] == [0, 0, 0] and min(facts["redis_calls"]) > 0
 
 
 async def test_a_frozen_redis_costs_a_request_one_timeout_at_most(topology_db: str, tmp_path: Any) -> None:

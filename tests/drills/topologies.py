@@ -359,6 +359,9 @@ async def agreement_drill(dsn: str, apis: list[ServerProcess], env: dict[str, st
         await asyncio.sleep(max(0.0, revoked_at + CHECK_TTL_S + 0.5 - time.monotonic()))
         refusals = [await c.post("/graphql", json={"query": CHEAP}, headers={"x-api-key": spare.key}) for c in clients]
         facts["revoked_key_status"] = [r.status_code for r in refusals]
+        # Every Redis call of all of it answered: no command crossed slots, none was refused.
+        facts["redis_errors"] = [int(await metric(c, REDIS_ERRORS)) for c in clients]
+        facts["redis_calls"] = [int(await metric(c, REDIS_CALLS)) for c in clients]
         return facts
     finally:
         await store.aclose()
