@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import asyncpg
-import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -25,9 +25,10 @@ import lifecycle
 import semantic
 from chat.service import ChatService
 from db.cache.breaker import CircuitBreaker
+from db.cache.client import REDIS_ERRORS, RedisClient, create_redis
 from db.cache.near import NearResponses
 from db.cache.purge import BackgroundPurge, HttpPurge
-from db.cache.store import CacheStore, create_redis
+from db.cache.store import CacheStore
 from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
 from db.queries.embeddings import has_embeddings
@@ -103,7 +104,7 @@ class Application(Starlette):
 class State(TypedDict):
     settings: Settings
     pool: ServingPool
-    redis: aioredis.Redis | None
+    redis: RedisClient | None
     cache: CacheStore
     near: NearResponses | None
     chat: ChatService
@@ -174,11 +175,10 @@ def create_app(
             acquire_timeout_s=settings.pool_acquire_timeout_s,
             query_logger=query_logger,
         )
+        target = settings.redis
         redis = (
-            create_redis(
-                settings.redis_url, timeout_s=settings.redis_timeout_s, max_connections=settings.redis_max_connections
-            )
-            if settings.redis_url
+            create_redis(target, timeout_s=settings.redis_timeout_s, max_connections=settings.redis_max_connections)
+            if target is not None
             else None
         )
         cache = CacheStore(
@@ -194,7 +194,7 @@ def create_app(
                 reset_after_s=settings.redis_breaker_reset_s,
             ),
         )
-        near = _near_responses(settings)
+        near = _near_responses(settings, redis)
         watcher = asyncio.create_task(near.watch()) if near is not None else None
         # Chat is the one place the API calls an upstream while answering: its own client and retry rules.
         chat = ChatService.open(
@@ -279,7 +279,7 @@ def create_app(
                 async with asyncio.timeout(READY_TIMEOUT_S):
                     await redis.ping()
                 checks["redis"] = "ok"
-            except (OSError, aioredis.RedisError, TimeoutError) as exc:
+            except (*REDIS_ERRORS, TimeoutError) as exc:
                 checks["redis"] = f"degraded: {type(exc).__name__}"
         status = "ok" if ok and checks["redis"] == "ok" else ("degraded" if ok else "down")
         return JSONResponse({"status": status, "checks": checks}, status_code=200 if ok else 503)
@@ -358,14 +358,16 @@ def create_app(
     return app
 
 
-def _near_responses(settings: Settings) -> NearResponses | None:
+def _near_responses(settings: Settings, redis: RedisClient | None) -> NearResponses | None:
     """The in-process tier of the response cache: only in front of Redis, whose invalidations keep it true."""
-    if not settings.redis_url or not settings.near_cache_mb:
+    target = settings.redis
+    if target is None or not settings.near_cache_mb:
         return None
     return NearResponses(
-        settings.redis_url,
+        target,
         settings.cache_namespace,
         max_bytes=settings.near_cache_mb * 2**20,
         max_age_s=settings.near_cache_max_age_s,
         timeout_s=settings.redis_timeout_s,
+        cluster=redis if isinstance(redis, RedisCluster) else None,
     )

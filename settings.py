@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from db.cache.client import RedisTarget, parse_sentinels
 from edge.identity import parse_networks
 from llm.config import REASONING_TOKENS, ModelConfig
 
@@ -26,6 +27,12 @@ class Settings(BaseSettings):
 
     database_url: Annotated[str | None, Field(validation_alias=AliasChoices("DATABASE_URL"))] = None
     redis_url: Annotated[str | None, Field(validation_alias=AliasChoices("REDIS_URL"))] = None
+    # Redis beyond one server (README, "Redis topologies"): Sentinels (`host:port,...`) and the name of the primary
+    # they watch, with a password of their own if they have one; or a Cluster, `REDIS_URL` naming any node.
+    redis_sentinels: str | None = None
+    redis_sentinel_master: str | None = None
+    redis_sentinel_password: SecretStr | None = None
+    redis_cluster: bool = False
 
     # Request limits (see README, "Limits").
     statement_timeout_ms: int = Field(5000, ge=100)
@@ -159,6 +166,43 @@ class Settings(BaseSettings):
             raise ValueError("redis_breaker_min_calls must not exceed redis_breaker_window_calls")
         return self
 
+    @model_validator(mode="after")
+    def _redis_topology(self) -> Settings:
+        if self.redis_sentinels and not self.redis_sentinel_master:
+            raise ValueError("WOVEPAPER_REDIS_SENTINELS needs WOVEPAPER_REDIS_SENTINEL_MASTER (the primary's name)")
+        if self.redis_sentinel_master and not self.redis_sentinels:
+            raise ValueError("WOVEPAPER_REDIS_SENTINEL_MASTER needs WOVEPAPER_REDIS_SENTINELS (host:port,...)")
+        if self.redis_cluster and self.redis_sentinels:
+            raise ValueError("WOVEPAPER_REDIS_CLUSTER and WOVEPAPER_REDIS_SENTINELS are two topologies: set one")
+        if self.redis_cluster and not self.redis_url:
+            raise ValueError("WOVEPAPER_REDIS_CLUSTER needs REDIS_URL naming any node of the cluster")
+        if (self.redis_cluster or self.redis_sentinels) and self.redis_url and self.redis_url.startswith("unix://"):
+            raise ValueError("REDIS_URL must be redis:// or rediss:// for a cluster or Sentinel")
+        return self
+
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _sentinel_list(cls, v: str | None) -> str | None:
+        if v is not None and v.strip():
+            parse_sentinels(v)
+            return v
+        return None
+
+    @property
+    def redis(self) -> RedisTarget | None:
+        """Where Redis is, or None: no Redis (the API answers from PostgreSQL alone)."""
+        password = self.redis_sentinel_password.get_secret_value() if self.redis_sentinel_password else None
+        if self.redis_sentinels:
+            return RedisTarget(
+                url=self.redis_url,
+                sentinels=parse_sentinels(self.redis_sentinels),
+                sentinel_master=self.redis_sentinel_master,
+                sentinel_password=password or None,
+            )
+        if not self.redis_url:
+            return None
+        return RedisTarget(url=self.redis_url, cluster=self.redis_cluster)
+
     @field_validator("trusted_proxies")
     @classmethod
     def _networks(cls, v: str) -> str:
@@ -291,11 +335,14 @@ def load_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         name, msg = _problems(exc)[0]
+        if not name:
+            raise SettingsError(msg) from None  # a rule across variables, which its message names
         raise SettingsError(f"{name} is malformed: {msg}") from None
 
 
 def settings_problems() -> list[tuple[str, str]]:
-    """Every malformed variable of the environment, with what is wrong with it (`wovepaper check`)."""
+    """Every malformed variable of the environment, with what is wrong with it (`wovepaper check`); a rule across
+    variables has no name."""
     try:
         Settings()
     except ValidationError as exc:
@@ -304,7 +351,10 @@ def settings_problems() -> list[tuple[str, str]]:
 
 
 def _problems(exc: ValidationError) -> list[tuple[str, str]]:
-    return [(_env_name(err["loc"]), str(err["msg"]).removeprefix("Value error, ")) for err in exc.errors()]
+    return [
+        (_env_name(err["loc"]) if err["loc"] else "", str(err["msg"]).removeprefix("Value error, "))
+        for err in exc.errors()
+    ]
 
 
 @lru_cache(maxsize=1)

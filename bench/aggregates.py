@@ -30,8 +30,9 @@ import httpx
 
 import localservers
 from db.cache import keys
+from db.cache.client import create_redis
 from db.cache.invalidation import invalidate
-from db.cache.store import CacheStore, create_redis
+from db.cache.store import CacheStore
 from db.pool import create_pool
 from db.queries.aggregates import fetch_researcher_coauthors, fetch_researcher_network, fetch_researcher_stats
 from db.records import Touched

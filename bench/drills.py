@@ -1,10 +1,14 @@
 """The fault drills of tests/drills/, run longer, with the numbers for bench/RESULTS.md ("Reliability").
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python -m bench.drills [--phase 8]
+        [--only redis|postgres|shutdown|cluster|sentinel] [--reset-s 10]
 
 DATABASE_URL names a server where a throwaway database is created (and dropped at the end) for the Redis and
 shutdown drills; the PostgreSQL drill starts a server of its own (as a non-root user). Loopback only; each drill
-stops by itself. Prints one Markdown table per drill and its facts (recovery times, counts)."""
+stops by itself. Prints one Markdown table per drill and its facts (recovery times, counts). `cluster` kills a Cluster
+primary under load, then moves 2,000 slots under load; `sentinel` kills the primary Sentinel watches: both with the
+breaker probing every `--reset-s` seconds (the default setting's 10), the servers started for the run
+(tests/drills/redis_servers.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,9 @@ import time
 from pathlib import Path
 
 from tests.drills.load import format_summary
+from tests.drills.redis_servers import start_cluster, start_sentinel
 from tests.drills.scenarios import postgres_drill, redis_drill, shutdown_drill, throwaway_demo_database
+from tests.drills.topologies import api_env, channel_primary, cluster_env, failover_drill, namespace, reshard_drill
 
 
 async def main() -> None:
@@ -24,7 +30,8 @@ async def main() -> None:
     parser.add_argument("--phase", type=float, default=8.0, help="seconds per phase")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--papers", type=int, default=2000)
-    parser.add_argument("--only", choices=["redis", "postgres", "shutdown"], default=None)
+    parser.add_argument("--only", choices=["redis", "postgres", "shutdown", "cluster", "sentinel"], default=None)
+    parser.add_argument("--reset-s", type=float, default=10.0, help="the breaker's probe period in the topology drills")
     args = parser.parse_args()
     async with throwaway_demo_database(os.environ["DATABASE_URL"], papers=args.papers, prefix="wovepaper_drill") as dsn:
         with tempfile.TemporaryDirectory(prefix="wovepaper-drills-") as tmp:
@@ -42,6 +49,46 @@ async def main() -> None:
                 r = await shutdown_drill(dsn, work / "shutdown", drain_s=5.0, grace_s=20.0)
                 print(format_summary("\n## SIGTERM under load", r.summary))
                 print(r.facts, "bad:", len(r.bad))
+            reset = {"WOVEPAPER_REDIS_BREAKER_RESET_S": str(args.reset_s)}
+            if args.only in (None, "cluster"):
+                cluster = start_cluster(work / "cluster")
+                try:
+                    ns = namespace()
+                    r = await failover_drill(
+                        dsn,
+                        api_env(cluster_env(cluster), ns, **reset),
+                        work / "cluster-kill",
+                        victim=lambda: channel_primary(cluster, ns),
+                        recovered=cluster.healthy,
+                        phase_s=args.phase,
+                        concurrency=args.concurrency,
+                    )
+                    print(format_summary("\n## Cluster: a primary killed (SIGKILL)", r.summary))
+                    print(r.facts, "bad:", len(r.bad))
+                    cluster.wait_healthy()
+                    env = api_env(cluster_env(cluster), namespace(), **reset)
+                    r = await reshard_drill(dsn, cluster, env, work / "reshard", slots=2000, phase_s=args.phase)
+                    print(format_summary("\n## Cluster: 2,000 slots moved", r.summary))
+                    print(r.facts, "bad:", len(r.bad))
+                finally:
+                    cluster.stop()
+            if args.only in (None, "sentinel"):
+                sentinel = start_sentinel(work / "sentinel")
+                try:
+                    victim = sentinel.current_primary()
+                    r = await failover_drill(
+                        dsn,
+                        api_env(sentinel.env(), namespace(), **reset),
+                        work / "sentinel-kill",
+                        victim=lambda: victim,
+                        recovered=lambda: sentinel.current_primary() is not victim and sentinel.in_sync(),
+                        phase_s=args.phase,
+                        concurrency=args.concurrency,
+                    )
+                    print(format_summary("\n## Sentinel: the primary killed (SIGKILL)", r.summary))
+                    print(r.facts, "bad:", len(r.bad))
+                finally:
+                    sentinel.stop()
 
 if __name__ == "__main__":
     asyncio.run(main())

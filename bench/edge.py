@@ -135,7 +135,8 @@ async def decompose(database_url: str, redis_url: str, ids: list[int], n: int = 
     stable on a busy machine, where req/s ratios swing by tens of percent."""
     from graphql import parse
 
-    from db.cache.store import CacheStore, create_redis
+    from db.cache.client import create_redis
+    from db.cache.store import CacheStore
     from edge.ratelimit import RateLimiter
     from schema import build_schema
     from schema.cost import measure

@@ -19,7 +19,9 @@ all warmed (each body sent twice) before wrk starts. Variants:
 - hit, baseline (`--baseline-root`): the API of another checkout (e.g. `git archive <commit>`), same settings
   (and with the rate limit charged too, with `--rate-limit`);
 - answer looked up (Starlette): `bench.constant:create` reading each request's body and sending the answer the API
-  gave it (`BENCH_CONSTANT_ANSWERS`): the least any cache of whole answers does, for scale; not the target's measure.
+  gave it (`BENCH_CONSTANT_ANSWERS`): the least any cache of whole answers does, for scale; not the target's measure;
+- with `--topologies`: hit and hit, Redis tier only on a Redis Cluster (3 primaries, 3 replicas) and under Sentinel
+  (a primary, a replica, 3 Sentinels), started for the run on loopback by tests/drills/redis_servers.py.
 With `--instructions N`, instead of wrk: each variant under valgrind's callgrind, the instructions its process
 executes per request over N requests sent one at a time (user space only; stable where CPU time is not). With
 `--loaded-instructions SECONDS`, the same count while wrk loads the variant as above for that long (it runs some 50
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -132,6 +135,9 @@ def main() -> None:
     parser.add_argument("--ids", type=int, default=200)
     parser.add_argument("--baseline-root", type=Path, help="another checkout to serve as the baseline API")
     parser.add_argument("--rate-limit", action="store_true", help="add a variant with the rate limit charged")
+    parser.add_argument(
+        "--topologies", action="store_true", help="add hits on a Redis Cluster and under Sentinel (started here)"
+    )
     parser.add_argument("--decompose", action="store_true", help="only the in-process CPU per hit")
     parser.add_argument(
         "--only", action="append", metavar="VARIANT", help="run this variant (repeatable); the constant always runs"
@@ -160,6 +166,45 @@ def main() -> None:
         "hit": api_server("hit", args.database_url, args.redis_url),
         "hit, Redis tier only": api_server("hit redis", args.database_url, args.redis_url, WOVEPAPER_NEAR_CACHE_MB="0"),
     }
+    with contextlib.ExitStack() as servers:
+        if args.topologies:
+            variants |= topology_variants(args.database_url, servers)
+        run(args, parser, variants, bodies, bodies_path, constant_path)
+
+
+def topology_variants(database_url: str, servers: contextlib.ExitStack) -> dict[str, Server]:
+    """The hit variants on a Redis Cluster and under Sentinel, the servers started for the run (stopped with it)."""
+    import tempfile
+
+    from tests.drills.redis_servers import start_cluster, start_sentinel
+
+    work = Path(servers.enter_context(tempfile.TemporaryDirectory(prefix="wovepaper-warm-")))
+    cluster = start_cluster(work / "cluster")
+    servers.callback(cluster.stop)
+    sentinel = start_sentinel(work / "sentinel")
+    servers.callback(sentinel.stop)
+    on_cluster = {"WOVEPAPER_REDIS_CLUSTER": "true"}
+    under_sentinel = {k: v for k, v in sentinel.env().items() if k != "REDIS_URL"}
+    return {
+        "hit, Cluster": api_server("hit cluster", database_url, cluster.url, **on_cluster),
+        "hit, Redis tier only, Cluster": api_server(
+            "hit redis cluster", database_url, cluster.url, WOVEPAPER_NEAR_CACHE_MB="0", **on_cluster
+        ),
+        "hit, Sentinel": api_server("hit sentinel", database_url, sentinel.url, **under_sentinel),
+        "hit, Redis tier only, Sentinel": api_server(
+            "hit redis sentinel", database_url, sentinel.url, WOVEPAPER_NEAR_CACHE_MB="0", **under_sentinel
+        ),
+    }
+
+
+def run(
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    variants: dict[str, Server],
+    bodies: list[str],
+    bodies_path: Path,
+    constant_path: Path,
+) -> None:
     if args.rate_limit:
         variants["hit, rate limit on"] = api_server(
             "hit rl", args.database_url, args.redis_url, WOVEPAPER_RATE_LIMITS="on"

@@ -151,29 +151,43 @@ async def check_migrations(settings: Settings) -> list[Row]:
 
 
 async def check_redis(settings: Settings) -> list[Row]:
+    """The server, the primary the Sentinels name, or the Cluster's state; and how Redis bounds its memory."""
+    from redis.asyncio.cluster import RedisCluster
     from redis.exceptions import RedisError
 
+    from db.cache.client import create_redis
     from db.cache.memory_policy import memory_policy_warning
-    from db.cache.store import create_redis
 
     if not settings.redis_url:
         return [skip("redis", "REDIS_URL", "not set: the API answers uncached and /readyz says degraded")]
-    where = masked_url(settings.redis_url)
-    client = create_redis(settings.redis_url, timeout_s=TIMEOUT_S, max_connections=2)
+    target = settings.redis
+    setting = {"single": "REDIS_URL", "sentinel": "WOVEPAPER_REDIS_SENTINELS", "cluster": "WOVEPAPER_REDIS_CLUSTER"}[
+        target.topology
+    ]
+    where = masked_url(settings.redis_url) if target.topology != "sentinel" else (
+        f"{settings.redis_sentinel_master} via " + ",".join(f"{h}:{p}" for h, p in target.sentinels)
+    )
+    client = create_redis(target, timeout_s=TIMEOUT_S, max_connections=2)
     try:
         await client.ping()
-        server = await client.info("server")
-        replication = await client.info("replication")
+        if isinstance(client, RedisCluster):
+            state = (await client.cluster_info()).get("cluster_state")
+            version, role = "?", "master" if state == "ok" else f"cluster_state {state}"
+        else:
+            version = (await client.info("server")).get("redis_version", "?")
+            role = (await client.info("replication")).get("role")
         memory = await memory_policy_warning(client)
     except (RedisError, OSError) as exc:
-        return [fail("redis", "REDIS_URL", f"cannot reach {where}: {_error(exc)}")]
+        return [fail("redis", setting, f"cannot reach {where}: {_error(exc)}")]
     finally:
         await client.aclose()
-    if replication.get("role") != "master":
-        return [fail("redis", "REDIS_URL", f"{where} is a read-only replica: name the primary")]
-    rows = [ok("redis", "REDIS_URL", f"Redis {server.get('redis_version', '?')} (primary) at {where}")]
+    if role != "master":
+        return [fail("redis", setting, f"{where} is not a writable primary ({role}): name the primary")]
+    what = {"single": f"Redis {version} (primary)", "sentinel": f"Redis {version} (the Sentinels' primary)",
+            "cluster": "Redis Cluster (state ok)"}[target.topology]
+    rows = [ok("redis", setting, f"{what} at {where}")]
     if memory is not None:
-        rows.append(warn("redis-memory", "REDIS_URL", memory))
+        rows.append(warn("redis-memory", setting, memory))
     return rows
 
 
@@ -352,7 +366,7 @@ def check(only: Annotated[list[str] | None, typer.Option("--only", help=ONLY_HEL
         raise typer.BadParameter(f"no check named {', '.join(unknown)} (there are: {', '.join(sorted(names))})")
     problems = settings_problems()
     if problems:
-        rows = [fail("settings", name, f"malformed: {message}") for name, message in problems]
+        rows = [fail("settings", name or "(several)", f"malformed: {message}") for name, message in problems]
         for line in render(rows):
             typer.echo(line)
         raise typer.Exit(1)

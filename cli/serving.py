@@ -14,7 +14,7 @@ from db.migrate import migrate as apply_migrations
 from settings import masked_url
 
 if TYPE_CHECKING:
-    pass
+    from db.cache.client import RedisTarget
 
 from cli.common import app, database_url_or_exit, settings_or_exit
 
@@ -50,7 +50,7 @@ def serve(
     workers = workers or settings.workers
     logs.configure(settings.log_format)
     # Once, before any worker starts.
-    _warn_about_redis_memory(settings.redis_url)
+    _warn_about_redis_memory(settings.redis)
     own_metrics_dir = None
     given_metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if given_metrics_dir:
@@ -77,15 +77,15 @@ def serve(
             shutil.rmtree(own_metrics_dir, ignore_errors=True)
 
 
-def _warn_about_redis_memory(redis_url: str | None) -> None:
+def _warn_about_redis_memory(target: RedisTarget | str | None) -> None:
     """Logs what `memory_policy_warning` finds wrong with how Redis bounds its memory (db/cache/memory_policy.py)."""
-    if not redis_url:
+    if not target:
         return
+    from db.cache.client import create_redis
     from db.cache.memory_policy import memory_policy_warning
-    from db.cache.store import create_redis
 
     async def check() -> str | None:
-        redis = create_redis(redis_url, timeout_s=REDIS_CHECK_TIMEOUT_S)
+        redis = create_redis(target, timeout_s=REDIS_CHECK_TIMEOUT_S)
         try:
             return await memory_policy_warning(redis)
         finally:
@@ -218,8 +218,10 @@ def up(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     loading_demo = False
     try:
+        # Under Sentinel the primary is found through the Sentinels (REDIS_URL is optional): no Redis is started.
+        redis_url = "" if settings.redis_sentinels and not settings.redis_url else settings.redis_url
         with localservers.local_environment(
-            Path(settings.local_dir), database_url=settings.database_url, redis_url=settings.redis_url
+            Path(settings.local_dir), database_url=settings.database_url, redis_url=redis_url
         ) as env:
             for started in env.started:
                 typer.echo(f"started project-local {started}")
@@ -234,7 +236,8 @@ def up(
                 typer.echo(f"other shells: export {exports}")
             # The app, the demo loader and any worker read their settings from the environment.
             os.environ["DATABASE_URL"] = env.database_url
-            os.environ["REDIS_URL"] = env.redis_url
+            if env.redis_url:
+                os.environ["REDIS_URL"] = env.redis_url
             get_settings.cache_clear()
             typer.echo(f"migrate: {_migrate_or_exit(env.database_url)}")
             if demo and _has_command("demo") and not _has_papers(env.database_url):

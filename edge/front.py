@@ -27,6 +27,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from db.cache.allowance import request_allowance
 from edge.body_limit import TooLarge, declared_length, limited, reject
 from edge.errors import EVENT_STREAM, EdgeError, send_error
 from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network, client_ip
@@ -101,16 +102,19 @@ class Front:
         rid = state["request_id"] = request_id(headers.get(b"x-request-id"))
         started = time.perf_counter()
         out = _Out(send, rid)
-        try:
-            if b"origin" in headers:
-                await self.cors(scope, receive, out)
-            else:
-                out.vary = True
-                await self._checked(scope, receive, out)
-        finally:
-            report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
-            if out.status < 400:
-                self._keep(state, headers)
+        # One Redis timeout at most for the whole request (db/cache/allowance.py).
+        with request_allowance() as allowance:
+            state["redis_allowance"] = allowance
+            try:
+                if b"origin" in headers:
+                    await self.cors(scope, receive, out)
+                else:
+                    out.vary = True
+                    await self._checked(scope, receive, out)
+            finally:
+                report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
+                if out.status < 400:
+                    self._keep(state, headers)
 
     def answer_now(self, scope: Scope, body: bytes, write: Write) -> bool | Coroutine[Any, Any, None]:
         """Answers, through `write`, a request `__call__` would answer from memory, with the same response (headers
@@ -162,12 +166,14 @@ class Front:
         out = _Out(_Written(write), rid)
         out.vary = True
         out.budget = budget
-        try:
-            await self.memory.answer_charged(scope, recalled, out, out.answer)
-        finally:
-            report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
-            if out.status < 400:
-                self._keep(state, headers_of(scope))
+        with request_allowance() as allowance:
+            state["redis_allowance"] = allowance
+            try:
+                await self.memory.answer_charged(scope, recalled, out, out.answer)
+            finally:
+                report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
+                if out.status < 400:
+                    self._keep(state, headers_of(scope))
 
     def _keep(self, state: dict[str, Any], headers: Mapping[bytes, bytes]) -> None:
         """What the next requests of an answered one reuse: its anonymous identity, its `Accept`'s media type."""

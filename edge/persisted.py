@@ -21,10 +21,11 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Final, Literal
 
-from redis.asyncio import Redis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from db.cache import keys
+from db.cache.client import RedisClient
+from db.cache.scripts import Script
 from db.cache.store import CacheStore, Unavailable
 from edge.errors import EdgeError, send_error
 from edge.identity import Identity
@@ -41,32 +42,34 @@ MAX_REGISTERED_BYTES: Final = 16 * 1024
 MAX_REGISTERED = 2000
 _SHA256 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 
-# KEYS[1] the document, KEYS[2] the registry's index (digests by last use, Redis's clock in ms); ARGV document, ttl,
-# most documents, digest, the documents' key prefix (KEYS[1] is it and the digest). Documents past the most, used
-# least lately, are forgotten.
-_REGISTER = """
+# The registry is two kinds of key, so that documents spread over a Cluster's slots: each document under its own hash
+# tag, and one index of the registered digests by last use (Redis's clock, ms) that bounds how many there are.
+# KEYS[1] the index; ARGV digest, ttl, most documents. Marks the digest used; answers the digests past the most, used
+# least lately, taken out of the index: their documents are deleted after it, each key on its own.
+_INDEX = Script("""
 local t = redis.call('TIME')
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-redis.call('ZADD', KEYS[2], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), ARGV[4])
-redis.call('EXPIRE', KEYS[2], ARGV[2])
-local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[3])
-if over > 0 then
-  local gone = redis.call('ZPOPMIN', KEYS[2], over)
-  for i = 1, #gone, 2 do redis.call('DEL', ARGV[5] .. gone[i]) end
-end
-return 1
-"""
-# KEYS[1] the document, KEYS[2] the index; ARGV ttl, digest. The document, marked used (its time to live starts
-# again), or nil.
-_LOOK_UP = """
+redis.call('ZADD', KEYS[1], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3])
+if over <= 0 then return {} end
+local gone = redis.call('ZPOPMIN', KEYS[1], over)
+local out = {}
+for i = 1, #gone, 2 do out[#out + 1] = gone[i] end
+return out
+""")
+# KEYS[1] the document; ARGV ttl, how long a use may go unmarked in the index. The document (its time to live started
+# again) and whether the index should mark this use: once per TOUCH_S, so that look-ups do not all write to the
+# index's one slot.
+_LOOK_UP = Script("""
 local document = redis.call('GET', KEYS[1])
-if document then
-  local t = redis.call('TIME')
-  redis.call('EXPIRE', KEYS[1], ARGV[1])
-  redis.call('ZADD', KEYS[2], 'XX', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), ARGV[2])
-end
-return document
-"""
+if not document then return {false, 0} end
+local left = redis.call('TTL', KEYS[1])
+if left > tonumber(ARGV[1]) - tonumber(ARGV[2]) then return {document, 0} end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return {document, 1}
+""")
+# How long a document's use may go unmarked in the registry's index (and its time to live not started again).
+TOUCH_S: Final = 3600
 
 
 def sha256_hex(document: str) -> str:
@@ -188,12 +191,16 @@ def _registering(send: Send, state: Mapping[str, object], store: CacheStore, dig
 async def _registered(store: CacheStore | None, digest: str) -> str | None:
     if store is None or store.redis is None:
         return None
-    script = store.redis.register_script(_LOOK_UP)
     doc_key = keys.persisted_query(store.namespace, digest)
     index_key = keys.persisted_query_index(store.namespace)
 
-    async def run(r: Redis) -> object:
-        return await script(keys=[doc_key, index_key], args=[REGISTRATION_TTL_S, digest], client=r)
+    async def run(r: RedisClient) -> object:
+        got = await _LOOK_UP.run(r, [doc_key], [REGISTRATION_TTL_S, TOUCH_S])
+        if not isinstance(got, list) or not got or got[0] is None:
+            return None
+        if got[1]:
+            await r.zadd(index_key, {digest: await _now_ms(r)}, xx=True)
+        return got[0]
 
     got = await store.call(run)
     if isinstance(got, Unavailable) or got is None:
@@ -201,16 +208,23 @@ async def _registered(store: CacheStore | None, digest: str) -> str | None:
     return bytes(got).decode() if isinstance(got, bytes) else str(got)
 
 
+async def _now_ms(r: RedisClient) -> int:
+    """Redis's clock, as the index's scores are."""
+    seconds, micros = await r.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
 async def _register(store: CacheStore, digest: str, document: str) -> None:
     if store.redis is None:
         return
-    script = store.redis.register_script(_REGISTER)
     doc_key = keys.persisted_query(store.namespace, digest)
     index_key = keys.persisted_query_index(store.namespace)
-    prefix = keys.persisted_query(store.namespace, "")
-    args: list[str | int] = [document, REGISTRATION_TTL_S, MAX_REGISTERED, digest, prefix]
 
-    async def run(r: Redis) -> object:
-        return await script(keys=[doc_key, index_key], args=args, client=r)
+    async def run(r: RedisClient) -> object:
+        await r.set(doc_key, document, ex=REGISTRATION_TTL_S)
+        gone = await _INDEX.run(r, [index_key], [digest, REGISTRATION_TTL_S, MAX_REGISTERED])
+        for old in gone if isinstance(gone, list) else ():
+            await r.delete(keys.persisted_query(store.namespace, old.decode() if isinstance(old, bytes) else str(old)))
+        return True
 
     await store.call(run)

@@ -11,6 +11,10 @@ lease), then spent by the process that holds them without a round trip, and topp
 LEASE_SHARE of the budget per process, only while a tenth of it would still be left in Redis, and what a lease has
 not spent LEASE_S after points were last added goes back. Points leave Redis before they are spent, so no client
 ever spends more than its budget, whichever workers answer it; near the end of a budget every charge goes to Redis.
+
+On one server or a Sentinel's primary the batches go over a connection of their own; on a Cluster each client's state
+is under its own hash tag (db/cache/keys.py), so a batch goes as one script call per slot, in one pipeline. A
+request waits for its charge at most the Redis timeout, then counts on its own (db/cache/allowance.py).
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import NoScriptError
 
-from db.cache import keys
+from db.cache import allowance, keys
+from db.cache.client import RedisClient, slot
+from db.cache.scripts import Script
 from db.cache.store import CacheStore, Unavailable
 from edge.errors import EdgeError
 from edge.identity import Identity
@@ -85,6 +91,7 @@ end
 return out
 """
 _CHARGE_SHA: Final = hashlib.sha1(_CHARGE.encode()).hexdigest()
+_CHARGE_SCRIPT: Final = Script(_CHARGE)
 # Most charges sent in one script call.
 MAX_BATCH: Final = 256
 # A lease: at most this share of a client's budget, and this many times the charge that takes it, held by one
@@ -229,7 +236,8 @@ class RateLimiter:
         # and a command on it costs half what one through the client does. No socket timeout of its own (each
         # read would start a task): the store bounds the whole call, and a call cut short closes the connection.
         self._conn: AbstractConnection | None = None
-        if store is not None and store.redis is not None:
+        self._shared = store is not None and store.redis is not None
+        if store is not None and store.redis is not None and not isinstance(store.redis, RedisCluster):
             pool = store.redis.connection_pool
             self._conn = pool.connection_class(**{**pool.connection_kwargs, "socket_timeout": None})
         self._pending: list[_Charge] = []
@@ -246,7 +254,7 @@ class RateLimiter:
         """The charge, when it needs no round trip: from a lease that holds the points, or in memory when Redis is
         not used; None (nothing spent) when it needs Redis. A lease spent down to half asks for more meanwhile."""
         points = max(0, points)
-        if self.store is None or self._conn is None:
+        if not self._shared:
             return self.local.charge(subject, points, limit)
         lease = self._leases.get(subject)
         if lease is None or lease.held < points or lease.limit != limit or not lease.fresh():
@@ -262,6 +270,8 @@ class RateLimiter:
             return now
         assert self.store is not None  # without Redis every charge is one of `charge_now`
         points = max(0, points)
+        if allowance.spent():
+            return self.local.charge(subject, points, limit)
         lease = self._leases.get(subject)
         if lease is not None and (lease.limit != limit or not lease.fresh()):
             self._give_back(self._leases.pop(subject))
@@ -277,11 +287,11 @@ class RateLimiter:
         if asked:
             self._asking.add(subject)
         try:
-            got = await self._send(key, points, limit, asked)
+            got = await self.store.wait(self._send(key, points, limit, asked))
         finally:
             if asked:
                 self._asking.discard(subject)
-        if got is None:
+        if got is None or isinstance(got, Unavailable):
             return self.local.charge(subject, points, limit)
         allowed, now_ms, tat_ms, _ = got
         lease = self._noted(subject, key, limit, got, size=asked)
@@ -400,14 +410,16 @@ class RateLimiter:
 
     async def _run(self, batch: list[_Charge]) -> list[_Result] | None:
         """Each charge's (allowed, now_ms, tat_ms, leased), or None when Redis did not answer."""
-        assert self.store is not None and self._conn is not None
+        assert self.store is not None
         conn = self._conn
         keys_ = [key for key, *_ in batch]
         args: list[int] = [PERIOD_MS]
         for _, points, limit, lease, _ in batch:
             args += (points, limit, lease)
 
-        async def run(_: Redis) -> object:
+        async def run(redis: RedisClient) -> object:
+            if conn is None:
+                return await _evaluate_by_slot(redis, keys_, args)
             try:
                 return await _evaluate(conn, keys_, args)
             except BaseException:
@@ -415,7 +427,8 @@ class RateLimiter:
                 await conn.disconnect(nowait=True)
                 raise
 
-        got = await self.store.call(run)
+        # The batch serves many requests, each waiting for it as long as its own allowance lets it.
+        got = await self.store.call_shared(run)
         if isinstance(got, Unavailable) or not isinstance(got, list) or len(got) != 4 * len(batch):
             return None
         values = [int(v) for v in got]
@@ -435,12 +448,36 @@ class RateLimiter:
 
 async def _evaluate(conn: AbstractConnection, keys_: list[str], args: list[int]) -> object:
     """The charge script by its hash; sent whole when Redis does not know it (a restart, SCRIPT FLUSH)."""
+    if not conn.is_connected:
+        # Its own connect: under Sentinel that asks the Sentinels for the primary (sending would connect to the
+        # address it was made with).
+        await conn.connect()  # type: ignore[no-untyped-call]
     await conn.send_command("EVALSHA", _CHARGE_SHA, len(keys_), *keys_, *args, check_health=False)
     try:
         return await conn.read_response()
     except NoScriptError:
         await conn.send_command("EVAL", _CHARGE, len(keys_), *keys_, *args, check_health=False)
         return await conn.read_response()
+
+
+async def _evaluate_by_slot(redis: RedisClient, keys_: list[str], args: list[int]) -> list[object]:
+    """The charge script once per slot (a Cluster refuses keys of several in one call), the answers in the batch's
+    order; a client charged twice in the batch still sees its first charge (both go in the same call)."""
+    by_slot: dict[int, list[int]] = {}
+    for i, key in enumerate(keys_):
+        by_slot.setdefault(slot(key), []).append(i)
+    groups = list(by_slot.values())
+    calls = [
+        ([keys_[i] for i in group], [args[0], *(a for i in group for a in args[1 + 3 * i : 4 + 3 * i])])
+        for group in groups
+    ]
+    answers = await _CHARGE_SCRIPT.run_many(redis, calls)
+    out: list[object] = [None] * (4 * len(keys_))
+    for group, answer in zip(groups, answers, strict=True):
+        assert isinstance(answer, list) and len(answer) == 4 * len(group)
+        for j, i in enumerate(group):
+            out[4 * i : 4 * i + 4] = answer[4 * j : 4 * j + 4]
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,18 +120,18 @@ def _ids(data: object) -> Iterator[str]:
             stack.extend(x for x in item if isinstance(x, dict | list))
 
 
-def miss_tag(ns: str, lookup: Lookup, requested: object) -> str | None:
+def miss_tag(lookup: Lookup, requested: object) -> str | None:
     """The tag of a lookup that found nothing: the id it asked for, as the write creating it will name it."""
     if not isinstance(requested, str):
         return None
     if lookup.kind == "paper":
         arxiv_id = paper_key(requested)
-        return keys.missing_tag(ns, "paper", arxiv_id) if arxiv_id else None
+        return keys.missing_name("paper", arxiv_id) if arxiv_id else None
     db_id = database_id(requested)
     if db_id is not None:
-        return keys.entity_tag(ns, lookup.kind, db_id)
+        return keys.entity_name(lookup.kind, db_id)
     # An external id (S2, OpenAlex, ORCID, ROR, a name): any write of that kind may create it.
-    return keys.missing_tag(ns, lookup.kind, "any")
+    return keys.missing_name(lookup.kind, "any")
 
 
 def graphql_response_etag(etag: bytes) -> bytes:
@@ -316,7 +316,7 @@ class ResponseCache:
                     )
                 return
             since = near.mark() if near is not None else 0
-            epoch_key = keys.response_epoch(store.namespace)
+            epoch_key = keys.response_epoch(store.namespace, key.response_key)
             got = await store.fetch_guarded(key.response_key, epoch_key)
             if isinstance(got, Unavailable):
                 key = None
@@ -345,22 +345,21 @@ class ResponseCache:
         if not isinstance(data, dict):
             await captured.replay(_with_headers(send, uncached))
             return
-        ns = store.namespace if isinstance(store, CacheStore) else ""
-        tags = self._tags(ns, data, operation, key)
+        tags = self._tags(data, operation, key)
         if tags is None:
             await captured.replay(_with_headers(send, uncached))
             return
-        surrogate = [keys.surrogate_key(ns, t) for t in tags]
-        await self._send(send, body, surrogate, media, public=public, hit=False, inm=inm)
+        await self._send(send, body, tags, media, public=public, hit=False, inm=inm)
         if key is not None and isinstance(store, CacheStore):
             charged = budget.decision.cost if isinstance(budget, Budget) and budget.decision else 1
-            payload = _Entry(charged, surrogate, body).dump()
+            payload = _Entry(charged, tags, body).dump()
+            tag_keys = keys.tag_keys(store.namespace, tags, of_key=key.response_key)
             if await store.store_guarded(
-                key.response_key, payload, guard_key=epoch_key, guard_value=epoch, tag_keys=tags, ttl_s=self.ttl_s
+                key.response_key, payload, guard_key=epoch_key, guard_value=epoch, tag_keys=tag_keys, ttl_s=self.ttl_s
             ):
                 store.metrics.response_stores += 1
                 if near is not None:
-                    near.keep(key.response_key, body, cost=charged, tags=surrogate, since=since)
+                    near.keep(key.response_key, body, cost=charged, tags=tags, since=since)
                 self._keep(state, key, memo, public)
 
     @staticmethod
@@ -428,18 +427,19 @@ class ResponseCache:
         return _Key(response_key, operation, coerced.coerced)
 
     def _tags(
-        self, ns: str, data: Mapping[str, object], operation: CacheableOperation | None, key: _Key | None
+        self, data: Mapping[str, object], operation: CacheableOperation | None, key: _Key | None
     ) -> list[str] | None:
+        """The response's tags, as a CDN names them (`researcher:7`, `lists`, `missing:paper:2401.01234`)."""
         refs = entity_refs(data)
         if len(refs) > MAX_TAGS:
             return None  # too broad to invalidate precisely; not worth caching
-        tags = [keys.entity_tag(ns, r.kind, r.id) for r in sorted(refs, key=lambda r: (r.kind, r.id))]
+        tags = [keys.entity_name(r.kind, r.id) for r in sorted(refs, key=lambda r: (r.kind, r.id))]
         if operation is None or operation.is_list:
-            tags.append(keys.lists_tag(ns))
+            tags.append(keys.LISTS)
         if operation is not None and key is not None:
             for lookup in operation.lookups:
                 if data.get(lookup.response_key) is None:
-                    tag = miss_tag(ns, lookup, key.coerced.get(lookup.variable))
+                    tag = miss_tag(lookup, key.coerced.get(lookup.variable))
                     if tag is None:
                         return None
                     tags.append(tag)

@@ -9,9 +9,10 @@ from datetime import date
 
 import asyncpg
 
+from db.cache.client import create_redis
 from db.cache.invalidation import attach_purge
 from db.cache.purge import HttpPurge
-from db.cache.store import CacheStore, create_redis
+from db.cache.store import CacheStore
 from db.queries.figures import refresh_figures
 from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_failures, fetch_ingest_status
 from db.queries.matching import count_unlinked, fetch_unlinked
@@ -89,8 +90,8 @@ async def _resources(
 @asynccontextmanager
 async def _cache(settings: Settings) -> AsyncIterator[CacheStore | None]:
     cache = None
-    if settings.redis_url:
-        redis = create_redis(settings.redis_url, timeout_s=settings.redis_timeout_s)
+    if settings.redis is not None:
+        redis = create_redis(settings.redis, timeout_s=settings.redis_timeout_s)
         cache = CacheStore(
             redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
         )

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
-import redis.asyncio as aioredis
 import strawberry
 from starlette.requests import Request
 from starlette.responses import Response
 
 from chat.service import ChatService
+from db.cache.client import RedisClient
 from db.cache.invalidation import Purge
 from edge.identity import ANONYMOUS_LOCAL, Identity
 from edge.ratelimit import Budget
@@ -26,7 +26,7 @@ class Context:
     pool: asyncpg.Pool
     settings: Settings
     loaders: Loaders
-    redis: aioredis.Redis | None = None
+    redis: RedisClient | None = None
     request: Request | None = None
     response: Response | None = None
     # The aggregate cache store, set by whoever wires the cache into the app; None when absent.
@@ -58,7 +58,7 @@ class Context:
         pool: asyncpg.Pool,
         settings: Settings,
         *,
-        redis: aioredis.Redis | None = None,
+        redis: RedisClient | None = None,
         request: Request | None = None,
         response: Response | None = None,
         cache: Any = None,

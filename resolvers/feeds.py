@@ -328,7 +328,7 @@ async def _feed(ctx: Context, source: FeedSource, fmt: FeedFormat, limit: int) -
         limit=limit,
         variant=f"{settings.site_url} {settings.feeds_base_url}",
     )
-    epoch_key = keys.response_epoch(store.namespace)
+    epoch_key = keys.response_epoch(store.namespace, key)
     got = await store.fetch_guarded(key, epoch_key)
     if isinstance(got, Unavailable):
         return await _render(ctx, source, fmt, limit)
@@ -345,7 +345,7 @@ async def _feed(ctx: Context, source: FeedSource, fmt: FeedFormat, limit: int) -
         feed.dumps(),
         guard_key=epoch_key,
         guard_value=epoch,
-        tag_keys=[keys.lists_tag(store.namespace)],
+        tag_keys=[keys.lists_tag(store.namespace, key)],
         ttl_s=min(settings.cache_ttl_s, CACHE_TTL_S),
     )
     return feed

@@ -64,6 +64,7 @@ def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, ca
         return  # probes and scrapes every few seconds would drown the log
     identity = state.get("identity")
     method = scope.get("method", "")
+    redis = state.get("redis_allowance")
     logs.emit(
         log,
         {
@@ -83,6 +84,9 @@ def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, ca
             "cache_hits": state.get("cache_hits", 0),
             "cache_misses": state.get("cache_misses", 0),
             "cache_fallbacks": state.get("cache_fallbacks", 0),
+            # Redis waits of this request that ran out of time (at most one), and Redis uses skipped after a failure.
+            "redis_timeouts": getattr(redis, "timeouts", 0),
+            "redis_skipped": getattr(redis, "skipped", 0),
             "error_codes": state.get("error_codes") or None,
             "client": getattr(identity, "client_ip", None),
         },

@@ -6,7 +6,10 @@ skip Redis for `reset_after_s`. A few slow answers among good ones (a Redis that
 moment) leave it closed; a Redis that stopped answering opens it after about `window_calls * failure_rate`
 failed calls, however busy the process was before.
 Then one probe goes through at a time (half-open): a success closes it, a failure opens it again, and a
-probe that ends neither way (cancelled with its request) hands its turn to the next caller.
+probe that ends neither way (cancelled with its request) hands its turn to the next caller. The first probe goes
+`first_probe_s` after opening and each failed one doubles the wait, up to `reset_after_s`: a failover (a replica
+promoted within seconds) has the cache back within seconds of the new primary, a Redis that stays away costs one
+probe every `reset_after_s`.
 
 purgatory (the library) counts consecutive failures only, so this stays ours.
 """
@@ -64,17 +67,28 @@ class CircuitBreaker:
         window_calls: int = 20,
         window_s: float = 10.0,
         reset_after_s: float = 10.0,
+        first_probe_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not 0 < failure_rate <= 1 or not 1 <= min_calls <= window_calls or window_s <= 0 or reset_after_s <= 0:
+        if (
+            not 0 < failure_rate <= 1
+            or not 1 <= min_calls <= window_calls
+            or window_s <= 0
+            or reset_after_s <= 0
+            or first_probe_s <= 0
+        ):
             raise ValueError(
-                "need 0 < failure_rate <= 1, 1 <= min_calls <= window_calls, window_s > 0 and reset_after_s > 0"
+                "need 0 < failure_rate <= 1, 1 <= min_calls <= window_calls, and window_s, reset_after_s and "
+                "first_probe_s > 0"
             )
         self.failure_rate = failure_rate
         self.min_calls = min_calls
         self.window_s = window_s
         self.reset_after_s = reset_after_s
+        self.first_probe_s = min(first_probe_s, reset_after_s)
         self._clock = clock
+        # Probes that failed since the breaker opened: each doubles the wait before the next.
+        self._failed_probes = 0
         # (ended at, ok), oldest first
         self._calls: deque[tuple[float, bool]] = deque(maxlen=window_calls)
         self._opened_at: float | None = None
@@ -85,9 +99,13 @@ class CircuitBreaker:
     def state(self) -> BreakerState:
         if self._opened_at is None:
             return BreakerState.CLOSED
-        if self._clock() - self._opened_at >= self.reset_after_s:
+        if self._clock() - self._opened_at >= self.probe_after_s():
             return BreakerState.HALF_OPEN
         return BreakerState.OPEN
+
+    def probe_after_s(self) -> float:
+        """How long after opening (or after the last failed probe) the next probe goes."""
+        return float(min(self.reset_after_s, self.first_probe_s * 2**self._failed_probes))
 
     def allow(self) -> Permit | None:
         """A permit for a call to Redis now, or None: skip Redis. In half-open state one probe at a time."""
@@ -111,10 +129,12 @@ class CircuitBreaker:
             self._probing = False
             if ok:
                 self._opened_at = None
+                self._failed_probes = 0
                 self._calls.clear()
             else:
-                # A failed probe: stay open for another full period.
+                # A failed probe: stay open, twice as long as before (at most `reset_after_s`).
                 self._opened_at = self._clock()
+                self._failed_probes += 1
             return
         if self._opened_at is not None:
             return  # a call that started before the breaker opened: already accounted for
@@ -123,5 +143,6 @@ class CircuitBreaker:
             calls, failures = self.window()
             if calls >= self.min_calls and failures >= self.failure_rate * calls:
                 self._opened_at = self._clock()
+                self._failed_probes = 0
                 self._calls.clear()
                 self.opens += 1

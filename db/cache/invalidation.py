@@ -1,15 +1,34 @@
-"""Forget what a committed write changed: called by the ingest after each batch commits, never before."""
+"""Forget what a committed write changed: called by the ingest after each batch commits, never before.
+
+In order, each step finished before the next starts (on a Cluster each is one pipeline over the nodes):
+1. every response bucket gets a new epoch and loses its lists tag (with its members): a response computed across
+   this write may no longer be stored, in whichever bucket;
+2. each touched entity loses its tag set (with its members) and its aggregates, and its generation moves: an
+   aggregate computed across the write may no longer be stored; the tags of lookups that found nothing go too;
+3. on a Cluster, the members of the dropped sets are deleted (one server does that inside the scripts);
+4. the dropped tags are published (a shard channel on a Cluster) for the workers' in-process copies
+   (db/cache/near.py), and the writer waits one more round trip on that server.
+Under Sentinel or on a Cluster each step also waits (at most half the Redis timeout) until a replica has its writes
+(WAIT): Redis replicates asynchronously, and a drop only the dying primary had would come back with its replica.
+A store joins its tag sets before its guarded write (db/cache/store.py), so whatever the interleaving a value
+computed before the write is either refused by its guard or found in a set this drops. Each script's keys share
+one hash tag.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import weakref
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Final
 
-from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from db.cache import keys
+from db.cache.client import RedisClient, replicated, slot
+from db.cache.scripts import Call, Script
 from db.cache.store import CacheStore, Unavailable
 from db.records import Touched
 
@@ -28,41 +47,69 @@ def attach_purge(cache: CacheStore, purge: Purge) -> None:
 # Entities per script call: bounds the time Redis spends in one script.
 CHUNK: Final = 200
 
-# KEYS[1] response epoch, then ARGV[3] tag sets dropped alone (the lists tag, tags of lookups that found
-# nothing), then (tag set, generation) per entity, then plain keys (ARGV[2] of them at the end). Every
-# member of a dropped tag set is deleted with it, and the dropped tags are published on ARGV[4] in the same
-# atomic step, for the workers' in-process copies (db/cache/near.py).
-_INVALIDATE = """
+# KEYS: the members of dropped tag sets under one hash tag (a Cluster's step 3).
+_DELETE = Script("""
+for i = 1, #KEYS do
+  redis.call('DEL', KEYS[i])
+end
+return #KEYS
+""")
+
+# KEYS: ARGV[3] epochs, then ARGV[4] tag sets dropped alone (a bucket's lists tag, tags of lookups that found
+# nothing), then ARGV[5] (tag set, generation) pairs, then plain keys (aggregates) to delete. ARGV[1] ttl, ARGV[2]
+# the new epoch; ARGV[6] 1: delete the dropped sets' members here (one server), 0: return them (a Cluster, where
+# they live under other hash tags). Epochs move before any set is dropped.
+_DROP = Script("""
 local ttl = ARGV[1]
-local plain = tonumber(ARGV[2])
-local alone = tonumber(ARGV[3])
-redis.call('INCR', KEYS[1])
-redis.call('EXPIRE', KEYS[1], ttl)
+local epochs, alone, pairs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local here = ARGV[6] == '1'
+local i = 1
+for _ = 1, epochs do
+  redis.call('SET', KEYS[i], ARGV[2], 'EX', ttl)
+  i = i + 1
+end
+local found = {}
 local function drop(tag)
   local members = redis.call('SMEMBERS', tag)
-  for j = 1, #members, 1000 do
-    redis.call('DEL', unpack(members, j, math.min(j + 999, #members)))
+  if here then
+    for j = 1, #members, 1000 do
+      redis.call('DEL', unpack(members, j, math.min(j + 999, #members)))
+    end
+  else
+    for j = 1, #members do found[#found + 1] = members[j] end
   end
   redis.call('DEL', tag)
 end
-local dropped = {}
-for i = 2, alone + 1 do
+for _ = 1, alone do
   drop(KEYS[i])
-  dropped[#dropped + 1] = KEYS[i]
+  i = i + 1
 end
-local pairs_end = #KEYS - plain
-for i = alone + 2, pairs_end, 2 do
+for _ = 1, pairs do
   drop(KEYS[i])
-  dropped[#dropped + 1] = KEYS[i]
   redis.call('INCR', KEYS[i + 1])
   redis.call('EXPIRE', KEYS[i + 1], ttl)
+  i = i + 2
 end
-redis.call('PUBLISH', ARGV[4], table.concat(dropped, ' '))
-for i = pairs_end + 1, #KEYS do
-  redis.call('DEL', KEYS[i])
+for j = i, #KEYS do
+  redis.call('DEL', KEYS[j])
 end
-return 1
-"""
+return found
+""")
+
+
+@dataclass(slots=True)
+class _Work:
+    """What one script call does, all under one hash tag."""
+
+    epochs: list[str] = field(default_factory=list)
+    alone: list[str] = field(default_factory=list)
+    pairs: list[str] = field(default_factory=list)
+    plain: list[str] = field(default_factory=list)
+    entities: int = 0
+
+    def call(self, ttl: int, epoch: str, here: bool) -> Call:
+        args: list[str | int] = [ttl, epoch, len(self.epochs), len(self.alone), len(self.pairs) // 2, int(here)]
+        return [*self.epochs, *self.alone, *self.pairs, *self.plain], args
 
 
 def _entity_keys(ns: str, kind: str, entity_id: int | str) -> tuple[list[str], list[str]]:
@@ -86,14 +133,14 @@ def _touched(entities: list[tuple[str, int | str]]) -> Touched:
     return rest
 
 
-def _dropped_alone(ns: str, todo: Touched) -> list[str]:
-    """The lists tag, and the tags of lookups that found nothing which this write may now answer."""
-    tags = [keys.lists_tag(ns), *(keys.missing_tag(ns, "paper", a) for a in sorted(todo.new_papers))]
+def _dropped_alone(todo: Touched) -> list[str]:
+    """The tags (as a CDN names them) of lookups that found nothing which this write may now answer, and lists."""
+    names = [keys.LISTS, *(keys.missing_name("paper", a) for a in sorted(todo.new_papers))]
     if todo.researchers:
-        tags.append(keys.missing_tag(ns, "researcher", "any"))
+        names.append(keys.missing_name("researcher", "any"))
     if todo.institutions:
-        tags.append(keys.missing_tag(ns, "institution", "any"))
-    return tags
+        names.append(keys.missing_name("institution", "any"))
+    return names
 
 
 async def invalidate(cache: CacheStore | None, touched: Touched, *, purge: Purge | None = None) -> None:
@@ -120,7 +167,6 @@ async def _drop(cache: CacheStore | None, touched: Touched) -> None:
     if not todo:
         return
     cache.pending_invalidation = Touched()
-    ns = cache.namespace
     # A paper's responses are tagged by its arXiv id (its global id names it); by database id too, for
     # responses cached under ids issued before.
     entities: list[tuple[str, int | str]] = [
@@ -129,44 +175,89 @@ async def _drop(cache: CacheStore | None, touched: Touched) -> None:
         *(("researcher", i) for i in sorted(todo.researchers)),
         *(("institution", i) for i in sorted(todo.institutions)),
     ]
-    script = cache.redis.register_script(_INVALIDATE)
+    names = _dropped_alone(todo)
+    # With replicas, each of its three writing steps may wait a timeout for one's acknowledgement.
+    done = await cache.call(lambda r: _run(r, cache, entities, names), round_trips=5 if replicated(cache.redis) else 2)
+    if isinstance(done, Unavailable):
+        cache.metrics.invalidation_failures += 1
+        cache.pending_invalidation.update(todo)
+        log.warning("cache invalidation deferred for %d entities: Redis unavailable", len(entities))
+
+
+async def _run(redis: RedisClient, cache: CacheStore, entities: list[tuple[str, int | str]], names: list[str]) -> bool:
+    ns = cache.namespace
+    cluster = isinstance(redis, RedisCluster)
     ttl = cache.ttl_s * 2
-    alone = _dropped_alone(ns, todo)
-    for start in range(0, max(len(entities), 1), CHUNK):
-        chunk = entities[start : start + CHUNK]
-        pair_keys: list[str] = []
-        plain_keys: list[str] = []
-        for kind, entity_id in chunk:
-            pair, plain = _entity_keys(ns, kind, entity_id)
-            pair_keys += pair
-            plain_keys += plain
-        # The tags dropped alone go with the first chunk only.
-        first = alone if start == 0 else []
-        all_keys = [keys.response_epoch(ns), *first, *pair_keys, *plain_keys]
-        args: list[int | str] = [ttl, len(plain_keys), len(first), keys.invalidations(ns)]
+    # Half the socket timeout: the reply must come before the read gives up (a primary without a replica waits it out).
+    wait_ms = int(cache.timeout_s * 500) if replicated(redis) else 0
+    epoch = os.urandom(8).hex()
+    # Step 1: every bucket's epoch and lists tag (one script per bucket on a Cluster, else one for all).
+    buckets: dict[int, _Work] = {}
+    for epoch_key, lists_key in zip(keys.response_epochs(ns), keys.lists_tags(ns), strict=True):
+        work = buckets.setdefault(slot(epoch_key) if cluster else 0, _Work())
+        work.epochs.append(epoch_key)
+        work.alone.append(lists_key)
+    # Step 2: each entity's set, generation and aggregates, grouped by hash tag, at most CHUNK entities a call.
+    groups: dict[int, list[_Work]] = {}
+    for name in names[1:]:
+        _work_for(groups, slot(keys.tag(ns, name)) if cluster else 0).alone.append(keys.tag(ns, name))
+    for kind, entity_id in entities:
+        pair, plain = _entity_keys(ns, kind, entity_id)
+        work = _work_for(groups, slot(pair[0]) if cluster else 0)
+        work.pairs += pair
+        work.plain += plain
+        work.entities += 1
+    if cluster:
+        await _DROP.run_many(redis, [w.call(ttl, epoch, False) for w in buckets.values()], replicated_ms=wait_ms)
+        entity_calls = [w.call(ttl, epoch, False) for ws in groups.values() for w in ws]
+        found = await _DROP.run_many(redis, entity_calls, replicated_ms=wait_ms)
+        # Step 3: the members, under their own hash tags.
+        by_slot: dict[int, list[str]] = {}
+        for result in found:
+            for member in result if isinstance(result, list) else ():
+                name = member.decode() if isinstance(member, bytes) else str(member)
+                by_slot.setdefault(slot(name), []).append(name)
+        deletes: list[Call] = [
+            (names_[i : i + 1000], []) for names_ in by_slot.values() for i in range(0, len(names_), 1000)
+        ]
+        await _DELETE.run_many(redis, deletes, replicated_ms=wait_ms)
+    else:
+        # One server: the epochs first, in the first call, with the first entities.
+        first = buckets[0]
+        chunks = groups.get(0, [])
+        if chunks:
+            head = chunks.pop(0)
+            first.alone += head.alone
+            first.pairs += head.pairs
+            first.plain += head.plain
+        await _DROP.run_many(redis, [first.call(ttl, epoch, True)], replicated_ms=wait_ms)
+        await _DROP.run_many(redis, [w.call(ttl, epoch, True) for w in chunks], replicated_ms=wait_ms)
+    # Step 4: tell the workers, then one more round trip on the same server: Redis has written the message to every
+    # subscriber before it answers a later command, so once this returns the next request on any worker sees the
+    # drop (db/cache/near.py).
+    channel = keys.invalidations(ns)
+    message = " ".join([*names, *(keys.entity_name(kind, i) for kind, i in entities)])
+    if isinstance(redis, RedisCluster):
+        await redis.execute_command("SPUBLISH", channel, message)
+        await redis.exists(channel)  # routed by the channel's slot: the same primary
+    else:
+        await redis.publish(channel, message)
+        await redis.ping()
+    return True
 
-        async def run(r: Redis, k: list[str] = all_keys, a: list[int | str] = args) -> object:
-            done = await script(keys=k, args=a, client=r)
-            # Redis has written the published tags to every subscriber before it answers a later command:
-            # once this returns, the next request on any worker sees the drop (db/cache/near.py).
-            await r.ping()
-            return done
 
-        done = await cache.call(run)
-        if isinstance(done, Unavailable):
-            cache.metrics.invalidation_failures += 1
-            rest = _touched(entities[start:])
-            rest.new_papers = set(todo.new_papers) if start == 0 else set()
-            cache.pending_invalidation.update(rest)
-            log.warning("cache invalidation deferred for %d entities: Redis unavailable", len(entities) - start)
-            return
+def _work_for(groups: dict[int, list[_Work]], key: int) -> _Work:
+    chunks = groups.setdefault(key, [_Work()])
+    if chunks[-1].entities >= CHUNK:
+        chunks.append(_Work())
+    return chunks[-1]
 
 
 def purge_tags(ns: str, touched: Touched) -> list[str]:
     """The CDN tags a write makes stale: the same names as the responses' `Surrogate-Key`."""
-    tags = [keys.entity_tag(ns, "paper", i) for i in sorted(touched.papers)]
+    names = [keys.entity_name("paper", i) for i in sorted(touched.papers)]
     # A response names a paper by its global id, which names its arXiv id: that is its tag.
-    tags += [keys.entity_tag(ns, "paper", k) for k in sorted(touched.paper_keys)]
-    tags += [keys.entity_tag(ns, "researcher", i) for i in sorted(touched.researchers)]
-    tags += [keys.entity_tag(ns, "institution", i) for i in sorted(touched.institutions)]
-    return [keys.surrogate_key(ns, t) for t in (*_dropped_alone(ns, touched), *tags)]
+    names += [keys.entity_name("paper", k) for k in sorted(touched.paper_keys)]
+    names += [keys.entity_name("researcher", i) for i in sorted(touched.researchers)]
+    names += [keys.entity_name("institution", i) for i in sorted(touched.institutions)]
+    return [*_dropped_alone(touched), *names]

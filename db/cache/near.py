@@ -8,8 +8,10 @@ hears what it holds in the same turn that reads any request arriving after it, b
 so a hit costs no system call of its own. So a write whose invalidation returned is seen by the next request on
 any worker, as with Redis alone.
 
-Without the subscription (not yet connected, broken, or its health PING unanswered) messages may have been
-missed: everything held is forgotten, and nothing is served or kept until it is back. An entry lives at most
+On a Cluster the channel is a shard channel (SSUBSCRIBE on the primary of its slot, where the writer publishes and
+waits); under Sentinel it is followed to the primary Sentinel names. Without the subscription (not yet connected,
+broken, its health PING unanswered, its server failed over, its slot moved) messages may have been missed:
+everything held is forgotten, and nothing is served or kept until it is back. An entry lives at most
 `max_age_s`, and memory is bounded by `max_bytes` (least recently used first), each entry charged its body, its tags
 (twice: in the entry and in the index by tag) and its bookkeeping. Nothing read or stored while an
 invalidation arrived is kept (`mark()` before the Redis call, `keep(..., since=mark)` after it).
@@ -29,12 +31,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import redis
-from redis.backoff import NoBackoff
+from redis.asyncio.cluster import RedisCluster
 from redis.client import PubSub
 from redis.exceptions import RedisError
-from redis.retry import Retry
 
 from db.cache import keys
+from db.cache.client import REDIS_ERRORS, RedisTarget, channel_node, close_quietly, subscribe
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +67,18 @@ class NearResponses:
 
     def __init__(
         self,
-        url: str,
+        target: RedisTarget | str,
         namespace: str,
         *,
         max_bytes: int,
         max_age_s: float,
         timeout_s: float,
         clock: Callable[[], float] = time.monotonic,
+        cluster: RedisCluster | None = None,
     ) -> None:
-        self.url = url
+        """`cluster`: the process's Cluster client, which finds the primary of the channel's slot."""
+        self.target = RedisTarget(url=target) if isinstance(target, str) else target
+        self.cluster = cluster
         self.channel = keys.invalidations(namespace)
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s
@@ -85,6 +90,7 @@ class NearResponses:
         self._bytes = 0
         self._pubsub: PubSub | None = None
         self._client: redis.Redis | None = None
+        self._manager: object = None
         # The event loop reading the subscription's socket as messages arrive, and its descriptor; without one
         # (a connection redis-py gives no socket for), every answer from here reads the subscription first.
         self._reader: tuple[asyncio.AbstractEventLoop, int] | None = None
@@ -139,8 +145,10 @@ class NearResponses:
             return False
         try:
             while (message := pubsub.get_message(timeout=0.0)) is not None:
-                self._hear(message)
-        except (RedisError, OSError) as exc:
+                if not self._hear(message):
+                    self._lose("unsubscribed by the server (its slot moved)")
+                    return False
+        except REDIS_ERRORS as exc:
             self._lose(f"{type(exc).__name__}: {exc}")
             return False
         if getattr(pubsub.connection, "_sock", None) is not self._sock:
@@ -157,13 +165,25 @@ class NearResponses:
     async def connect(self) -> bool:
         """Subscribe (in a thread: the client is a blocking one); True once confirmed."""
         try:
-            client, pubsub = await asyncio.to_thread(self._subscribe)
-        except (RedisError, OSError) as exc:
+            node = None
+            if self.target.topology == "cluster":
+                if self.cluster is None:
+                    raise RedisError("no Cluster client to find the channel's primary")
+                node = await channel_node(self.cluster, self.channel)
+            client, pubsub, manager = await asyncio.to_thread(
+                subscribe,
+                self.target,
+                self.channel,
+                timeout_s=self.timeout_s,
+                client_name=f"{self.channel}:listener",
+                node=node,
+            )
+        except REDIS_ERRORS as exc:
             log.warning("near cache: cannot subscribe to invalidations: %s: %s", type(exc).__name__, exc)
             return False
         self.close()
         # The client is kept with its pubsub: a client dropped would close the pool the pubsub reads through.
-        self._client, self._pubsub = client, pubsub
+        self._client, self._pubsub, self._manager = client, pubsub, manager
         self._sock = getattr(pubsub.connection, "_sock", None)
         if isinstance(self._sock, socket.socket):
             loop = asyncio.get_running_loop()
@@ -171,25 +191,6 @@ class NearResponses:
             self._reader = (loop, self._sock.fileno())
         self._last_pong = self._clock()
         return True
-
-    def _subscribe(self) -> tuple[redis.Redis, PubSub]:
-        client = redis.Redis.from_url(
-            self.url,
-            socket_timeout=self.timeout_s,
-            socket_connect_timeout=self.timeout_s,
-            retry=Retry(NoBackoff(), 0),
-            client_name=f"{self.channel}:listener",
-        )
-        pubsub: PubSub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]  # typed in newer redis-py
-        pubsub.subscribe(self.channel)
-        deadline = time.monotonic() + self.timeout_s * 4
-        while time.monotonic() < deadline:
-            message = pubsub.get_message(timeout=self.timeout_s)
-            if message is not None and message["type"] == "subscribe":
-                return client, pubsub
-        pubsub.close()
-        client.close()
-        raise TimeoutError("no subscription confirmation")
 
     async def watch(self, interval_s: float = 1.0) -> None:
         """Forever: (re)connect when needed, PING the subscription, drop it when PINGs go unanswered."""
@@ -207,38 +208,39 @@ class NearResponses:
         assert self._pubsub is not None
         try:
             self._pubsub.ping()
-        except (RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
             self._lose(f"{type(exc).__name__}: {exc}")
             return
         if getattr(self._pubsub.connection, "_sock", None) is not self._sock:
             self._lose("reconnected")  # on a socket the event loop does not watch
 
-    def _hear(self, message: dict[str, Any]) -> None:
+    def _hear(self, message: dict[str, Any]) -> bool:
+        """Acts on one message; False when the server ended the subscription."""
         kind = message["type"]
-        if kind == "message":
+        if kind in ("message", "smessage"):
             self.seq += 1
+            # The tags as a CDN names them (`researcher:7`, `lists`), as each entry holds them.
             for tag in bytes(message["data"]).decode().split():
-                for key in self._by_tag.pop(keys.surrogate_key(self.namespace, tag), ()):
+                for key in self._by_tag.pop(tag, ()):
                     self._remove(key)
         elif kind == "pong":
             self._last_pong = self._clock()
+        elif kind in ("unsubscribe", "sunsubscribe"):
+            return False
+        return True
 
     def _lose(self, reason: str) -> None:
         log.warning("near cache: invalidation subscription lost (%s); answering from Redis", reason)
         self.close()
 
     def close(self) -> None:
-        pubsub, client, reader = self._pubsub, self._client, self._reader
-        self._pubsub, self._client, self._sock, self._reader = None, None, None, None
+        pubsub, client, manager, reader = self._pubsub, self._client, self._manager, self._reader
+        self._pubsub, self._client, self._manager, self._sock, self._reader = None, None, None, None, None
         self._forget()
         if reader is not None:
             with contextlib.suppress(RuntimeError):  # the loop already closed
                 reader[0].remove_reader(reader[1])
-        with contextlib.suppress(RedisError, OSError):
-            if pubsub is not None:
-                pubsub.close()
-            if client is not None:
-                client.close()
+        close_quietly(pubsub, client, manager)
 
     def _forget(self) -> None:
         self.seq += 1

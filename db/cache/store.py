@@ -9,23 +9,21 @@ is read together with the value and checked again, atomically, when storing).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import orjson
-import redis.asyncio as aioredis
-from redis.asyncio import BlockingConnectionPool
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import MaxConnectionsError, NoScriptError, RedisError
+from redis.exceptions import MaxConnectionsError
 
-from db.cache import keys
+from db.cache import allowance, keys
 from db.cache.breaker import CircuitBreaker
+from db.cache.client import REDIS_ERRORS, RedisClient, slot
 from db.cache.metrics import CacheMetrics
+from db.cache.scripts import Script
 from db.pool import current_budget
 from db.records import Touched
 from telemetry.metrics import BREAKER_OPENS, BREAKER_STATE, REDIS_CONFIGURED
@@ -43,7 +41,8 @@ MGET_CHUNK: Final = 500
 STORE_LINGER_S: Final = 0.005
 
 # KEYS[1] value, KEYS[2] generation (guard), KEYS[3..] tag sets; ARGV value, expected generation, ttl, tag ttl.
-_STORE_GUARDED = """
+# On a Cluster the tag sets here are those of the value's hash tag; the others were joined before (_TAG_ADD).
+_STORE_GUARDED = Script("""
 local g = redis.call('GET', KEYS[2]) or '0'
 if g ~= ARGV[2] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
@@ -56,16 +55,31 @@ for i = 3, #KEYS do
   end
 end
 return 1
-"""
+""")
+# KEYS[1] a tag set; ARGV member, tag ttl. A tag set outside the value's hash tag, joined before the value is stored:
+# an invalidation that drops it after the store finds the value in it, and one that drops it before moved the
+# value's guard, so the store does not happen.
+_TAG_ADD = Script("""
+redis.call('SADD', KEYS[1], ARGV[1])
+if redis.call('TTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+""")
 
 
 class Unavailable:
-    """Redis was not asked or did not answer: the caller falls back to PostgreSQL."""
+    """Redis was not asked or did not answer: the caller falls back to PostgreSQL. `failed`: it was asked and
+    failed or ran out of time (the rest of the request then goes without it, db/cache/allowance.py)."""
 
-    __slots__ = ()
+    __slots__ = ("failed",)
+
+    def __init__(self, *, failed: bool = False) -> None:
+        self.failed = failed
 
 
 UNAVAILABLE: Final = Unavailable()
+FAILED: Final = Unavailable(failed=True)
 
 
 class _NotRead:
@@ -84,25 +98,20 @@ class _Flight:
 
 
 @dataclass(frozen=True, slots=True)
+class _Store:
+    """A guarded store queued for the next batch: the script's keys and arguments, the tag sets it joins before
+    (of other hash tags, on a Cluster), its answer."""
+
+    keys: list[str]
+    args: list[bytes | int]
+    remote_tags: list[str]
+    future: asyncio.Future[bool | Unavailable]
+
+
+@dataclass(frozen=True, slots=True)
 class EntityRef:
     kind: str  # one of keys.ENTITY_KINDS
     id: int | str  # a paper's is its arXiv id (its global id names it)
-
-
-def create_redis(url: str, *, timeout_s: float, max_connections: int = 16) -> aioredis.Redis:
-    """A client that fails fast: short socket timeouts, no retries (the default retries cost seconds), and a
-    bounded pool whose callers wait at most `timeout_s` for a connection instead of failing at once."""
-    pool = BlockingConnectionPool.from_url(
-        url,
-        max_connections=max_connections,
-        timeout=timeout_s,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=timeout_s,
-        retry=Retry(NoBackoff(), 0),
-        retry_on_timeout=False,
-    )
-    # from_pool: closing the client closes its pool too.
-    return aioredis.Redis.from_pool(pool)
 
 
 class CacheStore:
@@ -111,12 +120,15 @@ class CacheStore:
     Reads and guarded stores are batched per event-loop turn: every key asked for in one turn goes out in one
     MGET, every store in one pipeline, and at most `max_in_flight` batches are sent at once (the rest wait and
     join the next batch). A request's Redis traffic is so bounded by the number of turns it takes, not by how
-    many fields it resolves; a batch is a task of its own, so a cancelled request cancels no Redis call.
+    many fields it resolves; a batch is a task of its own, so a cancelled request cancels no Redis call. A request
+    waits for a batch at most the Redis timeout, and after one wait ran out or failed it asks Redis for nothing
+    more (db/cache/allowance.py). On a Cluster the MGET is split by slot, and a store joins the tag sets of other
+    hash tags before its guarded script runs (`_TAG_ADD`).
     """
 
     def __init__(
         self,
-        redis: aioredis.Redis | None,
+        redis: RedisClient | None,
         *,
         namespace: str,
         ttl_s: int,
@@ -126,6 +138,7 @@ class CacheStore:
         max_in_flight: int = 4,
     ) -> None:
         self.redis = redis
+        self.cluster = isinstance(redis, RedisCluster)
         self.namespace = namespace
         self.ttl_s = ttl_s
         self.timeout_s = timeout_s
@@ -136,18 +149,33 @@ class CacheStore:
         self.pending_invalidation = Touched()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._reads: list[tuple[list[str], asyncio.Future[list[bytes | None] | Unavailable]]] = []
-        self._stores: list[tuple[list[str], list[bytes | int], asyncio.Future[bool | Unavailable]]] = []
+        self._stores: list[_Store] = []
         self._read_scheduled = False
         self._store_scheduled = False
         self._batches: set[asyncio.Task[None]] = set()
         self.max_in_flight = max_in_flight
         self._in_flight = 0
         self.peak_in_flight = 0
-        self._store_sha = hashlib.sha1(_STORE_GUARDED.encode()).hexdigest()
         self._breaker_reported = -1
 
-    async def call(self, op: Callable[[aioredis.Redis], Awaitable[R]]) -> R | Unavailable:
-        """Run one Redis operation through the breaker; UNAVAILABLE instead of any Redis failure."""
+    async def call(self, op: Callable[[RedisClient], Awaitable[R]], *, round_trips: int = 2) -> R | Unavailable:
+        """Run one Redis operation through the breaker; UNAVAILABLE instead of any Redis failure. Within a request,
+        nothing once a call of the request failed, else bounded by the Redis timeout; outside one (the ingest),
+        by `round_trips` timeouts."""
+        if self.redis is None or allowance.spent():
+            return UNAVAILABLE
+        in_request = allowance.current_allowance() is not None
+        result = await self._call(op, self.timeout_s if in_request else self.timeout_s * round_trips)
+        if isinstance(result, Unavailable) and result.failed:
+            allowance.note_failure(timed_out=False)
+        return result
+
+    async def call_shared(self, op: Callable[[RedisClient], Awaitable[R]]) -> R | Unavailable:
+        """Run one Redis operation that serves many requests (a batch): through the breaker, bounded by twice the
+        timeout, whatever the request that happened to start it may still wait."""
+        return await self._call(op, self.timeout_s * 2)
+
+    async def _call(self, op: Callable[[RedisClient], Awaitable[R]], limit_s: float) -> R | Unavailable:
         redis = self.redis
         if redis is None:
             return UNAVAILABLE
@@ -159,17 +187,17 @@ class CacheStore:
         self.metrics.calls += 1
         try:
             # The socket timeout bounds each read; this bounds the whole call (pool wait + connect + command).
-            async with asyncio.timeout(self.timeout_s * 2):
+            async with asyncio.timeout(limit_s):
                 result = await op(redis)
-        except (RedisError, OSError, TimeoutError) as exc:
+        except (*REDIS_ERRORS, TimeoutError) as exc:
             if _pool_exhausted(exc):
                 # Our own pool was busy: Redis itself is fine, so the breaker is not told.
                 self.metrics.saturated += 1
-            else:
-                permit.failure()
-                self.metrics.errors += 1
-                log.warning("redis unavailable: %s: %s", type(exc).__name__, exc)
-            return UNAVAILABLE
+                return UNAVAILABLE
+            permit.failure()
+            self.metrics.errors += 1
+            log.warning("redis unavailable: %s: %s", type(exc).__name__, exc)
+            return FAILED
         else:
             permit.success()
             return result
@@ -179,6 +207,19 @@ class CacheStore:
                 BREAKER_OPENS.inc(self.breaker.opens - opens)
                 log.warning("redis circuit breaker opened: answering from PostgreSQL")
             self._report_breaker()
+
+    async def wait(self, future: asyncio.Future[T]) -> T | Unavailable:
+        """A request's wait for what a batch brings: at most the Redis timeout (the future is cancelled after it),
+        and a failure or a wait that ran out leaves the rest of the request without Redis."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                result = await future
+        except TimeoutError:
+            allowance.note_failure(timed_out=True)
+            return FAILED
+        if isinstance(result, Unavailable) and result.failed:
+            allowance.note_failure(timed_out=False)
+        return result
 
     def report(self) -> None:
         """Export the counters, the breaker's state and whether Redis is configured to the metrics."""
@@ -196,14 +237,14 @@ class CacheStore:
 
     async def mget(self, keys: list[str]) -> list[bytes | None] | Unavailable:
         """The values of `keys`, read in the same MGET as every other key asked for in this loop turn."""
-        if self.redis is None:
+        if self.redis is None or allowance.spent():
             return UNAVAILABLE
         future: asyncio.Future[list[bytes | None] | Unavailable] = asyncio.get_running_loop().create_future()
         self._reads.append((keys, future))
         if not self._read_scheduled:
             self._read_scheduled = True
             self._spawn(self._flush_reads)
-        return await future
+        return await self.wait(future)
 
     def _spawn(self, flush: Callable[[], Coroutine[Any, Any, None]], *, delay: float = 0.0) -> None:
         loop = asyncio.get_running_loop()
@@ -243,11 +284,11 @@ class CacheStore:
                 wanted: list[str] = []
             else:
                 wanted = list(dict.fromkeys(k for keys_, _ in batch for k in keys_))
-                values = await self.call(lambda r: _mget_chunked(r, wanted))
+                values = await self.call_shared(lambda r: _mget_chunked(r, wanted))
             found = {} if isinstance(values, Unavailable) else dict(zip(wanted, values, strict=True))
             for keys_, future in batch:
                 if not future.done():
-                    future.set_result(UNAVAILABLE if isinstance(values, Unavailable) else [found[k] for k in keys_])
+                    future.set_result(values if isinstance(values, Unavailable) else [found[k] for k in keys_])
         finally:
             if got_slot:
                 self._free_slot()
@@ -259,32 +300,23 @@ class CacheStore:
         try:
             results: list[object] | Unavailable = UNAVAILABLE
             if got_slot:
-                results = await self.call(lambda r: self._eval_stores(r, [(k, a) for k, a, _ in batch]))
+                results = await self.call_shared(lambda r: self._eval_stores(r, batch))
             else:
                 self.metrics.saturated += 1
-            for i, (_, _, future) in enumerate(batch):
-                if not future.done():
-                    future.set_result(UNAVAILABLE if isinstance(results, Unavailable) else bool(results[i]))
+            for i, store in enumerate(batch):
+                if not store.future.done():
+                    store.future.set_result(results if isinstance(results, Unavailable) else bool(results[i]))
         finally:
             if got_slot:
                 self._free_slot()
 
-    async def _eval_stores(
-        self, redis: aioredis.Redis, calls: list[tuple[list[str], list[bytes | int]]]
-    ) -> list[object]:
-        """The guarded-store script once per call, all in one pipeline; loaded first when Redis lost it."""
-        for attempt in range(2):
-            pipe = redis.pipeline(transaction=False)
-            for k, a in calls:
-                pipe.evalsha(self._store_sha, len(k), *k, *a)
-            results: list[object] = await pipe.execute(raise_on_error=False)
-            if not any(isinstance(r, NoScriptError) for r in results) or attempt:
-                break
-            await redis.script_load(_STORE_GUARDED)
-        for r in results:
-            if isinstance(r, Exception):
-                raise r
-        return results
+    async def _eval_stores(self, redis: RedisClient, batch: list[_Store]) -> list[object]:
+        """The guarded-store script once per store, all in one pipeline; on a Cluster, the tag sets of other hash
+        tags joined first (one pipeline before)."""
+        joins = [([t], [s.keys[0], s.args[3]]) for s in batch for t in s.remote_tags]
+        if joins:
+            await _TAG_ADD.run_many(redis, joins)
+        return await _STORE_GUARDED.run_many(redis, [(s.keys, s.args) for s in batch])
 
     async def get_or_compute(
         self,
@@ -309,6 +341,8 @@ class CacheStore:
             self.metrics.singleflight_joins += 1
             try:
                 value: T = await asyncio.shield(flight.future)
+                if isinstance(flight.generation, Unavailable) and flight.generation.failed:
+                    allowance.note_failure(timed_out=False)  # it waited out the computation's Redis failure
                 return value
             except asyncio.CancelledError:
                 task = asyncio.current_task()
@@ -414,16 +448,21 @@ class CacheStore:
 
         It goes out with the other stores of the batch: on the next loop turn, or `linger` seconds from now with
         every store queued by then."""
-        if self.redis is None:
+        if self.redis is None or allowance.spent():
             return False
         expected = guard_value if guard_value is not None else b"0"
         future: asyncio.Future[bool | Unavailable] = asyncio.get_running_loop().create_future()
         future.add_done_callback(self._count_store)
-        self._stores.append(([key, guard_key, *tag_keys], [payload, expected, ttl_s, ttl_s * TAG_TTL_FACTOR], future))
+        local, remote = list(tag_keys), []
+        if self.cluster:
+            home = slot(key)
+            local, remote = [t for t in tag_keys if slot(t) == home], [t for t in tag_keys if slot(t) != home]
+        args: list[bytes | int] = [payload, expected, ttl_s, ttl_s * TAG_TTL_FACTOR]
+        self._stores.append(_Store([key, guard_key, *local], args, remote, future))
         if not self._store_scheduled:
             self._store_scheduled = True
             self._spawn(self._flush_stores, delay=linger)
-        return await future is True
+        return await self.wait(future) is True
 
     def _count_store(self, future: asyncio.Future[bool | Unavailable]) -> None:
         if not future.cancelled() and future.result() is False:
@@ -447,7 +486,13 @@ def _ref_order(ref: EntityRef) -> tuple[str, str]:
     return (ref.kind, str(ref.id))
 
 
-async def _mget_chunked(redis: aioredis.Redis, wanted: list[str]) -> list[bytes | None]:
+async def _mget_chunked(redis: RedisClient, wanted: list[str]) -> list[bytes | None]:
+    if isinstance(redis, RedisCluster):
+        if len({slot(k) for k in wanted}) > 1:
+            # One MGET per slot, in one pipeline (split by node).
+            return list(map(_as_bytes, await redis.mget_nonatomic(wanted)))
+        # A request's own read (an entry and its guard) is one slot: one command, no pipeline.
+        return list(map(_as_bytes, await redis.mget(wanted)))
     if len(wanted) <= MGET_CHUNK:
         return list(map(_as_bytes, await redis.mget(wanted)))
     pipe = redis.pipeline(transaction=False)

@@ -19,8 +19,9 @@ import httpx
 
 import localservers
 from db.admin import create_database
+from db.cache.client import create_redis
 from db.cache.invalidation import invalidate
-from db.cache.store import CacheStore, create_redis
+from db.cache.store import CacheStore
 from db.migrate import migrate
 from db.records import Touched
 from localservers import with_database

@@ -14,7 +14,8 @@ import httpx
 import pytest
 from lxml import etree
 
-from db.cache.store import CacheStore, create_redis
+from db.cache.client import create_redis
+from db.cache.store import CacheStore
 from db.migrate import migrate
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.http import RetryPolicy

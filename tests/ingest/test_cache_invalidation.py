@@ -46,7 +46,7 @@ async def test_a_failed_page_invalidates_nothing(conn: asyncpg.Connection, clock
     oai.script[0] = httpx.Response(400)
     await harvest_arxiv(conn, oai.client(clock), cache=cache)
     assert cache.redis is not None
-    assert await cache.redis.get(keys.response_epoch(cache.namespace)) is None
+    assert await cache.redis.exists(*keys.response_epochs(cache.namespace)) == 0
 
 
 async def test_a_cached_paper_page_is_dropped_when_the_ingest_rewrites_the_paper(

@@ -82,7 +82,7 @@ async def test_harvest_and_enrichment_again_keep_every_correction(conn: asyncpg.
     white_at = next(i for i, a in enumerate(S2_CHEMCROW["authors"]) if a["authorId"] == WHITE)
 
     # Sam Cox is not ChemCrow's author; White's ChemCrow is another White's; Lála and Schilter are one person.
-    not_me = await correct(conn, "NOT_ME", [s2[SAM_COX]], [chemcrow])
+    await correct(conn, "NOT_ME", [s2[SAM_COX]], [chemcrow])
     split = await correct(conn, "SPLIT", [s2[WHITE]], [chemcrow])
     merge = await correct(conn, "MERGE", [s2[LALA], s2[SCHILTER]])
     other_white, survivor = split.new_researcher_id, merge.new_researcher_id

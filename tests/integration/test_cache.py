@@ -9,8 +9,9 @@ import asyncpg
 import pytest
 
 from db.cache import keys
+from db.cache.client import create_redis
 from db.cache.invalidation import invalidate
-from db.cache.store import CacheStore, EntityRef, create_redis
+from db.cache.store import CacheStore, EntityRef
 from db.pool import create_pool
 from db.queries.aggregates import SELECT_RESEARCHER_NETWORK, SELECT_RESEARCHER_STATS, fetch_researcher_stats
 from db.queries.figures import refresh_figures

@@ -16,8 +16,9 @@ import pytest
 import localservers
 from db.cache import keys
 from db.cache.breaker import BreakerState, CircuitBreaker
+from db.cache.client import create_redis
 from db.cache.invalidation import invalidate
-from db.cache.store import CacheStore, create_redis
+from db.cache.store import CacheStore
 from db.pool import create_pool
 from db.queries.aggregates import ResearcherStatsRow
 from db.records import Touched
@@ -203,3 +204,36 @@ async def test_invalidation_during_outage_is_delivered_later(pool, fault_db, sto
     await invalidate(store, Touched())  # the next invalidation (of anything) delivers the deferred ids
     assert not store.pending_invalidation
     assert await store.redis.exists(key) == 0
+
+
+async def test_a_request_pays_one_redis_timeout_however_many_calls_it_makes(fault_db, server) -> None:
+    """Frozen Redis, breaker held closed: a page's rate-limit charge, response-cache read, aggregate reads and stores
+    would each wait out the timeout (four or more per request); once one has, the rest of the request goes without
+    Redis. Counted in the Redis calls that failed."""
+    from tests.contract.conftest import operation_text
+    from tests.integration.inprocess import served
+
+    page = operation_text("ResearcherPage")
+    settings = {
+        "rate_limits": "on",
+        "near_cache_mb": 0,
+        "redis_timeout_s": 0.2,
+        # Held closed: every call of every request reaches the frozen server.
+        "redis_breaker_min_calls": 50,
+        "redis_breaker_window_calls": 50,
+    }
+    async with served(fault_db[0], server.url, **settings) as (client, state):
+        store: CacheStore = state["cache"]
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            for rid in researcher_ids(fault_db)[:3]:
+                errors = store.metrics.errors
+                response = await client.post("/graphql", json={"query": page, "variables": {"id": str(rid)}})
+                body = response.json()
+                assert response.status_code == 200 and "errors" not in body, body
+                assert body["data"]["researcher"]["id"]
+                await store.settle()
+                assert store.metrics.errors - errors == 1
+            assert store.breaker.state is BreakerState.CLOSED
+        finally:
+            os.kill(server.pid, signal.SIGCONT)

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 import localservers
 from app import create_app
 from cli import app as cli_app
-from db.cache.store import CacheStore, create_redis
+from db.cache.client import create_redis
+from db.cache.store import CacheStore
 from db.queries.api_keys import USE_API_KEY
 from edge import ratelimit
 from edge.api_keys import FAILED_KEY_POINTS, ApiKeyAuthenticator

@@ -148,6 +148,7 @@ async def test_the_registry_keeps_the_documents_used_last(
     import edge.persisted
 
     monkeypatch.setattr(edge.persisted, "MAX_REGISTERED", 2)
+    monkeypatch.setattr(edge.persisted, "TOUCH_S", 0)  # every use marked (an hour apart at most in service)
     documents = [f"query R{i} {{ __typename }}" for i in range(5)]
     async with api(seeded, redis_url, cache_namespace) as (client, _):
         for document in documents[:2]:
@@ -256,7 +257,7 @@ def purge_receiver() -> Iterator[str]:
 
 
 async def test_invalidation_purges_the_cdn_tags(seeded: Any, redis_url: str, cache_namespace: str, purge_receiver):
-    from db.cache.store import create_redis
+    from db.cache.client import create_redis
 
     store = CacheStore(create_redis(redis_url, timeout_s=1.0), namespace=f"{cache_namespace}-purge", ttl_s=60)
     purge = HttpPurge(purge_receiver)

@@ -17,8 +17,9 @@ import httpx
 import pytest
 
 from app import create_app
+from db.cache.client import create_redis
 from db.cache.invalidation import invalidate
-from db.cache.store import CacheStore, create_redis
+from db.cache.store import CacheStore
 from db.records import Touched
 from tests.integration.graph_support import (
     PAPERS,

@@ -12,8 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 
 import localservers
+from db.cache.client import create_redis
 from db.cache.memory_policy import RECOMMENDED_POLICY, memory_policy_warning
-from db.cache.store import create_redis
 from tests.server_process import server_process, wovepaper_command
 
 

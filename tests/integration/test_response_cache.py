@@ -497,7 +497,7 @@ def paper_record(arxiv_id: str, title: str, category: str, author: str, when: da
 
 async def response_entries(store: CacheStore) -> int:
     assert store.redis is not None
-    return len([k async for k in store.redis.scan_iter(match=f"{store.namespace}:response:s*", count=1000)])
+    return len([k async for k in store.redis.scan_iter(match=f"{store.namespace}:{{r:*}}:response:s*", count=1000)])
 
 
 async def test_undeclared_variables_are_refused_and_never_stored(api, resp_db) -> None:

@@ -51,7 +51,7 @@ def test_old_outcomes_leave_the_window() -> None:
 
 
 def test_half_open_lets_one_probe_through_and_a_success_closes() -> None:
-    b, now = _clocked(failure_rate=0.5, min_calls=2, window_s=10, reset_after_s=10)
+    b, now = _clocked(failure_rate=0.5, min_calls=2, window_s=10, reset_after_s=10, first_probe_s=10)
     _calls(b, "xx")
     assert b.state is BreakerState.OPEN
     now[0] += 10
@@ -69,6 +69,32 @@ def test_half_open_lets_one_probe_through_and_a_success_closes() -> None:
     probe.success()
     probe.release()
     assert b.state is BreakerState.CLOSED and b.window() == (0, 0)
+
+
+def test_probes_come_soon_after_opening_then_back_off_to_the_reset_period() -> None:
+    """A failover promotes a replica within seconds: the first probe goes after 1 s, each failed one doubles the wait
+    up to the reset period, and a breaker that opens again starts over."""
+    b, now = _clocked(failure_rate=0.5, min_calls=2, window_s=10, reset_after_s=10)
+    _calls(b, "xx")
+    waits = []
+    for _ in range(6):
+        opened = now[0]
+        while b.state is BreakerState.OPEN:
+            now[0] += 0.25
+        waits.append(now[0] - opened)
+        probe = b.allow()
+        assert probe is not None
+        probe.failure()
+        probe.release()
+    assert waits == [1, 2, 4, 8, 10, 10]
+    now[0] += 10
+    probe = b.allow()
+    assert probe is not None
+    probe.success()
+    probe.release()
+    assert b.state is BreakerState.CLOSED
+    _calls(b, "xx")
+    assert b.state is BreakerState.OPEN and b.probe_after_s() == 1
 
 
 def test_a_probe_that_ends_without_an_outcome_hands_its_turn_on() -> None:

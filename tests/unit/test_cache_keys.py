@@ -7,11 +7,56 @@ from db.cache import keys
 
 def test_keys_are_namespaced_versioned_and_lowercase() -> None:
     k = keys.researcher_stats("wp", 42)
-    assert k == f"wp:researcher:42:stats:v{keys.RESEARCHER_STATS_VERSION}"
-    assert keys.institution_stats("wp", 7).startswith("wp:institution:7:stats:v")
-    assert keys.researcher_coauthors("ns", 1).startswith("ns:researcher:1:coauthors:v")
-    for k in (keys.researcher_stats("wp", 1), keys.entity_tag("wp", "paper", 3), keys.response_epoch("wp")):
-        assert k == k.lower() and " " not in k
+    assert k == f"wp:{{researcher:42}}:stats:v{keys.RESEARCHER_STATS_VERSION}"
+    assert keys.institution_stats("wp", 7).startswith("wp:{institution:7}:stats:v")
+    assert keys.researcher_coauthors("ns", 1).startswith("ns:{researcher:1}:coauthors:v")
+    response = keys.response("wp", schema_version="s", operation="o", document_hash="h", variables=b"{}")
+    for k in (keys.researcher_stats("wp", 1), keys.entity_tag("wp", "paper", 3), keys.response_epoch("wp", response)):
+        assert k == k.lower() and " " not in k and k.startswith("wp:")
+
+
+def slot(key: str) -> int:
+    from redis.crc import key_slot
+
+    return key_slot(key.encode())
+
+
+def test_what_one_script_touches_shares_a_slot() -> None:
+    """On a Cluster a script's keys must share a slot: an entity's aggregates, generation and tag set; a response
+    or feed, its bucket's epoch and lists tag; an entity's keys whatever its id looks like."""
+    entities = (("researcher", 7), ("institution", 3), ("paper", "2401.01234"), ("paper", "hep-th/9901001"))
+    for kind, entity_id in entities:
+        home = slot(keys.entity_generation("wp", kind, entity_id))
+        assert slot(keys.entity_tag("wp", kind, entity_id)) == home
+    home = slot(keys.entity_generation("wp", "researcher", 7))
+    for k in (
+        keys.researcher_stats("wp", 7),
+        keys.researcher_coauthors("wp", 7),
+        keys.researcher_network("wp", 7, depth=2, min_shared=1, limit=20),
+    ):
+        assert slot(k) == home
+    assert slot(keys.institution_stats("wp", 3)) == slot(keys.entity_generation("wp", "institution", 3))
+    for variables in (b'{"id":"1"}', b'{"id":"2"}', b'{"first":24}'):
+        response = keys.response("wp", schema_version="s", operation="o", document_hash="h", variables=variables)
+        assert slot(keys.response_epoch("wp", response)) == slot(response) == slot(keys.lists_tag("wp", response))
+    feed = keys.feed("wp", kind="category", key="cs.LG", fmt="rss", limit=20, variant="x")
+    assert slot(keys.response_epoch("wp", feed)) == slot(feed)
+    assert keys.response_epoch("wp", feed) in keys.response_epochs("wp")
+    assert keys.lists_tag("wp", feed) in keys.lists_tags("wp")
+
+
+def test_hash_tags_spread_the_load_over_slots() -> None:
+    """Per entity, per client, per response bucket: never one tag for everything."""
+    entities = {slot(keys.researcher_stats("wp", i)) for i in range(200)}
+    clients = {slot(keys.rate_limit("wp", f"ip:198.51.100.{i}")) for i in range(200)}
+    documents = {slot(keys.persisted_query("wp", f"{i:064x}")) for i in range(200)}
+    responses = {
+        slot(keys.response("wp", schema_version="s", operation="o", document_hash="h", variables=b"%d" % i))
+        for i in range(200)
+    }
+    assert min(len(entities), len(clients), len(documents)) > 190
+    assert len(responses) > 100 and len(set(keys.response_epochs("wp"))) == keys.RESPONSE_BUCKETS
+    assert len({slot(k) for k in keys.response_epochs("wp")}) > 200
 
 
 def test_network_key_depends_on_every_argument() -> None:
@@ -30,7 +75,7 @@ def test_network_key_depends_on_every_argument() -> None:
 def test_response_key_covers_operation_document_variables_and_schema() -> None:
     base = {"schema_version": "abc", "operation": "ResearcherPage", "document_hash": "h1", "variables": b'{"id":"1"}'}
     k = keys.response("wp", **base)
-    assert k.startswith("wp:response:sabc:")
+    assert k.startswith("wp:{r:") and ":response:sabc:" in k
     for field, other in (
         ("schema_version", "abd"),
         ("operation", "PaperPage"),
@@ -47,7 +92,7 @@ def test_response_key_covers_operation_document_variables_and_schema() -> None:
 def test_unknown_entity_kind_is_refused() -> None:
     with pytest.raises(ValueError):
         keys.entity_tag("wp", "user", 1)
-    assert keys.entity_generation("wp", "institution", 5) == "wp:institution:5:gen"
+    assert keys.entity_generation("wp", "institution", 5) == "wp:{institution:5}:gen"
 
 
 def test_contract_operations_cacheability() -> None:

@@ -1,0 +1,62 @@
+"""What one request may wait on Redis: one timeout in all.
+
+The edge opens an allowance for each request (edge/front.py); every wait of the request on Redis (its rate-limit
+charge, a persisted document, the response cache, the aggregates, their stores) is bounded by the Redis timeout,
+and once one of them timed out or failed, the rest of the request goes without Redis: a frozen Redis costs a
+request one timeout, not one per call. Work outside a request (the ingest, the batches that serve many requests)
+has no allowance and keeps its own bounds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class RedisAllowance:
+    # A call of this request timed out or failed: the rest of it goes without Redis.
+    spent: bool = False
+    # Waits that ran out of time, and Redis uses skipped once spent (in the request's log line).
+    timeouts: int = 0
+    skipped: int = 0
+
+
+_current: contextvars.ContextVar[RedisAllowance | None] = contextvars.ContextVar(
+    "wovepaper_redis_allowance", default=None
+)
+
+
+@contextlib.contextmanager
+def request_allowance() -> Iterator[RedisAllowance]:
+    """Everything awaited inside (and every task started inside) shares one allowance."""
+    allowance = RedisAllowance()
+    token = _current.set(allowance)
+    try:
+        yield allowance
+    finally:
+        _current.reset(token)
+
+
+def current_allowance() -> RedisAllowance | None:
+    return _current.get()
+
+
+def spent() -> bool:
+    """Whether the current request must go without Redis from now on (counted as a skip)."""
+    allowance = _current.get()
+    if allowance is None or not allowance.spent:
+        return False
+    allowance.skipped += 1
+    return True
+
+
+def note_failure(*, timed_out: bool) -> None:
+    """A call of the current request failed (or ran out of time): the rest of it goes without Redis."""
+    allowance = _current.get()
+    if allowance is not None:
+        allowance.spent = True
+        if timed_out:
+            allowance.timeouts += 1
