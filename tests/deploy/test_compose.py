@@ -37,8 +37,6 @@ WOVEPAPER = {"migrate", "api", "ingest"}
 SETTINGS_EXPECTED_FROM_ISSUES_32_AND_33 = {
     "WOVEPAPER_DATABASE_REPLICA_URLS",
     "WOVEPAPER_REPLICA_MAX_LAG_S",
-    "WOVEPAPER_REDIS_SENTINELS",
-    "WOVEPAPER_REDIS_SENTINEL_MASTER",
 }
 # Read from the environment outside Settings: by the image (semantic/, prometheus_client) or by the ingest's loop.
 OTHER_VARIABLES = {"PROMETHEUS_MULTIPROC_DIR", "WOVEPAPER_MODEL_DIR", "WOVEPAPER_EMBEDDING_BACKEND", "INGEST_AT_UTC"}
