@@ -158,15 +158,15 @@ async def check_redis(settings: Settings) -> list[Row]:
     from db.cache.client import create_redis
     from db.cache.memory_policy import memory_policy_warning
 
-    if not settings.redis_url:
-        return [skip("redis", "REDIS_URL", "not set: the API answers uncached and /readyz says degraded")]
     target = settings.redis
+    if target is None or not settings.redis_url:
+        return [skip("redis", "REDIS_URL", "not set: the API answers uncached and /readyz says degraded")]
     setting = {"single": "REDIS_URL", "sentinel": "WOVEPAPER_REDIS_SENTINELS", "cluster": "WOVEPAPER_REDIS_CLUSTER"}[
         target.topology
     ]
-    where = masked_url(settings.redis_url) if target.topology != "sentinel" else (
-        f"{settings.redis_sentinel_master} via " + ",".join(f"{h}:{p}" for h, p in target.sentinels)
-    )
+    where = masked_url(settings.redis_url)
+    if target.topology == "sentinel":
+        where = f"{settings.redis_sentinel_master} via " + ",".join(f"{h}:{p}" for h, p in target.sentinels)
     client = create_redis(target, timeout_s=TIMEOUT_S, max_connections=2)
     try:
         await client.ping()
@@ -174,8 +174,8 @@ async def check_redis(settings: Settings) -> list[Row]:
             state = (await client.cluster_info()).get("cluster_state")
             version, role = "?", "master" if state == "ok" else f"cluster_state {state}"
         else:
-            version = (await client.info("server")).get("redis_version", "?")
-            role = (await client.info("replication")).get("role")
+            version = str((await client.info("server")).get("redis_version", "?"))
+            role = str((await client.info("replication")).get("role"))
         memory = await memory_policy_warning(client)
     except (RedisError, OSError) as exc:
         return [fail("redis", setting, f"cannot reach {where}: {_error(exc)}")]
@@ -183,8 +183,11 @@ async def check_redis(settings: Settings) -> list[Row]:
         await client.aclose()
     if role != "master":
         return [fail("redis", setting, f"{where} is not a writable primary ({role}): name the primary")]
-    what = {"single": f"Redis {version} (primary)", "sentinel": f"Redis {version} (the Sentinels' primary)",
-            "cluster": "Redis Cluster (state ok)"}[target.topology]
+    what = {
+        "single": f"Redis {version} (primary)",
+        "sentinel": f"Redis {version} (the Sentinels' primary)",
+        "cluster": "Redis Cluster (state ok)",
+    }[target.topology]
     rows = [ok("redis", setting, f"{what} at {where}")]
     if memory is not None:
         rows.append(warn("redis-memory", setting, memory))
