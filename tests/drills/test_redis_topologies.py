@@ -78,6 +78,24 @@ def assert_all_right(result: Any) -> None:
         assert summary["requests"] > 0, phase
 
 
+async def test_check_finds_the_primary_on_each_topology(cluster: LocalCluster, sentinel: LocalSentinel) -> None:
+    """`wovepaper check` reaches a Cluster (its state) and the primary the Sentinels name, and reads each primary's
+    memory policy (a Cluster answers it per node)."""
+    from typer.testing import CliRunner
+
+    from cli import app
+
+    for env, setting, what in (
+        (cluster_env(cluster), "WOVEPAPER_REDIS_CLUSTER", "Redis Cluster (state ok)"),
+        (sentinel.env(), "WOVEPAPER_REDIS_SENTINELS", "(the Sentinels' primary)"),
+    ):
+        clean = {k: None for k in os.environ if k.startswith("WOVEPAPER_") or k in ("DATABASE_URL", "REDIS_URL")}
+        result = await asyncio.to_thread(CliRunner().invoke, app, ["check", "--only", "redis"], env=clean | env)
+        assert result.exit_code == 0, result.output
+        row = next(line for line in result.output.splitlines() if line.split()[:2] == ["ok", "redis"])
+        assert setting in row and what in row and PASSWORD not in row
+
+
 async def test_three_processes_on_a_cluster_agree(topology_db: str, cluster: LocalCluster, tmp_path: Any) -> None:
     env = api_env(
         cluster_env(cluster),
