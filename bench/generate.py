@@ -107,7 +107,7 @@ async def generate(dsn: str, papers: int, seed: int) -> int:
         await migrate(conn)
         # The backend's CPU is readable when PostgreSQL runs on this machine.
         pid = await conn.fetchval("SELECT pg_backend_pid()")
-        stages = Stages(pid if Path(f"/proc/{pid}").exists() else None)
+        stages = Stages(pid if os.path.exists(f"/proc/{pid}") else None)
         print(f"generating {papers:,} papers (seed {seed}) into {conn.get_settings().server_version}", flush=True)
         report = await demo.load_demo(conn, papers=papers, seed=seed, progress=stages.progress)
         stages.end("vacuum")
