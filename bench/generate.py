@@ -62,8 +62,8 @@ class Stages:
     """Prints, at each change of stage, the last stage's wall time and CPU: here, and in the PostgreSQL backend
     (read from /proc when the server is on this machine, else not shown)."""
 
-    def __init__(self, backend_pid: int | None) -> None:
-        self.backend_pid = backend_pid
+    def __init__(self, backend_pid: int) -> None:
+        self.backend_pid = backend_pid if Path(f"/proc/{backend_pid}").exists() else None
         self.started = time.monotonic()
         self.stage = "start"
         self.mark = self._sample()
@@ -105,9 +105,8 @@ async def generate(dsn: str, papers: int, seed: int) -> int:
     conn = await asyncpg.connect(dsn)
     try:
         await migrate(conn)
-        # The backend's CPU is readable when PostgreSQL runs on this machine.
         pid = await conn.fetchval("SELECT pg_backend_pid()")
-        stages = Stages(pid if os.path.exists(f"/proc/{pid}") else None)
+        stages = Stages(pid)
         print(f"generating {papers:,} papers (seed {seed}) into {conn.get_settings().server_version}", flush=True)
         report = await demo.load_demo(conn, papers=papers, seed=seed, progress=stages.progress)
         stages.end("vacuum")
