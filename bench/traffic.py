@@ -18,7 +18,8 @@ then:
    enrich` enriches them meanwhile, from fake upstreams in the real formats (bench/traffic_ingest.py).
 3. Every answer checked (status, no GraphQL errors, the entity asked for), and the pages' `modifiedAt` against the
    database afterwards (bench/truth.py): `wrong` counts answers older than a change committed `--truth-grace`
-   seconds before they were asked for.
+   seconds before they were asked for (commit times need `track_commit_timestamp = on`; without it a change's
+   `modified_at`, its transaction's start, is used with `--truth-allowance` seconds more).
 4. `--per-class S`: each class alone, closed-loop for S seconds: its CPU per request (the capacity model's input).
 
 Output: one JSON line per class (`class`, `sent`, `errors`, `p50_ms`, `p99_ms`, `p999_ms`, and `wrong`,
@@ -323,7 +324,7 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
         after = await cache_events(client)
         if ingest_task is not None:
             result["ingest"] = await ingest.finish(ingest_task)
-        verdicts = await truth.check(admin, site.seen, site.latest, args.truth_grace)
+        verdicts = await truth.check(admin, site.seen, site.latest, args.truth_grace, args.truth_allowance)
 
         lines: list[dict[str, Any]] = []
         for cls in DEFAULT_SHARES:
@@ -332,6 +333,8 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             v = verdicts.get(cls)
             line = {"class": cls, **records[cls].summary()}
             line.update(wrong=v.wrong if v else 0, truth_checked=v.checked if v else 0)
+            if v:
+                line["truth_basis"] = v.basis
             if v and v.examples:
                 line["wrong_examples"] = v.examples
             lines.append(line)
@@ -460,6 +463,12 @@ def main() -> None:
     parser.add_argument("--ingest-delay", type=float, default=5.0, help="seconds into the run the ingest starts")
     parser.add_argument("--truth-grace", type=float, default=5.0,
                         help="seconds a committed change may take to reach the answers (default 5)")  # fmt: skip
+    parser.add_argument(
+        "--truth-allowance",
+        type=float,
+        default=30.0,
+        help="without track_commit_timestamp: seconds a write's transaction may run past its modified_at (default 30)",
+    )
     parser.add_argument("--rate-limits", choices=("on", "off"), default="on")
     parser.add_argument("--workers", type=int, default=1, help="API worker processes (default 1)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds a request may take (default 30)")
