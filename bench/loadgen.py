@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -290,7 +289,3 @@ async def closed_loop(
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return done, loop.time() - start
-
-
-def now_wall() -> float:
-    return time.time()

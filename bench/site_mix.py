@@ -340,7 +340,6 @@ class Site:
         self.seen: list[Seen] = []
         self.latest: list[tuple[float, list[str], str]] = []  # (sent_at, arXiv ids, oldest published) of LatestPapers
         self._tokens: dict[str, str] = {}
-        self.chat_questions = 0
 
     # -- building blocks
 
@@ -519,7 +518,6 @@ class Site:
         return outcome
 
     async def _chat(self, viewer: str, title: str, arxiv_id: str | None) -> Outcome:
-        self.chat_questions += 1
         words = " ".join(title.split()[:6])
         body: dict[str, Any] = {"question": f"What do these papers say about {words}?"}
         if arxiv_id is not None:

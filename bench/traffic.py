@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import random
@@ -194,8 +195,6 @@ def api_server(env: dict[str, str], workers: int, log: Path) -> Iterator[tuple[i
             if proc.poll() is not None:
                 raise RuntimeError(f"the API exited: {log.read_text(errors='replace')[-2000:]}")
             try:
-                import http.client
-
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
                 c.request("GET", "/readyz")
                 if c.getresponse().status == 200:
