@@ -29,9 +29,9 @@ from db.queries import bulk_load
 from db.queries.figures import refresh_institution_figures, refresh_researcher_figures
 from db.queries.writes.analyses import AnalysisRecord
 from db.queries.writes.institutions import upsert_institutions
-from db.records import AuthorshipMatch, CitationRecord, InstitutionRecord, PaperRecord, ResearcherRecord, WorkRecord
+from db.records import AuthorshipMatch, CitationRecord, InstitutionRecord, PaperRecord, ResearcherRecord
 from db.slugs import paper_slug, slugify
-from demo.papers import generate_papers, generate_works
+from demo.papers import WorkRow, generate_papers, generate_work_rows
 from demo.people import DemoPlan, make_institutions, new_people, researcher_index, researcher_records
 
 TABLES = (
@@ -114,6 +114,7 @@ def paper_rows(
 ) -> Iterator[PaperRows]:
     """Batches of every row the papers need, with researcher ids as the upsert path assigns them (index + 1)."""
     rows = PaperRows()
+    institution = _institution(inst_ids)
     for paper_id, (p, matches, citation, analysis) in enumerate(generated, 1):
         by_position = {m.position: m for m in matches}
         matched = 0
@@ -123,7 +124,7 @@ def paper_rows(
             matched += rid is not None
             rows.authorships.append((paper_id, a.position, a.name, rid, a.affiliation, a.is_collaboration))
             if m is not None:
-                insts = {i for i in map(_institution(inst_ids), m.institution_rors) if i is not None}
+                insts = {i for i in map(institution, m.institution_rors) if i is not None}
                 rows.affiliations.extend((paper_id, a.position, i) for i in sorted(insts))
         for v in {v.version: v for v in p.versions}.values():
             rows.versions.append((paper_id, v.version, v.submitted_at, v.size_kb, v.source_type))
@@ -142,7 +143,7 @@ def identities(records: Iterator[ResearcherRecord], into: Identities) -> None:
 
 
 def researcher_rows(
-    careers: Iterator[tuple[int, list[WorkRecord], ResearcherRecord]], ids: Identities, now: datetime, batch: int
+    careers: Iterator[tuple[int, list[WorkRow], ResearcherRecord]], ids: Identities, now: datetime, batch: int
 ) -> Iterator[tuple[list[Row], list[Row]]]:
     """Batches of researcher rows (with their works' totals) and of their works, each work once."""
     researchers: list[Row] = []
@@ -154,10 +155,8 @@ def researcher_rows(
             + (t.s2_citation_count, t.s2_h_index, t.openalex_works_count, t.openalex_cited_by_count)
             + (t.openalex_h_index, t.openalex_i10_index, now, now)
         )
-        once = {(w.source, w.external_id): w for w in career}
-        works.extend(
-            (rid, w.source, w.external_id, w.title, w.year, w.citation_count, w.arxiv_id, w.doi) for w in once.values()
-        )
+        once = {(w[0], w[1]): w for w in career}
+        works.extend((rid, *w) for w in once.values())
         if len(researchers) >= batch:
             yield researchers, works
             researchers, works = [], []
@@ -181,7 +180,7 @@ def produce(plan: DemoPlan, inst_ids: dict[str, int], now: datetime, batch_size:
         generated = generate_papers(plan, people, institutions, arxiv_ids)
         for rows in paper_rows(generated, inst_ids, now, batch_size):
             _put(out, ("papers", rows))
-        for batch in researcher_rows(generate_works(plan, people, arxiv_ids), ids, now, batch_size):
+        for batch in researcher_rows(generate_work_rows(plan, people, arxiv_ids), ids, now, batch_size):
             _put(out, ("researchers", batch))
         _put(out, ("done", None))
     except Exception:  # noqa: BLE001 - reported to the loader, which raises it
@@ -266,6 +265,8 @@ async def load(
     for table in ("papers", "researchers"):
         await bulk_load.continue_identity(conn, table)
     progress("indexes", 1, 1)
+    progress("figures", 0, 1)
     await refresh_researcher_figures(conn, None)
     await refresh_institution_figures(conn, None)
+    progress("figures", 1, 1)
     return works_total

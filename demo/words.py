@@ -1,7 +1,9 @@
 """Word banks for the demo dataset (names, institutions, categories, titles and abstracts) and the draws from them.
 
 The banks are data, in words.json beside this module, read once at import. The draws take a seeded
-`random.Random` and consume it in a fixed way, so a seed always gives the same words.
+`random.Random` and consume it in a fixed way, so a seed always gives the same words. The hot ones call what
+`random` itself would (`choice(s)` is `s[_randbelow(len(s))]`, `randint(a, b)` is `a + _randbelow(b - a + 1)`):
+the same numbers, without the wrappers' cost over millions of draws.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import functools
 import itertools
 import json
 import random
+from bisect import bisect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,8 @@ _DATA: dict[str, Any] = json.loads((Path(__file__).parent / "words.json").read_t
 # (weight, given names, family names, how the full name is written); weights are shares of researchers.
 _CULTURES: list[tuple[float, list[str], list[str], str]] = [(w, g, f, o) for w, g, f, o in _DATA["cultures"]]
 _CULTURE_CUMULATIVE = list(itertools.accumulate(c[0] for c in _CULTURES))
+_CULTURE_TOTAL = _CULTURE_CUMULATIVE[-1] + 0.0
+_LAST_CULTURE = len(_CULTURES) - 1
 _SUFFIXES: list[str] = _DATA["suffixes"]
 _MIDDLE: str = _DATA["middle_initials"]
 COLLABORATIONS: list[str] = _DATA["collaborations"]
@@ -35,15 +40,17 @@ INSTITUTION_PATTERNS: dict[str, list[tuple[str, str]]] = {
 
 def person_name(rng: random.Random) -> str:
     """A real-looking name: diacritics, romanized and native scripts, the odd middle initial or suffix."""
-    _, given, family, order = rng.choices(_CULTURES, cum_weights=_CULTURE_CUMULATIVE)[0]
-    g, f = rng.choice(given), rng.choice(family)
+    # rng.choices(_CULTURES, cum_weights=...)[0] and rng.choice(s), with the numbers they draw (see _randbelow).
+    rb = rng._randbelow
+    _, given, family, order = _CULTURES[bisect(_CULTURE_CUMULATIVE, rng.random() * _CULTURE_TOTAL, 0, _LAST_CULTURE)]
+    g, f = given[rb(len(given))], family[rb(len(family))]
     if order == "eastern":
         return f + g
     if order == "vietnamese":
         return f"{g} {f}"
-    name = f"{g} {rng.choice(_MIDDLE)}. {f}" if rng.random() < 0.12 else f"{g} {f}"
+    name = f"{g} {_MIDDLE[rb(len(_MIDDLE))]}. {f}" if rng.random() < 0.12 else f"{g} {f}"
     if given is _CULTURES[0][1] and rng.random() < 0.15:
-        name += " " + rng.choice(_SUFFIXES)
+        name += " " + _SUFFIXES[rb(len(_SUFFIXES))]
     return name
 
 
@@ -84,11 +91,12 @@ def archive_share(archive: str, year: int) -> float:
 
 _CATEGORY_KEYS = [k for k, _ in CATEGORIES]
 _CATEGORY_CUMULATIVE = list(itertools.accumulate(w for _, w in CATEGORIES))
+_CATEGORY_TOTAL = _CATEGORY_CUMULATIVE[-1] + 0.0
 
 
 def category(rng: random.Random) -> str:
     """A primary category, drawn by its share of arXiv."""
-    return rng.choices(_CATEGORY_KEYS, cum_weights=_CATEGORY_CUMULATIVE)[0]
+    return _CATEGORY_KEYS[bisect(_CATEGORY_CUMULATIVE, rng.random() * _CATEGORY_TOTAL, 0, len(_CATEGORY_KEYS) - 1)]
 
 
 # --------------------------------------------------------------------------------------------- text
@@ -103,7 +111,7 @@ NOVELTY: list[str] = _DATA["novelty"]
 RESEARCH_FIELDS: dict[str, str] = _DATA["research_fields"]
 LICENSES: list[str] = _DATA["licenses"]
 _JOURNALS: dict[str, list[str]] = _DATA["journals"]
-_DOI_PREFIXES: list[str] = _DATA["doi_prefixes"]
+DOI_PREFIXES: list[str] = _DATA["doi_prefixes"]
 
 
 def _pick(rng: random.Random, items: Sequence[str]) -> str:
@@ -112,21 +120,24 @@ def _pick(rng: random.Random, items: Sequence[str]) -> str:
 
 
 def _fill(rng: random.Random, template: str, field: str) -> str:
+    # Five draws whatever the template uses, in this order (`_pick`, inlined: millions of calls).
     bank = _BANK[field]
-    obj, adj = _pick(rng, bank["object"]), _pick(rng, _ADJ)
+    r = rng.random
+    objects, methods, tasks, texs = bank["object"], bank["method"], bank["task"], bank["tex"]
+    obj, adj = objects[int(r() * len(objects))], _ADJ[int(r() * len(_ADJ))]
     return template.format(
         object=obj,
         Object=obj[0].upper() + obj[1:],
-        method=_pick(rng, bank["method"]),
-        task=_pick(rng, bank["task"]),
-        tex=_pick(rng, bank["tex"]),
+        method=methods[int(r() * len(methods))],
+        task=tasks[int(r() * len(tasks))],
+        tex=texs[int(r() * len(texs))],
         adj=adj.lower(),
         Adj=adj,
     )
 
 
 def title(rng: random.Random, field: str) -> str:
-    return _fill(rng, rng.choice(_TITLE_TEMPLATES), field)
+    return _fill(rng, _TITLE_TEMPLATES[rng._randbelow(len(_TITLE_TEMPLATES))], field)
 
 
 def short_title(rng: random.Random) -> str:
@@ -134,7 +145,7 @@ def short_title(rng: random.Random) -> str:
 
 
 def abstract(rng: random.Random, field: str) -> str:
-    picks = rng.sample(_SENTENCES, rng.randint(4, 7))
+    picks = rng.sample(_SENTENCES, 4 + rng._randbelow(4))  # randint(4, 7)
     return " ".join(_fill(rng, s, field) for s in picks)
 
 
@@ -150,9 +161,10 @@ def topics(rng: random.Random, field: str) -> list[str]:
 
 
 def journal_ref(rng: random.Random, field: str, year: int) -> str:
-    return f"{rng.choice(_JOURNALS[field])} {rng.randint(1, 120)} ({year + rng.randint(0, 1)}) {rng.randint(1, 9999)}"
+    rb, journals = rng._randbelow, _JOURNALS[field]
+    return f"{journals[rb(len(journals))]} {1 + rb(120)} ({year + rb(2)}) {1 + rb(9999)}"
 
 
 def doi_suffix(rng: random.Random) -> str:
     r = rng.random()
-    return f"{_DOI_PREFIXES[int(r * 6)]}.{100_000 + int(r * 1e12) % 9_900_000}"
+    return f"{DOI_PREFIXES[int(r * 6)]}.{100_000 + int(r * 1e12) % 9_900_000}"

@@ -1,0 +1,104 @@
+"""After a traffic run: were the answers true when they were given?
+
+A page answer carries its entity's `modifiedAt`; the database keeps the latest one. An answer is *wrong* when the
+database had already committed a newer state `grace` seconds before the request left (the time the cache's
+invalidation needs to reach the server), yet the answer, or the copy a 304 confirmed, is older. When the server
+records commit times (`track_commit_timestamp = on`) the latest state's commit time is read; otherwise only its
+`modified_at` is known, which is the writing transaction's start, and an ingest transaction may commit seconds later
+(a harvest page: 7 s under load), so `allowance` seconds more are granted. An answer sent before the latest change
+(or within those seconds) cannot be judged from the latest state alone and is counted as unchecked, not as right.
+LatestPapers is checked the same way: a paper published after the answer's oldest one, and unchanged since well
+before the request, must be in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import asyncpg
+
+from bench.site_mix import Seen
+
+# {committed}: the latest state's commit time where the server keeps them, else its modified_at.
+_CURRENT = {
+    "paper": "SELECT arxiv_id AS key, modified_at, {committed} AS committed FROM papers"
+    " WHERE arxiv_id = any($1::text[])",
+    "researcher": "SELECT id::text AS key, modified_at, {committed} AS committed FROM researchers"
+    " WHERE id = any($1::text[]::bigint[])",
+    "institution": "SELECT id::text AS key, modified_at, {committed} AS committed FROM institutions"
+    " WHERE id = any($1::text[]::bigint[])",
+}
+_MISSED_LATEST = """
+SELECT count(*) FROM papers
+WHERE published > $1::timestamptz AND NOT withdrawn AND modified_at < to_timestamp($2) AND arxiv_id <> all($3::text[])
+"""
+
+
+@dataclass
+class Verdict:
+    checked: int = 0
+    unchecked: int = 0
+    wrong: int = 0
+    examples: list[str] = field(default_factory=list)
+    basis: str = ""  # "commit time" or "modified_at + allowance"
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+
+
+def _when(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+async def check(
+    conn: asyncpg.Connection,
+    seen: list[Seen],
+    latest: list[tuple[float, list[str], str]],
+    grace_s: float,
+    allowance_s: float = 30.0,
+) -> dict[str, Verdict]:
+    """Verdicts by traffic class."""
+    exact = await conn.fetchval("SELECT current_setting('track_commit_timestamp') = 'on'")
+    committed = "coalesce(pg_xact_commit_timestamp(xmin), modified_at)" if exact else "modified_at"
+    wait = grace_s if exact else grace_s + allowance_s
+    current: dict[tuple[str, str], tuple[float, float]] = {}
+    for kind, sql in _CURRENT.items():
+        keys = sorted({s.key for s in seen if s.kind == kind})
+        for start in range(0, len(keys), 50_000):
+            for r in await conn.fetch(sql.format(committed=committed), keys[start : start + 50_000]):
+                current[(kind, r["key"])] = (r["modified_at"].timestamp(), r["committed"].timestamp())
+    verdicts: dict[str, Verdict] = {}
+    basis = "commit time" if exact else f"modified_at + {allowance_s:.0f} s"
+    for s in seen:
+        v = verdicts.setdefault(s.cls, Verdict(basis=basis))
+        state = current.get((s.kind, s.key))
+        if state is None:
+            v.unchecked += 1
+            continue
+        latest_change, commit = state
+        answered = _when(s.modified_at)
+        if answered >= latest_change - 1e-6:
+            v.checked += 1  # the latest state: right whenever it was sent
+        elif commit + wait < s.sent_at:
+            v.checked += 1
+            v.wrong += 1
+            if len(v.examples) < 5:
+                how = "a 304 confirmed" if s.revalidated else "answered"
+                v.examples.append(
+                    f"{s.kind} {s.key}: {how} the state of {s.modified_at} at {_iso(s.sent_at)}; the state of "
+                    f"{_iso(latest_change)} committed at {_iso(commit)}"
+                )
+        else:
+            v.unchecked += 1
+    lv = verdicts.setdefault("LatestPapers", Verdict(basis=f"modified_at + {allowance_s:.0f} s"))
+    for sent_at, ids, oldest in latest:
+        missed = await conn.fetchval(_MISSED_LATEST, datetime.fromisoformat(oldest.replace("Z", "+00:00")),
+                                     sent_at - grace_s - allowance_s, ids)  # fmt: skip
+        lv.checked += 1
+        if missed:
+            lv.wrong += 1
+            if len(lv.examples) < 5:
+                lv.examples.append(f"latest papers at {sent_at:.0f}: {missed} newer papers missing")
+    return verdicts

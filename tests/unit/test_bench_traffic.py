@@ -1,0 +1,147 @@
+"""The traffic benchmark's own parts: the open-loop schedule, the Zipf draws, the shares, the fake upstreams' formats.
+
+A benchmark that measured latency from when a request actually left (as closed-loop tools do) would hide exactly the
+queueing it is there to show; one whose fake upstreams drifted from the real formats would measure an ingest that
+never runs in production. These tests hold both to what the benchmark claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+
+import pytest
+
+from bench.loadgen import Client, Record, arrival_times, encode_request, open_loop, zipf_rank
+from bench.site_mix import DEFAULT_SHARES, parse_shares, search_terms
+from bench.traffic_ingest import World
+from ingest.parsers.oai import parse_page
+from ingest.parsers.openalex import parse_results, parse_work
+from ingest.parsers.s2 import parse_paper_batch, researcher_from_author
+
+
+async def _stalling_server(stall_s: float) -> tuple[asyncio.Server, int]:
+    """An HTTP/1.1 server answering one request at a time; the first answer takes `stall_s`."""
+    first = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                if not first.is_set():
+                    first.set()
+                    await asyncio.sleep(stall_s)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def test_latency_counts_from_the_intended_send_time_so_queueing_behind_a_stall_shows() -> None:
+    stall = 0.6
+    server, port = await _stalling_server(stall)
+    client = Client("127.0.0.1", port, max_connections=1)
+    raw = encode_request("GET", "/", client.authority)
+
+    async def job() -> str:
+        response = await client.request(raw)
+        return "ok" if response.status == 200 else f"HTTP_{response.status}"
+
+    # Ten requests every 50 ms; the first holds the only connection for 0.6 s, so the others wait behind it. Their
+    # latency from when they were due must include that wait: at least what was left of the stall at their time.
+    due = [i * 0.05 for i in range(10)]
+    records: dict[str, Record] = {}
+    async with server:
+        await open_loop(iter([(t, "c", job) for t in due]), records, grace_s=10)
+        client.close()
+        await asyncio.sleep(0.05)  # the server sees the connection close before it stops
+    record = records["c"]
+    assert record.outcomes == {"ok": 10}
+    assert record.sent == 10
+    # Completion order equals the schedule's (one connection); each waited at least until the stall ended.
+    for at, latency_ms in zip(due, record.latencies_ms, strict=True):
+        assert latency_ms >= (stall - at) * 1000 - 5, (at, latency_ms)
+    summary = record.summary()
+    assert summary["p99_ms"] >= (stall - 0.05) * 1000 - 5
+
+
+def test_arrival_times_keep_the_rate_and_stay_within_the_duration() -> None:
+    times = list(arrival_times(200.0, 10.0, random.Random(1)))
+    assert 1_800 < len(times) < 2_200
+    assert times == sorted(times) and 0 < times[0] and times[-1] < 10.0
+    even = list(arrival_times(100.0, 1.0, random.Random(1), poisson=False))
+    assert len(even) == 99 and even[1] - even[0] == pytest.approx(0.01)
+
+
+def test_zipf_ranks_favour_the_head_and_reach_the_tail() -> None:
+    rng = random.Random(7)
+    n = 1_000_000
+    ranks = [zipf_rank(rng, n, 1.0) for _ in range(100_000)]
+    assert min(ranks) >= 1 and max(ranks) <= n
+    counts = Counter(ranks)
+    # P(rank 1) under Zipf(1) over a million is about 1 / ln(1e6), 7%; the top 1,000 take about half.
+    assert 0.04 < counts[1] / len(ranks) < 0.10
+    assert 0.4 < sum(1 for r in ranks if r <= 1_000) / len(ranks) < 0.6
+    assert sum(1 for r in ranks if r > 100_000) > 5_000  # the long tail: cold pages
+    flatter = [zipf_rank(rng, n, 0.5) for _ in range(10_000)]
+    assert sum(1 for r in flatter if r > 100_000) > sum(1 for r in ranks[:10_000] if r > 100_000)
+    assert zipf_rank(rng, 1, 1.0) == 1
+
+
+def test_shares_override_the_defaults_and_are_normalised() -> None:
+    shares = parse_shares("PaperPage=0.5,Chat=0")
+    assert "Chat" not in shares
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert shares["PaperPage"] > shares["ResearcherPage"]
+    assert parse_shares(None).keys() == DEFAULT_SHARES.keys()
+    with pytest.raises(ValueError, match="unknown class"):
+        parse_shares("Nope=1")
+
+
+def test_search_terms_are_words_and_pairs_most_frequent_first() -> None:
+    terms = search_terms(["Graph Neural Networks for Molecules", "Neural Networks in Vision", "Quantum Graphs"])
+    assert terms[0] in ("networks", "neural", "neural networks")
+    assert "neural networks" in terms and "for" not in terms
+
+
+def _world() -> World:
+    people = [
+        ["Jana Müller", "1000001", "A5000000001", "0000-0002-1825-0097", 40, 900, 12, 45, 1000, 13, 20],
+        ["Wei Zhang", "1000002", None, None, 3, 10, 2, None, None, None, None],
+    ]
+    institutions = [["I1000000001", "05gq02987", "Brown University", "US", "education"]]
+    revised = [["hep-th/9901001", "A Title", "An abstract.", ["hep-th"], ["1999-01-04T10:00:00+00:00"],
+                [["Jana Müller", "1000001"], ["Someone Else", ""]]]]  # fmt: skip
+    return World({"records": 6, "seed": 3, "first": 1, "people": people, "institutions": institutions,
+                  "revised": revised})  # fmt: skip
+
+
+def test_the_fake_upstreams_answer_in_formats_the_ingest_parses() -> None:
+    world = _world()
+    assert len(world.papers) == 6
+    page = parse_page(world.pages()[0])
+    assert [r.arxiv_id for r in page.records] == [p.arxiv_id for p in world.papers]
+    revised = next(r for r in page.records if r.arxiv_id == "hep-th/9901001")
+    assert revised.version == 2 and [a.name for a in revised.authors] == ["Jana Müller", "Someone Else"]
+    new = next(r for r in page.records if r.arxiv_id == "2612.00001")
+    assert new.categories and new.abstract and new.title
+
+    ids = [p.arxiv_id for p in world.papers]
+    s2 = parse_paper_batch(ids, json.loads(json.dumps([world.s2_paper(i) for i in ids])))
+    assert set(s2) == set(ids)
+    assert s2["hep-th/9901001"].authors[0].author_id == "1000001"
+    # A researcher the archive knows keeps the figures stored for them: the enrichment does not list their
+    # whole career again.
+    known = researcher_from_author(world.s2_author("1000001"))
+    assert known is not None and (known.s2_paper_count, known.s2_citation_count, known.s2_h_index) == (40, 900, 12)
+
+    status, _, body = world.openalex("/works", {"filter": "doi:" + "|".join(f"10.48550/arxiv.{i}" for i in ids)})
+    works = [w for w in map(parse_work, parse_results(json.loads(body))) if w is not None]
+    assert status == 200 and len(works) == len(ids)
+    status, _, body = world.openalex("/authors", {"filter": "openalex:A5000000001"})
+    assert status == 200 and json.loads(body)["results"][0]["display_name"] == "Jana Müller"
