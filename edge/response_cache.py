@@ -7,7 +7,8 @@ document hash, the schema version and the values of its declared variables as Gr
 or malformed variables) is passed through and never stored. A response is stored only without errors,
 with the cost it was charged and its tags: every paper, researcher and institution in it, the lists tag
 for list operations, and for a lookup that found nothing the id it asked for, so the write that creates
-that entity drops it. A response computed while any invalidation ran is not stored.
+that entity drops it. A response computed while any invalidation ran is not stored, nor one read from a replica
+that had not replayed the latest invalidation of one of its tags (db/cache/positions.py).
 
 Memory: each worker answers the entries it read or stored lately from its own memory before asking Redis
 (db/cache/near.py), kept true across workers by the tags every invalidation publishes; the key of a request
@@ -39,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from db.cache import keys
 from db.cache.near import Held, NearResponses, strong_etag
+from db.cache.positions import replayed_invalidations
 from db.cache.store import CacheStore, EntityRef, Unavailable
 from db.paging import TokenError, decode_global_id
 from edge.cacheable import CacheableOperation, Lookup
@@ -330,6 +332,12 @@ class ResponseCache:
         surrogate = [keys.surrogate_key(ns, t) for t in tags]
         await self._send(send, body, surrogate, media, public=public, hit=False, inm=inm)
         if key is not None and isinstance(store, CacheStore):
+            replayed = state.get("replayed")
+            if isinstance(replayed, int) and not await replayed_invalidations(store, tags, replayed):
+                # Read from a replica that may not have replayed a write that dropped one of its tags: an answer
+                # older than that write, served within the lag, never kept for the TTL.
+                store.metrics.response_lagging_skipped += 1
+                return
             charged = budget.decision.cost if isinstance(budget, Budget) and budget.decision else 1
             payload = _Entry(charged, surrogate, body).dump()
             if await store.store_guarded(

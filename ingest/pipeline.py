@@ -34,7 +34,7 @@ from db.queries.writes.institutions import upsert_institutions
 from db.queries.writes.matches import apply_authorship_matches
 from db.queries.writes.researchers import replace_researcher_works, upsert_researchers
 from db.records import AuthorshipMatch, CitationRecord, InstitutionRecord, ResearcherRecord, Touched, WorkRecord
-from ingest.cache import invalidate_after_commit
+from ingest.cache import commit_position, invalidate_after_commit
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BudgetExhausted, UpstreamError
@@ -339,7 +339,7 @@ async def write_isolating(
             written += w
             failed |= f
         return written, failed
-    await invalidate_after_commit(cache, touched)
+    await invalidate_after_commit(cache, touched, await commit_position(cache, conn))
     return [(batch, touched)], {}
 
 

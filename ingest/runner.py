@@ -17,7 +17,7 @@ from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_fa
 from db.queries.merges import merge_researchers
 from db.records import Touched
 from ingest.analyse import ANALYSE_BATCH, analyse
-from ingest.cache import invalidate_after_commit
+from ingest.cache import commit_position, invalidate_after_commit
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
@@ -25,6 +25,7 @@ from ingest.errors import BudgetExhausted
 from ingest.harvest import harvest_arxiv
 from ingest.pipeline import ENRICH_BATCH, enrich
 from ingest.progress import Summary
+from ingest.purge import PurgeAfterReplicas
 from llm import ModelClient
 from settings import Settings
 
@@ -57,8 +58,12 @@ async def _resources(settings: Settings) -> AsyncIterator[tuple[asyncpg.Connecti
             redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
         )
     token = settings.purge_token.get_secret_value() if settings.purge_token is not None else None
-    purge = HttpPurge(settings.purge_url, token=token) if settings.purge_url and cache is not None else None
-    if purge is not None and cache is not None:
+    purge: HttpPurge | PurgeAfterReplicas | None = None
+    if settings.purge_url and cache is not None:
+        purge = HttpPurge(settings.purge_url, token=token)
+        if settings.replica_dsns:
+            # The CDN asks again once purged: not before the replicas it may be answered from have the write.
+            purge = PurgeAfterReplicas(purge, settings.replica_dsns, max_lag_s=settings.replica_max_lag_s)
         attach_purge(cache, purge)
     try:
         yield conn, cache
@@ -124,7 +129,7 @@ async def run_merge(settings: Settings, *, absorbed_id: int, survivor_id: int) -
         async with conn.transaction():
             merged = await merge_researchers(conn, absorbed_id, survivor_id, touched)
             await refresh_figures(conn, touched)
-        await invalidate_after_commit(cache, touched)
+        await invalidate_after_commit(cache, touched, await commit_position(cache, conn))
     return merged
 
 

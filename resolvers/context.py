@@ -14,6 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from chat.service import ChatService
+from db.pool import current_budget
+from db.replicas.routing import ReplicaSet, Target
 from edge.identity import ANONYMOUS_LOCAL, Identity
 from edge.ratelimit import Budget
 from resolvers.loaders import Loaders
@@ -22,6 +24,7 @@ from settings import Settings
 
 @dataclass(slots=True)
 class Context:
+    # Where the operation reads: the primary, or the replica `route()` chose for it.
     pool: asyncpg.Pool
     settings: Settings
     loaders: Loaders
@@ -44,10 +47,41 @@ class Context:
     # Whether the executor passes JSON written by PostgreSQL through to the answer (schema/fast_executor/ sets it):
     # resolvers may then fetch a selection's answer as JSON text instead of rows.
     passes_json: bool = False
+    # Where writes go (the primary), and the replicas reads may go to (None: no replica configured).
+    primary: asyncpg.Pool | None = None
+    replicas: ReplicaSet | None = None
+    # The primary's WAL position after this operation's write, when a resolver read it (read-your-writes).
+    written_at: int | None = None
 
     def renew(self) -> None:
         """Fresh loaders, to run the operation again: the first run's cached failures must not answer it."""
         self.loaders = Loaders(self.pool)
+
+    @property
+    def write_pool(self) -> asyncpg.Pool:
+        return self.primary if self.primary is not None else self.pool
+
+    async def route(self, *, write: bool) -> None:
+        """Choose the one server the operation reads from, before it runs (again, when it runs again)."""
+        if self.replicas is not None:
+            self.use(await self.replicas.target(write=write, writer=self.identity.writer))
+
+    def use(self, target: Target) -> None:
+        if target.pool is not self.pool:
+            self.pool = target.pool
+            self.loaders = Loaders(target.pool)
+        budget = current_budget()
+        if budget is not None:
+            budget.replayed = target.replayed
+        if self.request is not None:
+            # For the response cache, which stores the answer after the operation (edge/response_cache.py).
+            self.request.state.replayed = target.replayed
+
+    async def record_write(self) -> None:
+        """After a write committed: the writer's reads wait for a replica that has it."""
+        writer = self.identity.writer
+        if self.replicas is not None and writer is not None:
+            await self.replicas.wrote(writer, self.write_pool, self.written_at)
 
     @classmethod
     def create(
@@ -62,12 +96,15 @@ class Context:
         identity: Identity | None = None,
         chat: ChatService | None = None,
         budget: Budget | None = None,
+        replicas: ReplicaSet | None = None,
     ) -> Context:
         ctx = cls(pool, settings, Loaders(pool), redis, request, response, cache)
         if identity is not None:
             ctx.identity = identity
         ctx.chat = chat
         ctx.budget = budget
+        ctx.primary = pool
+        ctx.replicas = replicas
         # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors.
         request_id = request.scope.get("state", {}).get("request_id") if request is not None else None
         if isinstance(request_id, str):

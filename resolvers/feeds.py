@@ -30,15 +30,18 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from db.cache import keys
+from db.cache.positions import replayed_invalidations
 from db.cache.store import CacheStore, Unavailable
 from db.connection import Conn
 from db.filters import PAPER_SORTS, PaperFilterSpec, paper_filter_clauses
+from db.pool import is_lost_connection
 from db.queries.institutions import InstitutionRow
 from db.queries.papers import PaperRow, fetch_authorships, page_papers
 from db.queries.researchers import ResearcherRow
 from db.queries.search.papers import EmptyQuery, search_papers
 from db.queries.search.statement import SEARCH_SORTS
 from db.queries.viewers import fetch_viewer_by_feed_token
+from db.replicas.routing import Target
 from edge.conditional import not_modified
 from resolvers.context import Context
 from resolvers.errors import BadUserInput
@@ -212,6 +215,11 @@ async def _search(ctx: Context, name: str, request: Request) -> FeedSource:
 async def _personal(ctx: Context, name: str, request: Request) -> FeedSource:
     async with ctx.pool.acquire() as conn:
         viewer = await fetch_viewer_by_feed_token(conn, name)
+    if viewer is None and ctx.replicas is not None and ctx.pool is not ctx.write_pool:
+        # A token made or rotated moments ago may not have reached the replica yet: the primary has it.
+        ctx.use(ctx.replicas.primary)
+        async with ctx.pool.acquire() as conn:
+            viewer = await fetch_viewer_by_feed_token(conn, name)
     if viewer is None:
         raise FeedError(404, "No such feed: the link is wrong or was replaced by a new one.")
 
@@ -264,11 +272,10 @@ def _endpoint(
         state = request.state
         settings: Settings = state.settings
         cache = getattr(state, "cache", None)
-        ctx = Context.create(state.pool, settings, cache=cache)
+        ctx = Context.create(state.pool, settings, cache=cache, replicas=getattr(state, "replicas", None))
         try:
             limit = _limit(request)
-            source = await resolve(ctx, request.path_params.get("name", ""), request)
-            feed = await _feed(ctx, source, fmt, limit)
+            source, feed = await _read(ctx, request, resolve, fmt, limit)
         except FeedError as exc:
             return PlainTextResponse(exc.reason + "\n", exc.status, headers={"x-content-type-options": "nosniff"})
         return _respond(request, fmt, feed, PERSONAL if source.personal else PUBLIC)
@@ -276,7 +283,44 @@ def _endpoint(
     return endpoint
 
 
-async def _feed(ctx: Context, source: FeedSource, fmt: FeedFormat, limit: int) -> RenderedFeed:
+async def _read(
+    ctx: Context,
+    request: Request,
+    resolve: Callable[[Context, str, Request], Awaitable[FeedSource]],
+    fmt: FeedFormat,
+    limit: int,
+) -> tuple[FeedSource, RenderedFeed]:
+    """The feed, read from a replica when one is usable; once more from elsewhere when that replica's connection was
+    lost (it has left the rotation by then)."""
+    replicas = ctx.replicas
+    target = replicas.choose() if replicas is not None else None
+    try:
+        return await _read_from(ctx, target, request, resolve, fmt, limit)
+    except Exception as exc:
+        if replicas is None or target is None or not target.is_replica or not is_lost_connection(exc):
+            raise
+    return await _read_from(ctx, replicas.choose(), request, resolve, fmt, limit)
+
+
+async def _read_from(
+    ctx: Context,
+    target: Target | None,
+    request: Request,
+    resolve: Callable[[Context, str, Request], Awaitable[FeedSource]],
+    fmt: FeedFormat,
+    limit: int,
+) -> tuple[FeedSource, RenderedFeed]:
+    if target is not None:
+        ctx.use(target)
+    source = await resolve(ctx, request.path_params.get("name", ""), request)
+    return source, await _feed(ctx, source, fmt, limit, target.replayed if target is not None else None)
+
+
+async def _feed(
+    ctx: Context, source: FeedSource, fmt: FeedFormat, limit: int, replayed: int | None = None
+) -> RenderedFeed:
+    """`replayed`: how far the replica read from had replayed (None: the primary), which decides whether the feed
+    may be cached."""
     settings = ctx.settings
     store = ctx.cache if isinstance(ctx.cache, CacheStore) and ctx.cache.redis is not None else None
     if store is None or source.personal:
@@ -301,14 +345,11 @@ async def _feed(ctx: Context, source: FeedSource, fmt: FeedFormat, limit: int) -
             pass
     feed = await _render(ctx, source, fmt, limit)
     # Tagged like a list response: any write drops it (its entries may be any papers).
-    await store.store_guarded(
-        key,
-        feed.dumps(),
-        guard_key=epoch_key,
-        guard_value=epoch,
-        tag_keys=[keys.lists_tag(store.namespace)],
-        ttl_s=min(settings.cache_ttl_s, CACHE_TTL_S),
-    )
+    tags = [keys.lists_tag(store.namespace)]
+    if replayed is not None and not await replayed_invalidations(store, tags, replayed):
+        return feed  # a replica that may not have the latest write yet: served, not kept
+    ttl_s = min(settings.cache_ttl_s, CACHE_TTL_S)
+    await store.store_guarded(key, feed.dumps(), guard_key=epoch_key, guard_value=epoch, tag_keys=tags, ttl_s=ttl_s)
     return feed
 
 

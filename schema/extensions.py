@@ -32,6 +32,7 @@ from edge.ratelimit import Decision
 from schema.cost import Measure, measure, select_operation
 from schema.document_cache import DocumentCache
 from schema.errors import MaskUnexpectedErrors
+from schema.routing import ReadRouting
 from settings import Settings
 from telemetry.metrics import count_rejection
 
@@ -315,7 +316,8 @@ def only_rate_limit(document: DocumentNode, operation_name: str | None) -> Docum
 
 
 def default_extensions(settings: Settings) -> list[Callable[[], SchemaExtension]]:
-    """The guard, then masking. Neither implements `resolve`, so no field gets a middleware wrapper.
+    """The guard, the routing of reads to replicas (when configured), then masking. None implements `resolve`, so no
+    field gets a middleware wrapper.
 
     The validation rules are built once: the validation cache is keyed by the document only.
     """
@@ -324,4 +326,7 @@ def default_extensions(settings: Settings) -> list[Callable[[], SchemaExtension]
     if not limits.introspection:
         rules = (*rules, NoSchemaIntrospectionCustomRule)
     caches = Caches.create()
-    return [lambda: DocumentGuard(limits, rules, caches), MaskUnexpectedErrors]
+    guard: list[Callable[[], SchemaExtension]] = [lambda: DocumentGuard(limits, rules, caches)]
+    # After the guard, so that an operation it refuses is never routed.
+    routing: list[Callable[[], SchemaExtension]] = [ReadRouting] if settings.replica_dsns else []
+    return [*guard, *routing, MaskUnexpectedErrors]

@@ -159,6 +159,7 @@ class GraphQLView(GraphQL[Context, None]):
             identity=getattr(state, "identity", None),
             chat=getattr(state, "chat", None),
             budget=getattr(state, "budget", None),
+            replicas=getattr(state, "replicas", None),
         )
 
     def encode_json(self, data: object) -> bytes:

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, Protocol
 
 from redis.asyncio import Redis
 
 from db.cache import keys
+from db.cache.positions import record_invalidation
 from db.cache.store import CacheStore, Unavailable
 from db.records import Touched
 
 log = logging.getLogger(__name__)
 
-# Tells a CDN which tags (`Surrogate-Key`) to purge: db/cache/purge.py posts them to WOVEPAPER_PURGE_URL.
-Purge = Callable[[list[str]], Awaitable[None]]
+
+class Purge(Protocol):
+    """Tells a CDN which tags (`Surrogate-Key`) to purge (db/cache/purge.py posts them to WOVEPAPER_PURGE_URL), given
+    the WAL position of the write that made them stale (None: unknown), so a purge can wait for the replicas."""
+
+    async def __call__(self, tags: list[str], position: int | None = None) -> None: ...
+
+
 # The purge hook of a store, attached once by whoever opens it (the ingest), used by every invalidate().
 _PURGES: weakref.WeakKeyDictionary[CacheStore, Purge] = weakref.WeakKeyDictionary()
 
@@ -96,22 +102,28 @@ def _dropped_alone(ns: str, todo: Touched) -> list[str]:
     return tags
 
 
-async def invalidate(cache: CacheStore | None, touched: Touched, *, purge: Purge | None = None) -> None:
+async def invalidate(
+    cache: CacheStore | None, touched: Touched, *, position: int | None = None, purge: Purge | None = None
+) -> None:
     """Drop every cached aggregate and whole response derived from the touched entities; then, with a
     `purge` hook, tell the CDN which tags to purge.
+
+    `position`: the primary's WAL position once the write committed (db.queries.replication.written_position), kept
+    with each dropped tag so that no replica that has not replayed the write fills a cache with what it changed;
+    None (unknown) keeps every replica from filling them for a while (positions.INVALIDATION_TTL_S).
 
     Never raises: when Redis is unavailable the ids are kept and sent with the next call, and
     entries left behind expire with their TTL.
     """
-    await _drop(cache, touched)
+    await _drop(cache, touched, position)
     if purge is None and cache is not None:
         purge = _PURGES.get(cache)
     # After Redis: a CDN refetching at once must not be answered from a response this write made stale.
     if purge is not None and touched:
-        await purge(purge_tags(cache.namespace if cache else "", touched))
+        await purge(purge_tags(cache.namespace if cache else "", touched), position)
 
 
-async def _drop(cache: CacheStore | None, touched: Touched) -> None:
+async def _drop(cache: CacheStore | None, touched: Touched, position: int | None) -> None:
     if cache is None or cache.redis is None:
         return
     todo = Touched()
@@ -144,8 +156,13 @@ async def _drop(cache: CacheStore | None, touched: Touched) -> None:
         first = alone if start == 0 else []
         all_keys = [keys.response_epoch(ns), *first, *pair_keys, *plain_keys]
         args: list[int | str] = [ttl, len(plain_keys), len(first), keys.invalidations(ns)]
+        dropped = [*first, *pair_keys[::2]]
 
-        async def run(r: Redis, k: list[str] = all_keys, a: list[int | str] = args) -> object:
+        async def run(
+            r: Redis, k: list[str] = all_keys, a: list[int | str] = args, tags: list[str] = dropped
+        ) -> object:
+            # Before the drop: whoever sees the drop sees the write's position too.
+            await record_invalidation(r, tags, position)
             done = await script(keys=k, args=a, client=r)
             # Redis has written the published tags to every subscriber before it answers a later command:
             # once this returns, the next request on any worker sees the drop (db/cache/near.py).

@@ -102,6 +102,18 @@ def missing_tag(ns: str, kind: str, key: str) -> str:
     return f"{ns}:tag:missing:{kind}:{key}"
 
 
+def write_position(ns: str, principal: str) -> str:
+    """The WAL position of a reader's (or an API key's) latest write: their reads wait for a replica that has it.
+    `principal` is `viewer:<sub>` or `key:<id>`; hashed, since a token's subject may be any text."""
+    return f"{ns}:wrote:{hashlib.sha256(principal.encode()).hexdigest()[:32]}"
+
+
+def invalidated_position(tag_key: str) -> str:
+    """The WAL position of the latest write that dropped this tag (`tag_key` is one of the tag keys above): an
+    entry tagged with it may be stored only from a server that has replayed that far."""
+    return f"{tag_key}:wal"
+
+
 def surrogate_key(ns: str, tag_key: str) -> str:
     """A tag as a CDN sees it (`Surrogate-Key`, purges): the tag key without the namespace."""
     return tag_key.removeprefix(f"{ns}:tag:")

@@ -42,7 +42,7 @@ class HttpPurge:
         self.policy = policy
         self.clock = clock or Clock()
 
-    async def __call__(self, tags: list[str]) -> None:
+    async def __call__(self, tags: list[str], position: int | None = None) -> None:
         for start in range(0, len(tags), TAGS_PER_REQUEST):
             await self._send(tags[start : start + TAGS_PER_REQUEST])
 
