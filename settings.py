@@ -290,7 +290,7 @@ _NEXT_DSN = re.compile(r",\s*(?=[A-Za-z][A-Za-z0-9+.-]*://)")
 
 
 def split_dsns(spec: str) -> list[str]:
-    return [d.strip() for d in _NEXT_DSN.split(spec) if d.strip()]
+    return [d.strip(" ,") for d in _NEXT_DSN.split(spec) if d.strip(" ,")]
 
 
 def cors_origin_list(spec: str) -> list[str]:
