@@ -45,6 +45,12 @@ _CLOSED_MESSAGES: Final = ("connection is closed", "released back to the pool", 
 REPORT_EVERY_S: Final = 0.25
 
 
+def is_recovery_conflict(exc: BaseException) -> bool:
+    """Whether a replica cancelled the statement because replaying the primary's WAL needed what it held (its
+    answer on another server, or a moment later, will do)."""
+    return isinstance(exc, asyncpg.SerializationError) and "conflict with recovery" in str(exc)
+
+
 class PoolExhausted(Exception):
     """No connection became free within the acquire timeout: the process is overloaded."""
 

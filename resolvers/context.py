@@ -52,10 +52,15 @@ class Context:
     replicas: ReplicaSet | None = None
     # The primary's WAL position after this operation's write, when a resolver read it (read-your-writes).
     written_at: int | None = None
+    # Set when a run that read from a replica failed and the operation runs again (`renew`).
+    again_on_primary: bool = False
 
     def renew(self) -> None:
-        """Fresh loaders, to run the operation again: the first run's cached failures must not answer it."""
+        """Fresh loaders, to run the operation again: the first run's cached failures must not answer it. A run
+        that read from a replica runs again on the primary."""
         self.loaders = Loaders(self.pool)
+        if self.primary is not None and self.pool is not self.primary:
+            self.again_on_primary = True
 
     @property
     def write_pool(self) -> asyncpg.Pool:
@@ -63,7 +68,11 @@ class Context:
 
     async def route(self, *, write: bool) -> None:
         """Choose the one server the operation reads from, before it runs (again, when it runs again)."""
-        if self.replicas is not None:
+        if self.replicas is None:
+            return
+        if self.again_on_primary and not write:
+            self.use(self.replicas.primary_read())
+        else:
             self.use(await self.replicas.target(write=write, writer=self.identity.writer))
 
     def use(self, target: Target) -> None:

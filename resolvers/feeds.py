@@ -34,7 +34,7 @@ from db.cache.positions import replayed_invalidations
 from db.cache.store import CacheStore, Unavailable
 from db.connection import Conn
 from db.filters import PAPER_SORTS, PaperFilterSpec, paper_filter_clauses
-from db.pool import is_lost_connection
+from db.pool import is_lost_connection, is_recovery_conflict
 from db.queries.institutions import InstitutionRow
 from db.queries.papers import PaperRow, fetch_authorships, page_papers
 from db.queries.researchers import ResearcherRow
@@ -290,16 +290,18 @@ async def _read(
     fmt: FeedFormat,
     limit: int,
 ) -> tuple[FeedSource, RenderedFeed]:
-    """The feed, read from a replica when one is usable; once more from elsewhere when that replica's connection was
-    lost (it has left the rotation by then)."""
+    """The feed, read from a replica when one is usable; once more from the primary when that replica's connection
+    was lost (it has left the rotation by then) or it cancelled the statement to replay the primary's WAL."""
     replicas = ctx.replicas
     target = replicas.choose() if replicas is not None else None
     try:
         return await _read_from(ctx, target, request, resolve, fmt, limit)
     except Exception as exc:
-        if replicas is None or target is None or not target.is_replica or not is_lost_connection(exc):
+        if replicas is None or target is None or not target.is_replica:
             raise
-    return await _read_from(ctx, replicas.choose(), request, resolve, fmt, limit)
+        if not (is_lost_connection(exc) or is_recovery_conflict(exc)):
+            raise
+    return await _read_from(ctx, replicas.primary_read(), request, resolve, fmt, limit)
 
 
 async def _read_from(

@@ -111,6 +111,11 @@ class ReplicaSet:
         self._primary_reads.inc()
         return self.primary
 
+    def primary_read(self) -> Target:
+        """The primary, for a read that must not go to a replica (one run again after a replica failed it)."""
+        self._primary_reads.inc()
+        return self.primary
+
     async def target(self, *, write: bool, writer: str | None) -> Target:
         """Where a request runs: the primary for one that writes, else a replica that has the writer's own writes."""
         if write:

@@ -122,11 +122,12 @@ async def test_the_aggregate_cache_is_filled_only_from_a_server_that_replayed_it
 
 
 async def test_a_request_on_the_primary_never_joins_a_computation_on_a_replica(store: CacheStore) -> None:
-    release = asyncio.Event()
+    release, started = asyncio.Event(), asyncio.Event()
     computed: list[int | None] = []
 
     async def slow_compute() -> dict[str, int]:
         computed.append(500)
+        started.set()
         await release.wait()
         return {"h": 0}
 
@@ -140,8 +141,7 @@ async def test_a_request_on_the_primary_never_joins_a_computation_on_a_replica(s
             )
 
     first = asyncio.create_task(on_replica())
-    while not computed:
-        await asyncio.sleep(0.01)
+    await started.wait()
     # A request on a replica that replayed no further may share the computation in flight; a writer routed to the
     # primary (their own write may be past 500) computes on its own.
     shared = asyncio.create_task(_compute_as(store, 400, computed, 9))

@@ -6,15 +6,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import asyncpg
 import pytest
 
 from db.cache.positions import UNKNOWN, decode, encode
+from db.pool import is_recovery_conflict
 from db.replicas.dsn import BadDsn, parse_replica_dsn
 from db.replicas.lag import PrimaryTimeline
 from db.replicas.routing import ReplicaSet
 from db.replicas.writers import ENTRY_OVERHEAD, WritePositions
 from edge.identity import ApiKey, Identity
-from settings import SettingsError, load_settings, split_dsns
+from resolvers.context import Context
+from settings import Settings, SettingsError, load_settings, split_dsns
 from telemetry.metrics import DB_READS, REPLICA_FALLBACKS
 
 
@@ -208,3 +211,24 @@ def test_positions_are_stored_in_an_order_redis_compares_as_strings() -> None:
     assert decode(None) == 0
     assert decode(b"garbage!") == UNKNOWN
     assert math.isclose(float(decode(encode(2**52))), 2.0**52)
+
+
+def test_a_recovery_conflict_is_the_replicas_not_the_query() -> None:
+    assert is_recovery_conflict(asyncpg.SerializationError("canceling statement due to conflict with recovery"))
+    assert not is_recovery_conflict(asyncpg.SerializationError("could not serialize access"))
+    assert not is_recovery_conflict(ValueError("conflict with recovery"))
+
+
+async def test_an_operation_run_again_after_its_replica_failed_reads_from_the_primary() -> None:
+    replicas = replica_set(1)
+    replicas.replicas[0].caught_at = math.inf  # never too old, whatever the clock
+    primary = replicas.primary.pool
+    ctx = Context.create(primary, Settings(), replicas=replicas, identity=Identity("1.2.3.4"))
+    await ctx.route(write=False)
+    assert ctx.pool is replicas.replicas[0].pool and ctx.loaders._pool is ctx.pool
+    ctx.renew()  # the run failed (a lost connection, a recovery conflict): it runs again ...
+    await ctx.route(write=False)
+    assert ctx.pool is primary and ctx.loaders._pool is primary  # ... on the primary
+    writer = Context.create(primary, Settings(), replicas=replicas, identity=Identity("1.2.3.4"))
+    await writer.route(write=True)
+    assert writer.pool is primary and writer.write_pool is primary
