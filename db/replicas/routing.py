@@ -153,7 +153,10 @@ class ReplicaSet:
         """Health rounds until cancelled."""
         while True:
             started = time.monotonic()
-            await self.check_once()
+            try:
+                await self.check_once()
+            except Exception:  # a bug here must not stop the rounds (the replicas would then age out of the rotation)
+                log.exception("replica health round failed")
             await asyncio.sleep(max(0.0, HEALTH_EVERY_S - (time.monotonic() - started)))
 
     async def check_once(self) -> None:

@@ -16,6 +16,7 @@ from db.cache.store import CacheStore, EntityRef, create_redis
 from db.pool import current_budget, request_budget
 from db.records import Touched
 from db.replicas.writers import WritePositions
+from ingest.purge import PurgeAfterReplicas
 
 _ns = itertools.count()
 
@@ -152,3 +153,19 @@ async def test_a_request_on_the_primary_never_joins_a_computation_on_a_replica(s
     results = (await first, await shared, await on_primary)
     assert computed == [500, None], (computed, results)
     assert results == ({"h": 0}, {"h": 0}, {"h": 1})
+
+
+async def test_with_replicas_a_purge_waits_for_them_then_goes_in_order() -> None:
+    """A replica that cannot say whether it has the write (here: nothing listens) is waited for until the maximum lag
+    (and a margin) has passed, when any replica still read from has it; the purges then go, in order."""
+    sent: list[tuple[list[str], int | None]] = []
+
+    async def purge(tags: list[str], position: int | None = None) -> None:
+        sent.append((tags, position))
+
+    after = PurgeAfterReplicas(purge, ["postgresql://reader@127.0.0.1:1/wovepaper"], max_lag_s=0.0)
+    await after(["paper:1"], 123)
+    await after(["lists"], None)
+    assert sent == []  # queued: the ingest goes on meanwhile
+    await after.aclose()  # sends what is still waiting
+    assert sent == [(["paper:1"], 123), (["lists"], None)]
