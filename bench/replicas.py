@@ -10,26 +10,29 @@ demo data, and a streaming replica of it (`pg_basebackup -R`); then
 2. bench/run.py's measure: wrk rounds of ResearcherPage and PaperPage against `wovepaper` (reads on the primary)
    and `wovepaper replica` (WOVEPAPER_DATABASE_REPLICA_URLS set), alternated, server and database CPU per request;
    with --instructions N, callgrind's instructions per request of each instead (the same count whatever the
-   machine is doing).
+   machine is doing), net of the process's background work (count_net_instructions).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 from bench.run import (
+    BENCH,
     ROOT,
     Server,
     api_server,
-    count_instructions,
     running,
     sample_variables,
     summarize,
@@ -87,10 +90,12 @@ async def routing_cost(primary_dsn: str, replica_dsn: str, redis_url: str | None
         pool, [replica_dsn], open_pool=open_pool, max_lag_s=10, read_your_writes_s=30, cache=cache,
         primary_dsn=primary_dsn,
     )  # fmt: skip
-    await replicas.check_once()
-    await replicas.check_once()
-    assert replicas.usable_count() == 1, replicas.describe()
     health = asyncio.create_task(replicas.run())
+    for _ in range(600):
+        if replicas.usable_count() == 1:
+            break
+        await asyncio.sleep(0.1)
+    assert replicas.usable_count() == 1, replicas.describe()
     schemas = {"off": build_schema(plain), "on": build_schema(routed)}
     anonymous = Identity("127.0.0.1")
     reader = Identity("127.0.0.1", viewer_id="bench-reader")
@@ -125,6 +130,50 @@ async def routing_cost(primary_dsn: str, replica_dsn: str, redis_url: str | None
     await pool.close()
 
 
+def count_net_instructions(server: Server, bodies: list[bytes], n: int) -> tuple[float, float]:
+    """Instructions per request of the server's process under callgrind, net of its own background work (the replicas'
+    health rounds, metric folds): callgrind runs the process about 50 times slower, so rounds that come twice a second
+    would land on every request 50 times as often as at full speed. So the process is counted while it answers `n`
+    requests one after another, then idle for as long; (the difference per request, the idle count per request)."""
+    out = BENCH / "results" / f"callgrind-replicas-{server.name.replace(' ', '_')}.out"
+    for stale in out.parent.glob(out.name + "*"):
+        stale.unlink()
+    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+    with running(replace(server, argv=[*valgrind, *server.argv], start_timeout_s=600)) as (pid, url):
+
+        def control(*command: str) -> None:
+            subprocess.run(["callgrind_control", *command, str(pid)], check=True, capture_output=True)
+
+        connection = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=600)
+
+        def ask(count: int) -> None:
+            for i in range(count):
+                connection.request("POST", server.path, bodies[i % len(bodies)], {"content-type": "application/json"})
+                response = connection.getresponse()
+                response.read()
+                assert response.status == 200, response.status
+
+        ask(len(bodies))
+        control("-i", "on")
+        started = time.monotonic()
+        ask(n)
+        answering_s = time.monotonic() - started
+        control("-i", "off")
+        control("-d")
+        control("-i", "on")
+        time.sleep(answering_s)
+        control("-i", "off")
+        control("-d")
+        connection.close()
+
+    def total(part: int) -> int:
+        lines = Path(f"{out}.{part}").read_text().splitlines()
+        return sum(int(line.split()[1]) for line in lines if line.startswith("totals:"))
+
+    busy, idle = total(1), total(2)
+    return (busy - idle) / n, idle / n
+
+
 def side_by_side(primary_dsn: str, replica_dsn: str, args: argparse.Namespace) -> None:
     plain = api_server("wovepaper", ROOT, primary_dsn)
     routed = replace(
@@ -139,8 +188,8 @@ def side_by_side(primary_dsn: str, replica_dsn: str, args: argparse.Namespace) -
         if args.instructions:
             encoded = [line.encode() for line in bodies.read_text().splitlines()]
             for server in servers:
-                per_request = count_instructions(server, encoded, args.instructions)
-                print(f"| {operation} | {server.name} | {per_request:,.0f} |", flush=True)
+                net, background = count_net_instructions(server, encoded, args.instructions)
+                print(f"| {operation} | {server.name} | {net + background:,.0f} | {background:,.0f} | {net:,.0f} |")
             continue
         for round_no in range(args.rounds):
             for server in servers if round_no % 2 == 0 else servers[::-1]:

@@ -3,7 +3,8 @@
 `DocumentGuard` does, in order: parse (cached for small documents), the document's limits (depth,
 aliases, directives, repeated fields: one linear pass, before any other validation rule can take
 quadratic time), validation (cached), undeclared variables, nodes and cost (before any SQL), then
-the client's rate limit, which it charges with the cost; `rateLimit(dryRun: true)` stops there.
+the client's rate limit, which it charges with the cost; `rateLimit(dryRun: true)` stops there. An
+operation it lets through is then routed to its server (schema/routing.py), with replicas configured.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ from strawberry.schema.schema import validate_document
 from strawberry.types import ExecutionResult
 
 from edge.ratelimit import Decision
+from schema import routing
 from schema.cost import Measure, measure, select_operation
 from schema.document_cache import DocumentCache
 from schema.errors import MaskUnexpectedErrors
-from schema.routing import ReadRouting
 from settings import Settings
 from telemetry.metrics import count_rejection
 
@@ -182,11 +183,15 @@ def _measure_key(operation_name: str | None, names: frozenset[str], variables: d
 
 
 class DocumentGuard(SchemaExtension):
-    def __init__(self, limits: Limits, rules: tuple[type[ASTValidationRule], ...], caches: Caches) -> None:
+    def __init__(
+        self, limits: Limits, rules: tuple[type[ASTValidationRule], ...], caches: Caches, *, routes: bool = False
+    ) -> None:
         self.limits = limits
         self.rules = rules
         self.caches = caches
         self.measure: Measure | None = None
+        # With replicas configured: an operation it lets through is routed (schema/routing.py) before it executes.
+        self.routes = routes
 
     def on_parse(self) -> Iterator[None]:
         ec = self.execution_context
@@ -249,7 +254,10 @@ class DocumentGuard(SchemaExtension):
                         response.headers["retry-after"] = str(decision.retry_after)
             if dry_run and ec.result is None and ec.graphql_document is not None:
                 ec.graphql_document = only_rate_limit(ec.graphql_document, ec.operation_name)
+        writes = self.routes and await routing.route(ec)
         yield
+        if writes:
+            await routing.wrote(ec)
         result = ec.result
         if result is not None and result.data is None:
             # Variables that do not coerce to their declared types: graphql-core reports them before any field
@@ -316,8 +324,8 @@ def only_rate_limit(document: DocumentNode, operation_name: str | None) -> Docum
 
 
 def default_extensions(settings: Settings) -> list[Callable[[], SchemaExtension]]:
-    """The guard, the routing of reads to replicas (when configured), then masking. None implements `resolve`, so no
-    field gets a middleware wrapper.
+    """The guard (which also routes reads to replicas, when configured), then masking. Neither implements `resolve`, so
+    no field gets a middleware wrapper.
 
     The validation rules are built once: the validation cache is keyed by the document only.
     """
@@ -326,7 +334,5 @@ def default_extensions(settings: Settings) -> list[Callable[[], SchemaExtension]
     if not limits.introspection:
         rules = (*rules, NoSchemaIntrospectionCustomRule)
     caches = Caches.create()
-    guard: list[Callable[[], SchemaExtension]] = [lambda: DocumentGuard(limits, rules, caches)]
-    # After the guard, so that an operation it refuses is never routed.
-    routing: list[Callable[[], SchemaExtension]] = [ReadRouting] if settings.replica_dsns else []
-    return [*guard, *routing, MaskUnexpectedErrors]
+    routes = bool(settings.replica_dsns)
+    return [lambda: DocumentGuard(limits, rules, caches, routes=routes), MaskUnexpectedErrors]

@@ -1,28 +1,27 @@
-"""Reads on replicas: the operation's one target chosen before it executes, and a writer's WAL position recorded
-after a mutation (db/replicas/). Installed only when replicas are configured."""
+"""Reads on replicas, around an operation's execution: its one target chosen before it executes, and a writer's WAL
+position recorded after a mutation (db/replicas/). The guard (schema/extensions.py) calls these once it has let the
+operation through, when replicas are configured: an extension of their own would cost a request five times what
+routing it does (bench/RESULTS.md, "Reads on replicas")."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-from strawberry.extensions import SchemaExtension
+from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
 from resolvers.context import Context
 
 
-class ReadRouting(SchemaExtension):
-    async def on_execute(self) -> AsyncIterator[None]:
-        ec = self.execution_context
-        context = ec.context
-        # Not when the guard refused the operation (ec.result set): nothing runs, nothing is read.
-        routed = isinstance(context, Context) and context.replicas is not None and ec.result is None
-        write = False
-        if routed:
-            assert isinstance(context, Context)
-            write = ec.operation_type is not OperationType.QUERY
-            await context.route(write=write)
-        yield
-        if routed and write:
-            assert isinstance(context, Context)
-            await context.record_write()
+async def route(ec: ExecutionContext) -> bool:
+    """Chooses the server the operation reads from; whether it writes (then `wrote` records it afterwards)."""
+    context = ec.context
+    if not isinstance(context, Context) or context.replicas is None or ec.result is not None:
+        return False  # refused before execution (ec.result set): nothing runs, nothing is read
+    write = ec.operation_type is not OperationType.QUERY
+    await context.route(write=write)
+    return write
+
+
+async def wrote(ec: ExecutionContext) -> None:
+    context = ec.context
+    if isinstance(context, Context):
+        await context.record_write()

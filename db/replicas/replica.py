@@ -56,6 +56,7 @@ class Replica:
         self.failed_at = NEVER
         self.state = "starting" if dsn is not None else "invalid"
         self._conn: asyncpg.Connection | None = None
+        self._watched_since = time.monotonic()
         self._lag_gauge = REPLICA_LAG.labels(label)
         self._usable_gauge = REPLICA_USABLE.labels(label)
         self._lag_gauge.set(math.inf)
@@ -117,6 +118,8 @@ class Replica:
             return
         if self.usable(now):
             self._now("ok", f"in the rotation ({self.lag_s(now):.1f} s behind the primary)")
+        elif self.caught_at == NEVER and now - self._watched_since <= self.max_lag_s:
+            pass  # just started, or reached again: still catching up with the primary's first samples
         else:
             lag = self.lag_s(now)
             behind = f"{lag:.1f} s" if math.isfinite(lag) else "an unknown time"
