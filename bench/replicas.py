@@ -182,6 +182,9 @@ def side_by_side(primary_dsn: str, replica_dsn: str, args: argparse.Namespace) -
     )
     servers: list[Server] = [plain, routed]
     results: list[dict[str, object]] = []
+    if args.instructions:
+        print("\n| operation | server | instructions per request | of which background | net |")
+        print("|---|---|---:|---:|---:|")
     for operation in args.operations.split(","):
         variables = asyncio.run(sample_variables(primary_dsn, operation, args.ids, 0.42))
         bodies = write_bodies("wovepaper", operation, variables)
