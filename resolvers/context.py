@@ -83,8 +83,11 @@ class Context:
         if budget is not None:
             budget.replayed = target.replayed
         if self.request is not None:
-            # For the response cache, which stores the answer after the operation (edge/response_cache.py).
-            self.request.state.replayed = target.replayed
+            # For the response cache, which stores the answer after the operation (edge/response_cache.py), and the
+            # request's log line.
+            state = self.request.state
+            state.replayed = target.replayed
+            state.db_target = target.label
 
     async def record_write(self) -> None:
         """After a write committed: the writer's reads wait for a replica that has it."""

@@ -81,6 +81,8 @@ def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, ca
             "cache_misses": state.get("cache_misses", 0),
             "cache_fallbacks": state.get("cache_fallbacks", 0),
             "error_codes": state.get("error_codes") or None,
+            # With replicas configured: the server the request read from (`primary` or a replica's host:port/db).
+            "db": state.get("db_target"),
             "client": getattr(identity, "client_ip", None),
         },
     )
