@@ -60,7 +60,8 @@ async def main() -> None:
 async def replica_drills(phase_s: float, concurrency: int, delay_s: float = 3.0, max_lag_s: float = 5.0) -> None:
     """The five drills of tests/drills/test_replicas.py, longer (and 3 times drill 1's rounds)."""
     print(f"# replica drills, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}")
-    redis_url = os.environ["REDIS_URL"]
+    # Not inherited by the API without Redis (start_api passes this process's environment on).
+    redis_url = os.environ.pop("REDIS_URL")
     namespace = f"rdbench{int(time.time())}"
     with tempfile.TemporaryDirectory(prefix="wovepaper-drills-") as tmp:
         async with replicated_demo() as cluster:

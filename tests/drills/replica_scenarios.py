@@ -300,6 +300,9 @@ async def replica_killed_drill(
         before = await replica_reads(client, cluster)
         await load.run_phase("replica restarted", phase_s)
         facts["replica_reads_after_restart"] = await replica_reads(client, cluster) - before
+        for reason in ("read_your_writes", "lagging", "unavailable"):
+            name = f'wovepaper_db_replica_fallbacks_total{{reason="{reason}"}}'
+            facts[f"fallbacks_{reason}"] = await metric(client, name)
     failed = [o for o in load.outcomes if o.outcome != "ok"]
     facts["failed_requests"] = len(failed)
     return DrillResult(load.summary(), failed, facts)
@@ -389,7 +392,12 @@ async def primary_restarted_drill(
         facts["ready_after_restart_s"] = None if recovered is None else round(time.monotonic() - started, 2)
         await load.run_phase("after restart", phase_s)
         writer = {"authorization": f"Bearer {hs256(f'after-restart-{uuid.uuid4().hex[:8]}')}"}
-        rid = str(calls[0].body["variables"]["id"])
+        conn = await asyncpg.connect(cluster.primary_dsn)
+        try:
+            # One the load does not read: its follower count changes.
+            rid = str(await conn.fetchval("SELECT max(id) FROM researchers"))
+        finally:
+            await conn.close()
         followed = await client.post("/graphql", json={"query": FOLLOW, "variables": {"id": rid}}, headers=writer)
         read = await client.post("/graphql", json={"query": FOLLOWING}, headers=writer)
         nodes = read.json()["data"]["viewer"]["following"]["nodes"]
