@@ -32,6 +32,7 @@ from db.cache.store import CacheStore
 from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
 from db.queries.embeddings import has_embeddings
+from db.replicas.routing import ReplicaSet
 from edge.api_keys import ApiKeyAuthenticator
 from edge.cacheable import cacheable_operations
 from edge.front import Front, Write
@@ -110,6 +111,7 @@ class State(TypedDict):
     chat: ChatService
     rate_limiter: RateLimiter
     purge: BackgroundPurge | None
+    replicas: ReplicaSet | None
 
 
 def create_app(
@@ -196,6 +198,8 @@ def create_app(
         )
         near = _near_responses(settings, redis)
         watcher = asyncio.create_task(near.watch()) if near is not None else None
+        replicas = _replicas(settings, pool, cache, query_logger)
+        health = asyncio.create_task(replicas.run()) if replicas is not None else None
         # Chat is the one place the API calls an upstream while answering: its own client and retry rules.
         chat = ChatService.open(
             pool,
@@ -216,7 +220,8 @@ def create_app(
         purge = None
         if settings.purge_url:
             token = settings.purge_token.get_secret_value() if settings.purge_token is not None else None
-            purge = BackgroundPurge(HttpPurge(settings.purge_url, token=token))
+            replayed = replicas.replayed_by_all if replicas is not None else None
+            purge = BackgroundPurge(HttpPurge(settings.purge_url, token=token), replayed=replayed)
         gc.freeze()
         try:
             yield {
@@ -228,9 +233,14 @@ def create_app(
                 "rate_limiter": rate_limiter,
                 "chat": chat,
                 "purge": purge,
+                "replicas": replicas,
             }
         finally:
             restore_sigterm()
+            if health is not None and replicas is not None:
+                health.cancel()
+                await asyncio.gather(health, return_exceptions=True)
+                await replicas.aclose()
             if watcher is not None and near is not None:
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
@@ -281,7 +291,13 @@ def create_app(
                 checks["redis"] = "ok"
             except (*REDIS_ERRORS, TimeoutError) as exc:
                 checks["redis"] = f"degraded: {type(exc).__name__}"
-        status = "ok" if ok and checks["redis"] == "ok" else ("degraded" if ok else "down")
+        replicas: ReplicaSet | None = getattr(request.state, "replicas", None)
+        if replicas is not None:
+            # Reads go to the primary while no replica is usable: degraded, not down.
+            usable = replicas.usable_count() > 0
+            checks["replicas"] = ("ok: " if usable else "degraded: ") + replicas.describe()
+        healthy = checks["redis"] == "ok" and not checks.get("replicas", "ok").startswith("degraded")
+        status = "ok" if ok and healthy else ("degraded" if ok else "down")
         return JSONResponse({"status": status, "checks": checks}, status_code=200 if ok else 503)
 
     async def _pending_migrations(pool: ServingPool) -> list[Migration]:
@@ -356,6 +372,38 @@ def create_app(
     if settings.otel_enabled:
         instrument(app, service_name=settings.otel_service_name)
     return app
+
+
+def _replicas(
+    settings: Settings, primary: ServingPool, cache: CacheStore, query_logger: QueryLogger | None
+) -> ReplicaSet | None:
+    """The replicas queries read from (WOVEPAPER_DATABASE_REPLICA_URLS), each with a pool like the primary's."""
+    dsns = settings.replica_dsns
+    if not dsns:
+        return None
+    assert settings.database_url is not None
+
+    async def open_pool(dsn: str, on_lost: Callable[[], None]) -> ServingPool:
+        return await create_pool(
+            dsn,
+            min_size=settings.pool_min_size,
+            max_size=settings.pool_max_size,
+            statement_timeout_ms=settings.statement_timeout_ms,
+            acquire_timeout_s=settings.pool_acquire_timeout_s,
+            query_logger=query_logger,
+            on_lost=on_lost,
+            reports=False,
+        )
+
+    return ReplicaSet(
+        primary,
+        dsns,
+        open_pool=open_pool,
+        max_lag_s=settings.replica_max_lag_s,
+        read_your_writes_s=settings.read_your_writes_s,
+        cache=cache,
+        primary_dsn=settings.database_url,
+    )
 
 
 def _near_responses(settings: Settings, redis: RedisClient | None) -> NearResponses | None:

@@ -53,6 +53,14 @@ class Settings(BaseSettings):
     # connection before answering OVERLOADED (503).
     pool_max_per_request: int = Field(3, ge=1)
     pool_acquire_timeout_s: float = Field(3.0, gt=0)
+    # Hot standbys queries read from (comma-separated DSNs; empty: none). Kept as text: a replica whose DSN does not
+    # parse is left out with a log line naming this setting, and the API still serves (`replica_dsns`).
+    database_replica_urls: str = ""
+    # A replica further behind the primary than this leaves the rotation until it catches up. At most 60 s: the
+    # invalidations' WAL positions are kept in Redis for twice that (db/cache/positions.py).
+    replica_max_lag_s: float = Field(10.0, ge=1, le=60)
+    # How long a writer's reads are held to their own writes (on the primary, or a replica that has replayed them).
+    read_your_writes_s: float = Field(30.0, gt=0, le=86_400)
     # Proxies whose X-Forwarded-For is believed (comma-separated addresses or CIDR networks). Loopback by default: a
     # proxy on the same host (what uvicorn itself trusts by default; `serve` leaves proxy headers to the edge).
     trusted_proxies: str = "127.0.0.1,::1"
@@ -163,7 +171,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _breaker_window(self) -> Settings:
         if self.redis_breaker_min_calls > self.redis_breaker_window_calls:
-            raise ValueError("redis_breaker_min_calls must not exceed redis_breaker_window_calls")
+            raise ValueError("WOVEPAPER_REDIS_BREAKER_MIN_CALLS must not exceed WOVEPAPER_REDIS_BREAKER_WINDOW_CALLS")
         return self
 
     @model_validator(mode="after")
@@ -179,6 +187,19 @@ class Settings(BaseSettings):
         if (self.redis_cluster or self.redis_sentinels) and self.redis_url and self.redis_url.startswith("unix://"):
             raise ValueError("REDIS_URL must be redis:// or rediss:// for a cluster or Sentinel")
         return self
+
+
+    @model_validator(mode="after")
+    def _writers_outlast_lag(self) -> Settings:
+        # Once a writer's hold ends, any replica in the rotation is at most the maximum lag behind: it must have the
+        # write by then, or the writer would see it vanish.
+        if self.read_your_writes_s < self.replica_max_lag_s:
+            raise ValueError(
+                f"WOVEPAPER_READ_YOUR_WRITES_S ({self.read_your_writes_s:g}) must be at least "
+                f"WOVEPAPER_REPLICA_MAX_LAG_S ({self.replica_max_lag_s:g})"
+            )
+        return self
+
 
     @field_validator("redis_sentinels")
     @classmethod
@@ -202,6 +223,11 @@ class Settings(BaseSettings):
         if not self.redis_url:
             return None
         return RedisTarget(url=self.redis_url, cluster=self.redis_cluster)
+
+    @property
+    def replica_dsns(self) -> list[str]:
+        """The replica DSNs as given (checked when the server starts, not here: see database_replica_urls)."""
+        return split_dsns(self.database_replica_urls)
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -314,6 +340,14 @@ def masked_url(url: str) -> str:
         authority = f"{user}{':***' if colon else ''}@{hostport}"
     tail = re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", tail)
     return f"{scheme}{sep}{authority}{slash}{tail}"
+
+
+# A DSN may name several hosts itself (`postgresql://a:5432,b:5432/db`): the list splits only before a scheme.
+_NEXT_DSN = re.compile(r",\s*(?=[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def split_dsns(spec: str) -> list[str]:
+    return [d.strip(" ,") for d in _NEXT_DSN.split(spec) if d.strip(" ,")]
 
 
 def cors_origin_list(spec: str) -> list[str]:

@@ -4,10 +4,11 @@
         [--only redis|postgres|shutdown|cluster|sentinel] [--reset-s 10]
 
 DATABASE_URL names a server where a throwaway database is created (and dropped at the end) for the Redis and
-shutdown drills; the PostgreSQL drill starts a server of its own (as a non-root user). Loopback only; each drill
-stops by itself. Prints one Markdown table per drill and its facts (recovery times, counts). `cluster` kills a Cluster
-primary under load, then moves 2,000 slots under load; `sentinel` kills the primary Sentinel watches: both with the
-breaker probing every `--reset-s` seconds (the default setting's 10), the servers started for the run
+shutdown drills; the PostgreSQL drill starts a server of its own (as a non-root user), the replica drills that
+server and a streaming replica of it (REDIS_URL: the Redis they use). Loopback only; each drill stops by itself.
+Prints one Markdown table per drill and its facts (recovery times, counts). `cluster` kills a Cluster primary under
+load, then moves 2,000 slots under load; `sentinel` kills the primary Sentinel watches: both with the breaker
+probing every `--reset-s` seconds (the default setting's 10), the servers started for the run
 (tests/drills/redis_servers.py)."""
 
 from __future__ import annotations
@@ -21,6 +22,15 @@ from pathlib import Path
 
 from tests.drills.load import format_summary
 from tests.drills.redis_servers import start_cluster, start_sentinel
+from tests.drills.replica_scenarios import (
+    follows_drill,
+    ingest_drill,
+    paused_replay_drill,
+    primary_restarted_drill,
+    replica_api,
+    replica_killed_drill,
+    replicated_demo,
+)
 from tests.drills.scenarios import postgres_drill, redis_drill, shutdown_drill, throwaway_demo_database
 from tests.drills.topologies import api_env, channel_primary, cluster_env, failover_drill, namespace, reshard_drill
 
@@ -30,9 +40,14 @@ async def main() -> None:
     parser.add_argument("--phase", type=float, default=8.0, help="seconds per phase")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--papers", type=int, default=2000)
-    parser.add_argument("--only", choices=["redis", "postgres", "shutdown", "cluster", "sentinel"], default=None)
+    parser.add_argument(
+        "--only", choices=["redis", "postgres", "shutdown", "cluster", "sentinel", "replicas"], default=None
+    )
     parser.add_argument("--reset-s", type=float, default=10.0, help="the breaker's probe period in the topology drills")
     args = parser.parse_args()
+    if args.only == "replicas":
+        await replica_drills(args.phase, args.concurrency)
+        return
     async with throwaway_demo_database(os.environ["DATABASE_URL"], papers=args.papers, prefix="wovepaper_drill") as dsn:
         with tempfile.TemporaryDirectory(prefix="wovepaper-drills-") as tmp:
             work = Path(tmp)
@@ -89,6 +104,36 @@ async def main() -> None:
                     print(r.facts, "bad:", len(r.bad))
                 finally:
                     sentinel.stop()
+
+
+async def replica_drills(phase_s: float, concurrency: int, delay_s: float = 3.0, max_lag_s: float = 5.0) -> None:
+    """The five drills of tests/drills/test_replicas.py, longer (and 3 times drill 1's rounds)."""
+    print(f"# replica drills, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}")
+    # Not inherited by the API without Redis (start_api passes this process's environment on).
+    redis_url = os.environ.pop("REDIS_URL")
+    namespace = f"rdbench{int(time.time())}"
+    with tempfile.TemporaryDirectory(prefix="wovepaper-drills-") as tmp:
+        async with replicated_demo() as cluster:
+            cached = replica_api(cluster, Path(tmp) / "cached.log", redis_url=redis_url, max_lag_s=max_lag_s,
+                                 namespace=namespace)  # fmt: skip
+            plain = replica_api(cluster, Path(tmp) / "plain.log", redis_url=None, max_lag_s=max_lag_s)
+            try:
+                r = await follows_drill(cluster, cached, rounds=300, delay_s=delay_s)
+                print("\n## 1. follow/unfollow read back through a replica", delay_s, "s behind:", r.facts)
+                r = await ingest_drill(cluster, cached, redis_url=redis_url, namespace=namespace, delay_s=delay_s)
+                print("\n## 2. an ingest change read through a replica", delay_s, "s behind:", r.facts)
+                r = await paused_replay_drill(cluster, cached, max_lag_s=max_lag_s)
+                print("\n## 4. replay paused, maximum lag", max_lag_s, "s:", r.facts, "older:", len(r.bad))
+                r = await replica_killed_drill(cluster, plain, phase_s=phase_s, concurrency=concurrency)
+                print(format_summary("\n## 3. the replica killed and started", r.summary))
+                print(r.facts)
+                r = await primary_restarted_drill(cluster, plain, phase_s=phase_s, concurrency=concurrency)
+                print(format_summary("\n## 5. the primary restarted", r.summary))
+                print(r.facts, "bad:", len(r.bad))
+            finally:
+                cached.stop()
+                plain.stop()
+
 
 if __name__ == "__main__":
     asyncio.run(main())

@@ -86,10 +86,17 @@ def deployed_protocol(root: Path) -> list[str]:
     return ["--http", "edge.protocol:EdgeHttpProtocol", "--no-proxy-headers"]
 
 
-def servers(database_url: str, redis_url: str | None, baseline: Path | None = None) -> dict[str, Server]:
+def servers(
+    database_url: str, redis_url: str | None, baseline: Path | None = None, replica_url: str | None = None
+) -> dict[str, Server]:
     # `baseline`: the API from another checkout (an earlier commit, `git archive <commit> | tar -x -C <dir>`), run by
     # the same interpreter and packages, for an old-versus-new comparison in the same rounds.
     extra = {"baseline": api_server("baseline", baseline, database_url, redis_url)} if baseline else {}
+    if replica_url:
+        # The same API reading from a streaming replica of the database (bench/replicas.py makes one).
+        routed = api_server("replica", ROOT, database_url, redis_url)
+        routed.env["WOVEPAPER_DATABASE_REPLICA_URLS"] = replica_url
+        extra["replica"] = routed
     return {
         **extra,
         "floor": Server("floor", [PY, *UVICORN, "bench.floor:app"], {"DATABASE_URL": database_url}),
@@ -372,6 +379,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16, help="wrk's connections (requests in flight)")
     parser.add_argument("--skip-check", action="store_true")
     parser.add_argument("--baseline", type=Path, help="a checkout of an earlier commit, served as `baseline`")
+    parser.add_argument("--replica-url", help="a streaming replica of the database: the API reading from it, `replica`")
     parser.add_argument(
         "--instructions",
         type=int,
@@ -381,7 +389,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.database_url:
         sys.exit("--database-url or DATABASE_URL is required")
-    all_servers = servers(args.database_url, args.redis_url, args.baseline)
+    all_servers = servers(args.database_url, args.redis_url, args.baseline, args.replica_url)
     database = database_name(args.database_url)
     names = args.servers.split(",")
     if "postgraphile" in names:
@@ -393,7 +401,8 @@ def main() -> None:
     if not args.skip_check and "floor" in names:
         subprocess.run(
             [sys.executable, "-m", "bench.check_same_json", "--database-url", args.database_url,
-             "--servers", ",".join(n for n in names if n != "baseline"), "--operations", args.operations],
+             "--servers", ",".join(n for n in names if n not in ("baseline", "replica")),
+             "--operations", args.operations],
             cwd=ROOT, check=True,
         )  # fmt: skip
     if args.instructions:

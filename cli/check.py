@@ -111,7 +111,12 @@ async def check_database(settings: Settings) -> list[Row]:
     if not settings.database_url:
         return [fail("database", "DATABASE_URL", "not set: serve, migrate and the ingest need it")]
     url = settings.database_url
-    return [await probe_postgres("database", "DATABASE_URL", url, primary=True, vector=settings.semantic_search)]
+    rows = [await probe_postgres("database", "DATABASE_URL", url, primary=True, vector=settings.semantic_search)]
+    for dsn in settings.replica_dsns:
+        rows.append(
+            await probe_postgres("replica", "WOVEPAPER_DATABASE_REPLICA_URLS", dsn, primary=False, vector=False)
+        )
+    return rows
 
 
 async def check_migrations(settings: Settings) -> list[Row]:

@@ -45,6 +45,12 @@ _CLOSED_MESSAGES: Final = ("connection is closed", "released back to the pool", 
 REPORT_EVERY_S: Final = 0.25
 
 
+def is_recovery_conflict(exc: BaseException) -> bool:
+    """Whether a replica cancelled the statement because replaying the primary's WAL needed what it held (its
+    answer on another server, or a moment later, will do)."""
+    return isinstance(exc, asyncpg.SerializationError) and "conflict with recovery" in str(exc)
+
+
 class PoolExhausted(Exception):
     """No connection became free within the acquire timeout: the process is overloaded."""
 
@@ -68,6 +74,9 @@ class RequestBudget:
     cache_hits: int = 0
     cache_misses: int = 0
     cache_fallbacks: int = 0
+    # How far the replica the request reads from had replayed the primary's WAL when it was chosen (None: the
+    # primary): what it reads may fill a cache only when no invalidation of it came later (db/cache/positions.py).
+    replayed: int | None = None
 
 
 _budget: contextvars.ContextVar[RequestBudget | None] = contextvars.ContextVar("wovepaper_request_budget", default=None)
@@ -89,11 +98,22 @@ def current_budget() -> RequestBudget | None:
 
 
 class ServingPool(asyncpg.Pool):
-    __slots__ = ("acquire_timeout_s", "_waiting", "_out", "_reported_at", "_report_due")
+    __slots__ = ("acquire_timeout_s", "on_lost", "reports", "_waiting", "_out", "_reported_at", "_report_due")
 
-    def __init__(self, *args: Any, acquire_timeout_s: float, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        acquire_timeout_s: float,
+        on_lost: Callable[[], None] | None = None,
+        reports: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.acquire_timeout_s = acquire_timeout_s
+        # Told at once when a connection is lost or cannot be made (a replica's pool: it leaves the rotation).
+        self.on_lost = on_lost
+        # Whether this pool sets the pool gauges (the primary's does; replicas' have their own metrics).
+        self.reports = reports
         self._waiting = 0
         self._out: set[int] = set()
         self._reported_at = -REPORT_EVERY_S
@@ -112,6 +132,8 @@ class ServingPool(asyncpg.Pool):
 
     def report(self) -> None:
         """Set the pool's gauges now (a scrape does, and `_changed` at most every REPORT_EVERY_S)."""
+        if not self.reports:
+            return
         POOL_CONNECTIONS.labels("open").set(self.get_size())
         POOL_CONNECTIONS.labels("in_use").set(len(self._out))
         POOL_CONNECTIONS.labels("max").set(self.get_max_size())
@@ -142,6 +164,10 @@ class ServingPool(asyncpg.Pool):
             conn = await asyncpg.Pool.acquire(self, timeout=wait_s)
         except TimeoutError:
             raise PoolExhausted(f"no database connection became free within {wait_s:g}s") from None
+        except Exception as exc:
+            if self.on_lost is not None and is_lost_connection(exc):
+                self.on_lost()
+            raise
         finally:
             self._waiting -= 1
         self._out.add(id(conn))
@@ -157,6 +183,8 @@ class ServingPool(asyncpg.Pool):
 
     async def _give_back(self, conn: Any, failure: BaseException | None) -> None:
         if failure is not None and is_lost_connection(failure):
+            if self.on_lost is not None:
+                self.on_lost()
             # A connection closed under us was already handed back by asyncpg (its proxy then refuses calls).
             with contextlib.suppress(asyncpg.InterfaceError):
                 if not conn.is_closed():
@@ -301,6 +329,8 @@ async def create_pool(
     acquire_timeout_s: float = 5.0,
     connect_timeout_s: float = 5.0,
     query_logger: QueryLogger | None = None,
+    on_lost: Callable[[], None] | None = None,
+    reports: bool = True,
 ) -> ServingPool:
     """Open a pool whose every connection carries the statement timeout.
 
@@ -315,6 +345,8 @@ async def create_pool(
     pool = ServingPool(
         dsn,
         acquire_timeout_s=acquire_timeout_s,
+        on_lost=on_lost,
+        reports=reports,
         connection_class=asyncpg.Connection,
         record_class=asyncpg.Record,
         min_size=min_size,

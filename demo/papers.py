@@ -82,11 +82,11 @@ class _IdMinter:
         # Gaps shrink as the range fills, so a busier month than expected still fits.
         still_expected = max(expected - count, expected / 4, 1.0)
         step = max(1, min(self.steps[key], int((cap - prev) / (2 * still_expected))))
-        seq = prev + 1 + rng._randbelow(step)  # randrange(step), one call less
+        seq = prev + 1 + rng._randbelow(step)  # type: ignore[attr-defined]  # randrange(step), one call less
         if seq > cap:
             raise ValueError(f"too many papers in {key} for its arXiv id range")
         self.last[key], self.counts[key] = seq, count + 1
-        return seq
+        return seq  # type: ignore[no-any-return]
 
     def mint(self, when: datetime, category: str, rng: random.Random) -> str:
         yymm = f"{when.year % 100:02d}{when.month:02d}"
@@ -152,7 +152,7 @@ def generate_papers(
     minter = _IdMinter(plan)
     # randint(a, b), randrange(n) and choice(s) are a + _randbelow(b - a + 1), _randbelow(n) and
     # s[_randbelow(len(s))] (CPython's random module): the same numbers for two Python calls less each.
-    rb = rng._randbelow
+    rb = rng._randbelow  # type: ignore[attr-defined]
     for i in range(plan.papers):
         when = _published_at(plan, i, rng)
         cats = _categories(rng, when)

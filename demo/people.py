@@ -109,7 +109,7 @@ def make_institutions(plan: DemoPlan) -> list[InstitutionRecord]:
 
 def _orcid(rng: random.Random, j: int) -> str:
     for _ in range(15):  # keeps the generator's stream as it was (randrange(10) fifteen times)
-        rng._randbelow(10)
+        rng._randbelow(10)  # type: ignore[attr-defined]
     # Issued ORCIDs lie in 0000-0001-5000-0007 .. 0000-0003-5000-0001; a bijection of the researcher
     # index keeps them unique (random digits collide by the thousand at a million papers).
     v = _permuted(j, 3 * 10**7, 982_451_653)

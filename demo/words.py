@@ -41,11 +41,11 @@ INSTITUTION_PATTERNS: dict[str, list[tuple[str, str]]] = {
 def person_name(rng: random.Random) -> str:
     """A real-looking name: diacritics, romanized and native scripts, the odd middle initial or suffix."""
     # rng.choices(_CULTURES, cum_weights=...)[0] and rng.choice(s), with the numbers they draw (see _randbelow).
-    rb = rng._randbelow
+    rb = rng._randbelow  # type: ignore[attr-defined]
     _, given, family, order = _CULTURES[bisect(_CULTURE_CUMULATIVE, rng.random() * _CULTURE_TOTAL, 0, _LAST_CULTURE)]
     g, f = given[rb(len(given))], family[rb(len(family))]
     if order == "eastern":
-        return f + g
+        return f + g  # type: ignore[no-any-return]
     if order == "vietnamese":
         return f"{g} {f}"
     name = f"{g} {_MIDDLE[rb(len(_MIDDLE))]}. {f}" if rng.random() < 0.12 else f"{g} {f}"
@@ -137,7 +137,7 @@ def _fill(rng: random.Random, template: str, field: str) -> str:
 
 
 def title(rng: random.Random, field: str) -> str:
-    return _fill(rng, _TITLE_TEMPLATES[rng._randbelow(len(_TITLE_TEMPLATES))], field)
+    return _fill(rng, _TITLE_TEMPLATES[rng._randbelow(len(_TITLE_TEMPLATES))], field)  # type: ignore[attr-defined]
 
 
 def short_title(rng: random.Random) -> str:
@@ -145,7 +145,7 @@ def short_title(rng: random.Random) -> str:
 
 
 def abstract(rng: random.Random, field: str) -> str:
-    picks = rng.sample(_SENTENCES, 4 + rng._randbelow(4))  # randint(4, 7)
+    picks = rng.sample(_SENTENCES, 4 + rng._randbelow(4))  # type: ignore[attr-defined]  # randint(4, 7)
     return " ".join(_fill(rng, s, field) for s in picks)
 
 
@@ -161,7 +161,7 @@ def topics(rng: random.Random, field: str) -> list[str]:
 
 
 def journal_ref(rng: random.Random, field: str, year: int) -> str:
-    rb, journals = rng._randbelow, _JOURNALS[field]
+    rb, journals = rng._randbelow, _JOURNALS[field]  # type: ignore[attr-defined]
     return f"{journals[rb(len(journals))]} {1 + rb(120)} ({year + rb(2)}) {1 + rb(9999)}"
 
 

@@ -52,6 +52,16 @@ class Identity:
     def anonymous(self) -> bool:
         return self.viewer_id is None and self.api_key is None
 
+    @property
+    def writer(self) -> str | None:
+        """Whose writes this request's reads must see: the signed-in reader's, else the API key's (a site server
+        calling with its own key and a reader's token writes for the reader)."""
+        if self.viewer_id is not None:
+            return f"viewer:{self.viewer_id}"
+        if self.api_key is not None:
+            return f"key:{self.api_key.id}"
+        return None
+
 
 ANONYMOUS_LOCAL = Identity(client_ip="127.0.0.1")
 # The headers that present a credential.

@@ -7,7 +7,8 @@ document hash, the schema version and the values of its declared variables as Gr
 or malformed variables) is passed through and never stored. A response is stored only without errors,
 with the cost it was charged and its tags: every paper, researcher and institution in it, the lists tag
 for list operations, and for a lookup that found nothing the id it asked for, so the write that creates
-that entity drops it. A response computed while any invalidation ran is not stored.
+that entity drops it. A response computed while any invalidation ran is not stored, nor one read from a replica
+that had not replayed the latest invalidation of one of its tags (db/cache/positions.py).
 
 Memory: each worker answers the entries it read or stored lately from its own memory before asking Redis
 (db/cache/near.py), kept true across workers by the tags every invalidation publishes; the key of a request
@@ -42,6 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from db.cache import keys
 from db.cache.near import Held, NearResponses, strong_etag
+from db.cache.positions import replayed_invalidations
 from db.cache.store import CacheStore, EntityRef, Unavailable
 from db.paging import TokenError, decode_global_id
 from edge.bounded import BoundedCache
@@ -351,9 +353,15 @@ class ResponseCache:
             return
         await self._send(send, body, tags, media, public=public, hit=False, inm=inm)
         if key is not None and isinstance(store, CacheStore):
+            tag_keys = keys.tag_keys(store.namespace, tags, of_key=key.response_key)
+            replayed = state.get("replayed")
+            if isinstance(replayed, int) and not await replayed_invalidations(store, tag_keys, replayed):
+                # Read from a replica that may not have replayed a write that dropped one of its tags: an answer
+                # older than that write, served within the lag, never kept for the TTL.
+                store.metrics.response_lagging_skipped += 1
+                return
             charged = budget.decision.cost if isinstance(budget, Budget) and budget.decision else 1
             payload = _Entry(charged, tags, body).dump()
-            tag_keys = keys.tag_keys(store.namespace, tags, of_key=key.response_key)
             if await store.store_guarded(
                 key.response_key, payload, guard_key=epoch_key, guard_value=epoch, tag_keys=tag_keys, ttl_s=self.ttl_s
             ):

@@ -26,7 +26,7 @@ from db.cache.store import CacheStore
 from db.queries.figures import refresh_figures
 from db.queries.ingest_state import commit_without_flush_wait, record_progress, tombstone_papers
 from db.queries.writes.papers import PaperWriteResult, add_people_of_papers, upsert_papers
-from ingest.cache import invalidate_after_commit
+from ingest.cache import commit_position, invalidate_after_commit
 from ingest.checkpoints import HarvestState, arxiv_checkpoint_key, load_harvest_state, save_harvest_state
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.errors import BadResumptionToken, NoRecordsMatch, UpstreamError
@@ -41,7 +41,8 @@ MAX_TOKEN_RESTARTS = 3
 # full collections over everything alive: 12% of the harvest's CPU time, 6% at this threshold.
 HARVEST_GC_THRESHOLD = 10_000
 
-Written = tuple[PaperWriteResult, set[int]]  # what a page's transaction wrote, and the papers it withdrew
+# What a page's transaction wrote, the papers it withdrew, and where its commit is in the WAL (ingest/cache.py).
+Written = tuple[PaperWriteResult, set[int], int | None]
 
 
 @contextlib.contextmanager
@@ -214,16 +215,16 @@ class HarvestRun:
             await refresh_figures(conn, result.touched)
             await record_progress(conn, self.key, records=page.seen, caught_up_to=checkpoint.caught_up_to)
             await save_harvest_state(conn, self.key, checkpoint.state)
-        return result, tombstoned
+        return result, tombstoned, await commit_position(self.cache, conn)
 
     async def settle(self) -> None:
         """Wait for the oldest page in flight to commit; then the cache forgets what it touched, and it counts."""
         w = self.inflight.popleft()
-        result, tombstoned = await w.task
+        result, tombstoned, position = await w.task
         touched = result.touched
         touched.papers |= tombstoned
         touched.paper_keys |= set(w.page.deleted)
-        await invalidate_after_commit(self.cache, touched)
+        await invalidate_after_commit(self.cache, touched, position)
         s, page = self.summary, w.page
         s.seen += page.seen
         s.inserted += result.inserted

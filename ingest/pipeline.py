@@ -43,7 +43,7 @@ from db.records import (
     UnlinkedAuthor,
     WorkRecord,
 )
-from ingest.cache import invalidate_after_commit
+from ingest.cache import commit_position, invalidate_after_commit
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BudgetExhausted, UpstreamError
@@ -430,7 +430,7 @@ async def write_isolating(
             written += w
             failed |= f
         return written, failed
-    await invalidate_after_commit(cache, touched)
+    await invalidate_after_commit(cache, touched, await commit_position(cache, conn))
     return [(batch, touched)], {}
 
 

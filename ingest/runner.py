@@ -20,7 +20,7 @@ from db.queries.merges import merge_researchers
 from db.queries.writes.corrections import Decided, decide_correction
 from db.records import Touched
 from ingest.analyse import ANALYSE_BATCH, analyse
-from ingest.cache import invalidate_after_commit
+from ingest.cache import commit_position, invalidate_after_commit
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
@@ -29,6 +29,7 @@ from ingest.harvest import harvest_arxiv
 from ingest.locks import run_name, stage_lock
 from ingest.pipeline import ENRICH_BATCH, enrich
 from ingest.progress import MatchingStatus, Summary
+from ingest.purge import PurgeAfterReplicas
 from llm import ModelClient
 from settings import Settings
 
@@ -96,8 +97,12 @@ async def _cache(settings: Settings) -> AsyncIterator[CacheStore | None]:
             redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
         )
     token = settings.purge_token.get_secret_value() if settings.purge_token is not None else None
-    purge = HttpPurge(settings.purge_url, token=token) if settings.purge_url and cache is not None else None
-    if purge is not None and cache is not None:
+    purge: HttpPurge | PurgeAfterReplicas | None = None
+    if settings.purge_url and cache is not None:
+        purge = HttpPurge(settings.purge_url, token=token)
+        if settings.replica_dsns:
+            # The CDN asks again once purged: not before the replicas it may be answered from have the write.
+            purge = PurgeAfterReplicas(purge, settings.replica_dsns, max_lag_s=settings.replica_max_lag_s)
         attach_purge(cache, purge)
     try:
         yield cache
@@ -181,7 +186,7 @@ async def run_merge(settings: Settings, *, absorbed_id: int, survivor_id: int) -
             async with conn.transaction():
                 merged = await merge_researchers(conn, absorbed_id, survivor_id, touched)
                 await refresh_figures(conn, touched)
-            await invalidate_after_commit(cache, touched)
+            await invalidate_after_commit(cache, touched, await commit_position(cache, conn))
     finally:
         await conn.close()
     return merged
@@ -196,7 +201,7 @@ async def run_decision(
     try:
         async with _cache(settings) as cache:
             decided = await decide_correction(conn, correction_id, approve=approve, operator=operator, reason=reason)
-            await invalidate_after_commit(cache, decided.touched)
+            await invalidate_after_commit(cache, decided.touched, await commit_position(cache, conn))
     finally:
         await conn.close()
     return decided

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 import asyncpg
@@ -139,6 +139,7 @@ async def chat_stream(request: Request) -> Response:
         request=request,
         identity=getattr(state, "identity", None),
         chat=getattr(state, "chat", None),
+        replicas=getattr(state, "replicas", None),
     )
     if ctx.identity.viewer_id is None:
         return refused("UNAUTHENTICATED", "Sign in to chat with the papers.", status=401)
@@ -173,7 +174,7 @@ async def chat_stream(request: Request) -> Response:
         code, message, status = _failure(exc, ctx.request_id)
         extra: dict[str, Any] = {"retryAfterS": RETRY_AFTER_S} if status == 503 else {}
         return refused(code, message, status=status, requestId=ctx.request_id, **extra)
-    return EventStream(_answer_events(answer.events(), ctx.request_id))
+    return EventStream(_answer_events(answer.events(), ctx.request_id, ctx.record_write))
 
 
 def _idempotency_key(header: str | None) -> str | None:
@@ -200,7 +201,11 @@ def _failure(exc: Exception, request_id: str) -> tuple[str, str, int]:
     return "INTERNAL_SERVER_ERROR", "Unexpected error.", 500
 
 
-async def _answer_events(events: AsyncGenerator[Any, None], request_id: str) -> AsyncGenerator[bytes, None]:
+async def _answer_events(
+    events: AsyncGenerator[Any, None], request_id: str, wrote: Callable[[], Awaitable[None]]
+) -> AsyncGenerator[bytes, None]:
+    """The answer's events as server-sent events; `wrote` is awaited once the turn is stored, before the reader
+    hears it is done (their next reads must see the conversation)."""
     async with contextlib.aclosing(events) as answer:
         try:
             async for event in answer:
@@ -209,6 +214,7 @@ async def _answer_events(events: AsyncGenerator[Any, None], request_id: str) -> 
                 elif isinstance(event, Delta):
                     yield sse("delta", {"text": event.text})
                 elif isinstance(event, Done):
+                    await wrote()
                     yield sse(
                         "done",
                         {

@@ -15,6 +15,9 @@ from starlette.responses import Response
 from chat.service import ChatService
 from db.cache.client import RedisClient
 from db.cache.invalidation import Purge
+from db.pool import current_budget
+from db.queries.replication import committed_position
+from db.replicas.routing import ReplicaSet, Target
 from edge.identity import ANONYMOUS_LOCAL, Identity
 from edge.ratelimit import Budget
 from resolvers.loaders import Loaders
@@ -23,6 +26,7 @@ from settings import Settings
 
 @dataclass(slots=True)
 class Context:
+    # Where the operation reads: the primary, or the replica `route()` chose for it.
     pool: asyncpg.Pool
     settings: Settings
     loaders: Loaders
@@ -47,10 +51,61 @@ class Context:
     # Whether the executor passes JSON written by PostgreSQL through to the answer (schema/fast_executor/ sets it):
     # resolvers may then fetch a selection's answer as JSON text instead of rows.
     passes_json: bool = False
+    # Where writes go (the primary), and the replicas reads may go to (None: no replica configured).
+    primary: asyncpg.Pool | None = None
+    replicas: ReplicaSet | None = None
+    # The primary's WAL position after this operation's write, when a resolver read it (read-your-writes).
+    written_at: int | None = None
+    # Set when a run that read from a replica failed and the operation runs again (`renew`).
+    again_on_primary: bool = False
 
     def renew(self) -> None:
-        """Fresh loaders, to run the operation again: the first run's cached failures must not answer it."""
+        """Fresh loaders, to run the operation again: the first run's cached failures must not answer it. A run
+        that read from a replica runs again on the primary."""
         self.loaders = Loaders(self.pool)
+        if self.primary is not None and self.pool is not self.primary:
+            self.again_on_primary = True
+
+    @property
+    def write_pool(self) -> asyncpg.Pool:
+        return self.primary if self.primary is not None else self.pool
+
+    async def route(self, *, write: bool) -> None:
+        """Choose the one server the operation reads from, before it runs (again, when it runs again)."""
+        if self.replicas is None:
+            return
+        if self.again_on_primary and not write:
+            self.use(self.replicas.primary_read())
+        else:
+            self.use(await self.replicas.target(write=write, writer=self.identity.writer))
+
+    def use(self, target: Target) -> None:
+        if target.pool is not self.pool:
+            self.pool = target.pool
+            self.loaders = Loaders(target.pool)
+        budget = current_budget()
+        if budget is not None:
+            budget.replayed = target.replayed
+        if self.request is not None:
+            # For the response cache, which stores the answer after the operation (edge/response_cache.py), and the
+            # request's log line.
+            state = self.request.state
+            state.replayed = target.replayed
+            state.db_target = target.label
+
+    async def committed_position(self) -> int | None:
+        """The primary's WAL position after this operation's write committed, with replicas configured (None without:
+        nothing waits for it); also the writer's own (read-your-writes)."""
+        if self.replicas is None:
+            return None
+        self.written_at = await committed_position(self.write_pool)
+        return self.written_at
+
+    async def record_write(self) -> None:
+        """After a write committed: the writer's reads wait for a replica that has it."""
+        writer = self.identity.writer
+        if self.replicas is not None and writer is not None:
+            await self.replicas.wrote(writer, self.write_pool, self.written_at)
 
     @classmethod
     def create(
@@ -66,6 +121,7 @@ class Context:
         chat: ChatService | None = None,
         budget: Budget | None = None,
         purge: Purge | None = None,
+        replicas: ReplicaSet | None = None,
     ) -> Context:
         ctx = cls(pool, settings, Loaders(pool), redis, request, response, cache)
         if identity is not None:
@@ -73,6 +129,8 @@ class Context:
         ctx.chat = chat
         ctx.budget = budget
         ctx.purge = purge
+        ctx.primary = pool
+        ctx.replicas = replicas
         # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors.
         request_id = request.scope.get("state", {}).get("request_id") if request is not None else None
         if isinstance(request_id, str):

@@ -129,7 +129,7 @@ async def _correct(
     if submitted.touched:
         # Committed: every worker's next request, and the CDN, see the change; so does the rest of this operation
         # (rows its look-ups read before are not answered again).
-        await invalidate(ctx.cache, submitted.touched, purge=ctx.purge)
+        await invalidate(ctx.cache, submitted.touched, position=await ctx.committed_position(), purge=ctx.purge)
         ctx.renew()
     return submitted.correction
 

@@ -33,15 +33,18 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from db.cache import keys
+from db.cache.positions import replayed_invalidations
 from db.cache.store import CacheStore, Unavailable
 from db.connection import Conn
 from db.filters import PAPER_SORTS, PaperFilterSpec, paper_filter_clauses
+from db.pool import is_lost_connection, is_recovery_conflict
 from db.queries.institutions import InstitutionRow
 from db.queries.papers import PaperRow, fetch_authorships, page_papers
 from db.queries.researchers import ResearcherRow
 from db.queries.search.papers import EmptyQuery, search_papers
 from db.queries.search.statement import SEARCH_SORTS
 from db.queries.viewers import fetch_viewer_by_feed_token
+from db.replicas.routing import Target
 from edge.conditional import not_modified
 from edge.ratelimit import Budget
 from resolvers.context import Context
@@ -223,6 +226,11 @@ async def _search(ctx: Context, name: str, request: Request) -> FeedSource:
 async def _personal(ctx: Context, name: str, request: Request) -> FeedSource:
     async with ctx.pool.acquire() as conn:
         viewer = await fetch_viewer_by_feed_token(conn, name)
+    if viewer is None and ctx.replicas is not None and ctx.pool is not ctx.write_pool:
+        # A token made or rotated moments ago may not have reached the replica yet: the primary has it.
+        ctx.use(ctx.replicas.primary)
+        async with ctx.pool.acquire() as conn:
+            viewer = await fetch_viewer_by_feed_token(conn, name)
     if viewer is None:
         raise FeedError(404, "No such feed: the link is wrong or was replaced by a new one.")
 
@@ -300,14 +308,13 @@ def _endpoint(
         state = request.state
         settings: Settings = state.settings
         cache = getattr(state, "cache", None)
-        ctx = Context.create(state.pool, settings, cache=cache)
+        ctx = Context.create(state.pool, settings, cache=cache, replicas=getattr(state, "replicas", None))
         try:
             limit = _limit(request)
             refused = await _charged(request)
             if refused is not None:
                 return refused
-            source = await resolve(ctx, request.path_params.get("name", ""), request)
-            feed = await _feed(ctx, source, fmt, limit)
+            source, feed = await _read(ctx, request, resolve, fmt, limit)
         except FeedError as exc:
             return PlainTextResponse(exc.reason + "\n", exc.status, headers={"x-content-type-options": "nosniff"})
         return _respond(request, fmt, feed, PERSONAL if source.personal else PUBLIC)
@@ -315,7 +322,46 @@ def _endpoint(
     return endpoint
 
 
-async def _feed(ctx: Context, source: FeedSource, fmt: FeedFormat, limit: int) -> RenderedFeed:
+async def _read(
+    ctx: Context,
+    request: Request,
+    resolve: Callable[[Context, str, Request], Awaitable[FeedSource]],
+    fmt: FeedFormat,
+    limit: int,
+) -> tuple[FeedSource, RenderedFeed]:
+    """The feed, read from a replica when one is usable; once more from the primary when that replica's connection
+    was lost (it has left the rotation by then) or it cancelled the statement to replay the primary's WAL."""
+    replicas = ctx.replicas
+    target = replicas.choose() if replicas is not None else None
+    try:
+        return await _read_from(ctx, target, request, resolve, fmt, limit)
+    except Exception as exc:
+        if replicas is None or target is None or not target.is_replica:
+            raise
+        if not (is_lost_connection(exc) or is_recovery_conflict(exc)):
+            raise
+    return await _read_from(ctx, replicas.primary_read(), request, resolve, fmt, limit)
+
+
+async def _read_from(
+    ctx: Context,
+    target: Target | None,
+    request: Request,
+    resolve: Callable[[Context, str, Request], Awaitable[FeedSource]],
+    fmt: FeedFormat,
+    limit: int,
+) -> tuple[FeedSource, RenderedFeed]:
+    if target is not None:
+        ctx.use(target)
+    source = await resolve(ctx, request.path_params.get("name", ""), request)
+    return source, await _feed(ctx, source, fmt, limit, target.replayed if target is not None else None)
+
+
+async def _feed(
+    ctx: Context, source: FeedSource, fmt: FeedFormat, limit: int, replayed: int | None = None
+) -> RenderedFeed:
+    """`replayed`: how far the replica read from had replayed (None: the primary), which decides whether the feed
+    may be cached."""
     settings = ctx.settings
     store = ctx.cache if isinstance(ctx.cache, CacheStore) and ctx.cache.redis is not None else None
     if store is None or source.personal:
@@ -340,14 +386,11 @@ async def _feed(ctx: Context, source: FeedSource, fmt: FeedFormat, limit: int) -
             pass
     feed = await _render(ctx, source, fmt, limit)
     # Tagged like a list response: any write drops it (its entries may be any papers).
-    await store.store_guarded(
-        key,
-        feed.dumps(),
-        guard_key=epoch_key,
-        guard_value=epoch,
-        tag_keys=[keys.lists_tag(store.namespace, key)],
-        ttl_s=min(settings.cache_ttl_s, CACHE_TTL_S),
-    )
+    tags = [keys.lists_tag(store.namespace, key)]
+    if replayed is not None and not await replayed_invalidations(store, tags, replayed):
+        return feed  # a replica that may not have the latest write yet: served, not kept
+    ttl_s = min(settings.cache_ttl_s, CACHE_TTL_S)
+    await store.store_guarded(key, feed.dumps(), guard_key=epoch_key, guard_value=epoch, tag_keys=tags, ttl_s=ttl_s)
     return feed
 
 

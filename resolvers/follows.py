@@ -1,7 +1,7 @@
 """Following and unfollowing researchers and institutions, and rotating the personal feed's token.
 
 Each write is one statement that commits on its own; then the cache forgets the entity (its follower count
-is on its page), so the next request on any worker sees the change.
+is on its page), so the next request on any worker sees the change. Mutations run on the primary.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from db.cache.invalidation import invalidate
 from db.queries.follows import FollowKind, follow, unfollow
 from db.queries.institutions import InstitutionRow, fetch_institutions_by_ids
+from db.queries.replication import committed_position
 from db.queries.researchers import ResearcherRow, fetch_researchers_by_ids
 from db.queries.viewers import rotate_feed_token
 from db.records import Touched
@@ -52,6 +53,9 @@ async def set_following(
         else:
             rows = institutions = await fetch_institutions_by_ids(conn, [target])
             ctx.loaders.prime_institutions(institutions, force=True)
+        if changed:
+            # Where the write is in the WAL: kept with the invalidation and for the reader's next reads.
+            ctx.written_at = await committed_position(conn)
     if outcome == "not_found" or not rows:
         raise NotFound(f"No {kind} {reference[:80]!r} in the archive.")
     if outcome == "limit":
@@ -61,7 +65,7 @@ async def set_following(
         )
     if changed:
         touched = Touched(researchers={target}) if kind == "researcher" else Touched(institutions={target})
-        await invalidate(ctx.cache, touched)
+        await invalidate(ctx.cache, touched, position=ctx.written_at)
     follows_loader(ctx, kind).prime(target, following, force=True)
     return rows[0]
 

@@ -52,7 +52,8 @@ def feed_path(token: str) -> str:
 async def resolve_feed_url(ctx: Context, token: str | None = None) -> str:
     """The personal RSS feed's URL; its token is created on first use."""
     if token is None:
-        async with ctx.pool.acquire() as conn:
+        # A write (the token is made on first use), also when the query reads from a replica.
+        async with ctx.write_pool.acquire() as conn:
             token = await feed_token(conn, require_viewer(ctx))
     return ctx.settings.feeds_base_url + feed_path(token)
 

@@ -11,7 +11,7 @@ import strawberry
 from graphql.error import GraphQLError
 from strawberry.extensions import MaskErrors
 
-from db.pool import PoolExhausted, is_lost_connection
+from db.pool import PoolExhausted, is_lost_connection, is_recovery_conflict
 from error_codes import ERROR_CODES
 from resolvers.errors import BadUserInput, NotFound, PublicError
 
@@ -66,8 +66,9 @@ class MaskUnexpectedErrors(MaskErrors):
         elif isinstance(original, PoolExhausted):
             logger.warning("database pool exhausted request_id=%s path=%s", request_id, error.path)
             message, code = "The service is overloaded; retry shortly.", "OVERLOADED"
-        elif original is not None and is_lost_connection(original):
-            # A restart, failover or terminated backend: the pool reconnects by itself.
+        elif original is not None and (is_lost_connection(original) or is_recovery_conflict(original)):
+            # A restart, failover or terminated backend: the pool reconnects by itself. A replica's recovery conflict
+            # too: a query is run again, on the primary (schema.Schema.execute, resolvers.context.Context.renew).
             logger.warning(
                 "database connection lost request_id=%s path=%s: %s: %s",
                 request_id,

@@ -5,7 +5,8 @@ operations needs `operationName`), the document's limits (depth, aliases, direct
 pass, before any other validation rule can take quadratic time), validation (cached), undeclared variables, nodes
 and cost (before any SQL), then the client's rate limit, which it charges with the cost; `rateLimit(dryRun: true)`
 stops there. An operation that passed all of it is marked admitted in the request's state (`ADMITTED`), for the
-steps before GraphQL that act only on documents that run (edge/persisted.py registers them).
+steps before GraphQL that act only on documents that run (edge/persisted.py registers them), and routed to its
+server (schema/routing.py), with replicas configured.
 
 The errors it answers name the client's input and repeat at most MAX_MESSAGE_CHARS of it.
 """
@@ -35,6 +36,7 @@ from strawberry.types import ExecutionResult
 from edge.bounded import BoundedCache
 from edge.persisted import ADMITTED
 from edge.ratelimit import Decision
+from schema import routing
 from schema.cost import Measure, measure, select_operation
 from schema.errors import MaskUnexpectedErrors
 from settings import Settings
@@ -246,7 +248,9 @@ def _size(value: object) -> object:
 
 
 class DocumentGuard(SchemaExtension):
-    def __init__(self, limits: Limits, rules: tuple[type[ASTValidationRule], ...], caches: Caches) -> None:
+    def __init__(
+        self, limits: Limits, rules: tuple[type[ASTValidationRule], ...], caches: Caches, *, routes: bool = False
+    ) -> None:
         self.limits = limits
         self.rules = rules
         self.caches = caches
@@ -254,6 +258,8 @@ class DocumentGuard(SchemaExtension):
         # The document as parsed (a dry run cuts it down before it runs), and whether it ran before.
         self.document: DocumentNode | None = None
         self.known = False
+        # With replicas configured: an operation it lets through is routed (schema/routing.py) before it executes.
+        self.routes = routes
 
     def on_parse(self) -> Iterator[None]:
         ec = self.execution_context
@@ -326,7 +332,10 @@ class DocumentGuard(SchemaExtension):
                 ec.graphql_document = only_rate_limit(ec.graphql_document, ec.operation_name)
         if ec.result is None and context is not None:
             _admit(context)
+        writes = self.routes and await routing.route(ec)
         yield
+        if writes:
+            await routing.wrote(ec)
         result = ec.result
         if result is not None and result.data is None:
             # Variables that do not coerce to their declared types: graphql-core reports them before any field
@@ -405,7 +414,8 @@ def only_rate_limit(document: DocumentNode, operation_name: str | None) -> Docum
 
 
 def default_extensions(settings: Settings) -> list[Callable[[], SchemaExtension]]:
-    """The guard, then masking. Neither implements `resolve`, so no field gets a middleware wrapper.
+    """The guard (which also routes reads to replicas, when configured), then masking. Neither implements `resolve`, so
+    no field gets a middleware wrapper.
 
     The validation rules are built once: the validation cache is keyed by the document only.
     """
@@ -414,4 +424,5 @@ def default_extensions(settings: Settings) -> list[Callable[[], SchemaExtension]
     if not limits.introspection:
         rules = (*rules, NoSchemaIntrospectionCustomRule)
     caches = Caches.create()
-    return [lambda: DocumentGuard(limits, rules, caches), MaskUnexpectedErrors]
+    routes = bool(settings.replica_dsns)
+    return [lambda: DocumentGuard(limits, rules, caches, routes=routes), MaskUnexpectedErrors]

@@ -160,6 +160,7 @@ class GraphQLView(GraphQL[Context, None]):
             chat=getattr(state, "chat", None),
             budget=getattr(state, "budget", None),
             purge=getattr(state, "purge", None),
+            replicas=getattr(state, "replicas", None),
         )
 
     def encode_json(self, data: object) -> bytes:

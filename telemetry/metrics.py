@@ -82,6 +82,30 @@ CHAT_ANSWERS = Counter(
 MODEL_TOKENS = Counter(
     "wovepaper_chat_model_tokens_total", "Language-model tokens chat answers cost, kind=prompt|completion.", ["kind"]
 )
+REPLICA_LAG = Gauge(
+    "wovepaper_db_replica_lag_seconds",
+    "How far each replica is behind the primary, in seconds (the worst over the workers; +Inf until it is known).",
+    ["replica"],
+    multiprocess_mode="livemax",
+)
+REPLICA_USABLE = Gauge(
+    "wovepaper_db_replica_usable",
+    "1 while a replica is in the rotation, 0 while it is out (unreachable, lagging, not in recovery), by any worker.",
+    ["replica"],
+    multiprocess_mode="livemin",
+)
+DB_READS = Counter(
+    "wovepaper_db_reads_total",
+    "Requests that read (queries, feeds), by the server they read from: target=primary or a replica's label.",
+    ["target"],
+)
+REPLICA_FALLBACKS = Counter(
+    "wovepaper_db_replica_fallbacks_total",
+    "Reads sent to the primary although replicas are configured, by reason: read_your_writes (no replica has the "
+    "reader's own latest write yet), lagging (every replica is too far behind), unavailable (none answers as a "
+    "replica).",
+    ["reason"],
+)
 DB_RETRIES = Counter(
     "wovepaper_db_lost_connection_retries_total", "Read operations run again after a lost PostgreSQL connection."
 )

@@ -88,6 +88,8 @@ def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, ca
             "redis_timeouts": getattr(redis, "timeouts", 0),
             "redis_skipped": getattr(redis, "skipped", 0),
             "error_codes": state.get("error_codes") or None,
+            # With replicas configured: the server the request read from (`primary` or a replica's host:port/db).
+            "db": state.get("db_target"),
             "client": getattr(identity, "client_ip", None),
         },
     )

@@ -20,22 +20,28 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from redis.asyncio.cluster import RedisCluster
 
 from db.cache import keys
 from db.cache.client import RedisClient, replicated, slot
+from db.cache.positions import record_invalidation
 from db.cache.scripts import Call, Script
 from db.cache.store import CacheStore, Unavailable
 from db.records import Touched
 
 log = logging.getLogger(__name__)
 
-# Tells a CDN which tags (`Surrogate-Key`) to purge: db/cache/purge.py posts them to WOVEPAPER_PURGE_URL.
-Purge = Callable[[list[str]], Awaitable[None]]
+
+class Purge(Protocol):
+    """Tells a CDN which tags (`Surrogate-Key`) to purge (db/cache/purge.py posts them to WOVEPAPER_PURGE_URL), given
+    the WAL position of the write that made them stale (None: unknown), so a purge can wait for the replicas."""
+
+    async def __call__(self, tags: list[str], position: int | None = None) -> None: ...
+
+
 # The purge hook of a store, attached once by whoever opens it (the ingest), used by every invalidate().
 _PURGES: weakref.WeakKeyDictionary[CacheStore, Purge] = weakref.WeakKeyDictionary()
 
@@ -143,22 +149,28 @@ def _dropped_alone(todo: Touched) -> list[str]:
     return names
 
 
-async def invalidate(cache: CacheStore | None, touched: Touched, *, purge: Purge | None = None) -> None:
+async def invalidate(
+    cache: CacheStore | None, touched: Touched, *, position: int | None = None, purge: Purge | None = None
+) -> None:
     """Drop every cached aggregate and whole response derived from the touched entities; then, with a
     `purge` hook, tell the CDN which tags to purge.
+
+    `position`: the primary's WAL position once the write committed (db.queries.replication.written_position), kept
+    with each dropped tag so that no replica that has not replayed the write fills a cache with what it changed;
+    None (unknown) keeps every replica from filling them for a while (positions.INVALIDATION_TTL_S).
 
     Never raises: when Redis is unavailable the ids are kept and sent with the next call, and
     entries left behind expire with their TTL.
     """
-    await _drop(cache, touched)
+    await _drop(cache, touched, position)
     if purge is None and cache is not None:
         purge = _PURGES.get(cache)
     # After Redis: a CDN refetching at once must not be answered from a response this write made stale.
     if purge is not None and touched:
-        await purge(purge_tags(cache.namespace if cache else "", touched))
+        await purge(purge_tags(cache.namespace if cache else "", touched), position)
 
 
-async def _drop(cache: CacheStore | None, touched: Touched) -> None:
+async def _drop(cache: CacheStore | None, touched: Touched, position: int | None) -> None:
     if cache is None or cache.redis is None:
         return
     todo = Touched()
@@ -177,20 +189,33 @@ async def _drop(cache: CacheStore | None, touched: Touched) -> None:
     ]
     names = _dropped_alone(todo)
     # With replicas, each of its three writing steps may wait a timeout for one's acknowledgement.
-    done = await cache.call(lambda r: _run(r, cache, entities, names), round_trips=5 if replicated(cache.redis) else 2)
+    done = await cache.call(
+        lambda r: _run(r, cache, entities, names, position), round_trips=5 if replicated(cache.redis) else 2
+    )
     if isinstance(done, Unavailable):
         cache.metrics.invalidation_failures += 1
         cache.pending_invalidation.update(todo)
         log.warning("cache invalidation deferred for %d entities: Redis unavailable", len(entities))
 
 
-async def _run(redis: RedisClient, cache: CacheStore, entities: list[tuple[str, int | str]], names: list[str]) -> bool:
+async def _run(
+    redis: RedisClient,
+    cache: CacheStore,
+    entities: list[tuple[str, int | str]],
+    names: list[str],
+    position: int | None,
+) -> bool:
     ns = cache.namespace
     cluster = isinstance(redis, RedisCluster)
     ttl = cache.ttl_s * 2
     # Half the socket timeout: the reply must come before the read gives up (a primary without a replica waits it out).
     wait_ms = int(cache.timeout_s * 500) if replicated(redis) else 0
     epoch = os.urandom(8).hex()
+    # Before any drop: whoever sees a drop sees the write's position too (a replica that has not replayed it may not
+    # fill what the dropped tags name: db/cache/positions.py).
+    dropped = [*keys.lists_tags(ns), *(keys.tag(ns, name) for name in names[1:])]
+    dropped += [keys.entity_tag(ns, kind, entity_id) for kind, entity_id in entities]
+    await record_invalidation(redis, dropped, position)
     # Step 1: every bucket's epoch and lists tag (one script per bucket on a Cluster, else one for all).
     buckets: dict[int, _Work] = {}
     for epoch_key, lists_key in zip(keys.response_epochs(ns), keys.lists_tags(ns), strict=True):

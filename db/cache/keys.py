@@ -174,3 +174,15 @@ def persisted_query_index(ns: str) -> str:
     """The registered documents' sha256 by when each was last used: the registry forgets the oldest past its size
     (one key, in its own slot; the documents spread over theirs)."""
     return _key(ns, "apq-index", "index")
+
+
+def write_position(ns: str, principal: str) -> str:
+    """The WAL position of a reader's (or an API key's) latest write: their reads wait for a replica that has it.
+    `principal` is `viewer:<sub>` or `key:<id>`; hashed, since a token's subject may be any text (its own slot)."""
+    return _key(ns, "wrote:" + hashlib.sha256(principal.encode()).hexdigest()[:32], "position")
+
+
+def invalidated_position(tag_key: str) -> str:
+    """The WAL position of the latest write that dropped this tag (`tag_key` is one of the tag keys above): an
+    entry tagged with it may be stored only from a server that has replayed that far. In the tag's slot."""
+    return f"{tag_key}:wal"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import httpx
@@ -43,7 +44,7 @@ class HttpPurge:
         self.policy = policy
         self.clock = clock or Clock()
 
-    async def __call__(self, tags: list[str]) -> None:
+    async def __call__(self, tags: list[str], position: int | None = None) -> None:
         for start in range(0, len(tags), TAGS_PER_REQUEST):
             await self._send(tags[start : start + TAGS_PER_REQUEST])
 
@@ -77,18 +78,32 @@ class BackgroundPurge:
     warning (its entries expire with their `max-age`). `aclose` gives those still running a moment, then cancels
     them."""
 
-    def __init__(self, purge: HttpPurge, *, max_pending: int = 64) -> None:
+    def __init__(
+        self,
+        purge: HttpPurge,
+        *,
+        max_pending: int = 64,
+        replayed: Callable[[int | None], Awaitable[None]] | None = None,
+    ) -> None:
+        """`replayed`: returns once the read replicas have a write's WAL position (db/replicas/routing.py): each purge
+        waits for it, so that the CDN's next request is not answered from a replica without the write."""
         self.purge = purge
         self.max_pending = max_pending
+        self.replayed = replayed
         self._running: set[asyncio.Task[None]] = set()
 
-    async def __call__(self, tags: list[str]) -> None:
+    async def __call__(self, tags: list[str], position: int | None = None) -> None:
         if len(self._running) >= self.max_pending:
             log.warning("CDN purge of %d tags dropped: %d purges under way", len(tags), len(self._running))
             return
-        task = asyncio.create_task(self.purge(tags))
+        task = asyncio.create_task(self._after_replicas(tags, position))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
+
+    async def _after_replicas(self, tags: list[str], position: int | None) -> None:
+        if self.replayed is not None:
+            await self.replayed(position)
+        await self.purge(tags, position)
 
     async def aclose(self, *, grace_s: float = 5.0) -> None:
         if self._running:

@@ -23,6 +23,7 @@ from db.cache import allowance, keys
 from db.cache.breaker import CircuitBreaker
 from db.cache.client import REDIS_ERRORS, RedisClient, slot
 from db.cache.metrics import CacheMetrics
+from db.cache.positions import replayed_invalidations
 from db.cache.scripts import Script
 from db.pool import current_budget
 from db.records import Touched
@@ -91,10 +92,12 @@ _NOT_READ: Final = _NotRead()
 
 @dataclass(slots=True)
 class _Flight:
-    """A computation in flight, and the entity generation it read (bytes, None when never bumped)."""
+    """A computation in flight, the entity generation it read (bytes, None when never bumped), and how far the
+    replica it reads from had replayed (None: the primary)."""
 
     future: asyncio.Future[Any]
     generation: bytes | None | _NotRead | Unavailable = _NOT_READ
+    replayed: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,7 +352,7 @@ class CacheStore:
                 if task is not None and task.cancelling():
                     raise
                 # The computing request was cancelled, not this one: compute it here instead.
-        flight = _Flight(asyncio.get_running_loop().create_future())
+        flight = _Flight(asyncio.get_running_loop().create_future(), replayed=_replayed())
         self._inflight[key] = flight
         try:
             value = await self._get_or_compute(key, gen_key, flight, compute, load, owner, tags, ttl_s or self.ttl_s)
@@ -374,6 +377,10 @@ class CacheStore:
         when no invalidation of the entity happened since it did; otherwise joining it could serve
         figures from before a write that committed before this request arrived.
         """
+        mine = _replayed()
+        if flight.replayed is not None and (mine is None or mine > flight.replayed):
+            # It reads a replica further behind than this request may read (a writer's own write, the primary).
+            return False
         if flight.generation is _NOT_READ or isinstance(flight.generation, Unavailable):
             return True
         current = await self.mget([gen_key])
@@ -414,6 +421,10 @@ class CacheStore:
         value = await compute()
         tag_refs = {owner, *(tags(value) if tags is not None else ())}
         tag_keys = [keys.entity_tag(self.namespace, t.kind, t.id) for t in sorted(tag_refs, key=_ref_order)]
+        if flight.replayed is not None and not await replayed_invalidations(self, tag_keys, flight.replayed):
+            # Read from a replica that may not have replayed a write that invalidated it: served, never stored.
+            self.metrics.lagging_stores_skipped += 1
+            return value
         # With other computations in flight (a request fanning out), the store waits a moment to share a pipeline.
         await self.store_guarded(
             key,
@@ -506,6 +517,12 @@ def _pool_exhausted(exc: BaseException) -> bool:
     return isinstance(exc, MaxConnectionsError) or (
         isinstance(exc, RedisConnectionError) and str(exc) == "No connection available."
     )
+
+
+def _replayed() -> int | None:
+    """How far the replica the running request reads from had replayed (None: the primary, or no request)."""
+    budget = current_budget()
+    return budget.replayed if budget is not None else None
 
 
 def _note_request(field: str) -> None:

@@ -18,14 +18,6 @@ ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yaml"
 OPERATIONS = ROOT / "docs" / "operations.md"
 # Prometheus's own series, not the API's.
 PROMETHEUS_OWN = {"up"}
-# The read replicas' metrics (issue 32), exported once its pool of replicas lands; remove this set then, and the
-# test checks them too.
-EXPORTED_ONCE_ISSUE_32_LANDS = {
-    "wovepaper_db_replica_lag_seconds",
-    "wovepaper_db_replica_usable",
-    "wovepaper_db_reads_total",
-    "wovepaper_db_replica_fallbacks_total",
-}
 # The names a family of each type gives its samples (prometheus_client's text format).
 SUFFIXES = {
     "counter": ("_total", "_created"),
@@ -112,8 +104,7 @@ async def test_every_metric_the_alerts_name_is_exported_by_metrics(database_url:
     names, labels = exported(scrape.text)
     assert 'wovepaper_request_errors_total{code="GRAPHQL_PARSE_FAILED"} 1.0' in scrape.text
     named = {s.name for rule in rules() for s in selectors(rule["expr"])}
-    assert EXPORTED_ONCE_ISSUE_32_LANDS <= named
-    missing = named - names - PROMETHEUS_OWN - EXPORTED_ONCE_ISSUE_32_LANDS
+    missing = named - names - PROMETHEUS_OWN
     assert not missing, f"the alerts name metrics /metrics does not export: {sorted(missing)}"
     # The labels an expression matches on are the metric's (where the scrape has samples to show them).
     for rule in rules():

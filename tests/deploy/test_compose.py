@@ -34,10 +34,6 @@ LONG_RUNNING = {
 WOVEPAPER = {"migrate", "api", "ingest"}
 # Settings the compose file sets for the read replicas and Sentinel, which settings.py reads once issues 32
 # (PostgreSQL read replicas) and 33 (Redis Sentinel) land; remove this set then, and the test checks them too.
-SETTINGS_EXPECTED_FROM_ISSUES_32_AND_33 = {
-    "WOVEPAPER_DATABASE_REPLICA_URLS",
-    "WOVEPAPER_REPLICA_MAX_LAG_S",
-}
 # Read from the environment outside Settings: by the image (semantic/, prometheus_client) or by the ingest's loop.
 OTHER_VARIABLES = {"PROMETHEUS_MULTIPROC_DIR", "WOVEPAPER_MODEL_DIR", "WOVEPAPER_EMBEDDING_BACKEND", "INGEST_AT_UTC"}
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|API_KEY")
@@ -109,7 +105,7 @@ def test_no_secret_is_written_in_the_file() -> None:
 def test_the_wovepaper_services_read_settings_that_exist_and_parse(
     compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    known = setting_names() | OTHER_VARIABLES | SETTINGS_EXPECTED_FROM_ISSUES_32_AND_33
+    known = setting_names() | OTHER_VARIABLES
     for name in WOVEPAPER:
         env = environment(compose["services"][name])
         unknown = {k for k in env if k.startswith("WOVEPAPER_") or k.endswith("_URL")} - known

@@ -18,7 +18,7 @@ import yaml
 
 from settings import load_settings
 from tests.deploy.compose import ROOT
-from tests.deploy.test_compose import OTHER_VARIABLES, SETTINGS_EXPECTED_FROM_ISSUES_32_AND_33, setting_names
+from tests.deploy.test_compose import OTHER_VARIABLES, setting_names
 
 K8S = ROOT / "deploy" / "k8s"
 BUILDS = {"base": K8S / "base", "production": K8S / "overlays" / "production"}
@@ -203,7 +203,7 @@ def test_secrets_are_referenced_never_inlined_and_the_settings_parse(
             assert not [e for e in container.get("env", []) if "value" in e and SECRET_NAME.search(e["name"])]
     settings = config(docs)
     assert not [k for k in settings if SECRET_NAME.search(k)], "a secret in the ConfigMap"
-    known = setting_names() | OTHER_VARIABLES | SETTINGS_EXPECTED_FROM_ISSUES_32_AND_33
+    known = setting_names() | OTHER_VARIABLES
     assert set(settings) <= known, set(settings) - known
     for variable in [k for k in os.environ if k.startswith("WOVEPAPER_") or k in ("DATABASE_URL", "REDIS_URL")]:
         monkeypatch.delenv(variable)

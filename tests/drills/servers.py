@@ -95,3 +95,50 @@ class DrillPostgres:
             except subprocess.CalledProcessError:
                 pass
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@dataclass
+class DrillReplica:
+    """A hot standby of a DrillPostgres: `pg_basebackup -R` (with a replication slot, so that it catches up after
+    any stop) into a directory of its own, on 127.0.0.1:`port`, run as the same non-root user."""
+
+    primary: DrillPostgres
+    root: Path
+    port: int
+
+    @classmethod
+    def create(cls, primary: DrillPostgres, name: str = "replica") -> DrillReplica:
+        root = primary.root / name
+        root.mkdir()
+        if primary.user is not None:
+            os.chown(root, primary.user.pw_uid, primary.user.pw_gid)
+        replica = cls(primary, root, free_port())
+        primary._run(
+            "pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres", "-D", str(replica.data),
+            "-R", "-X", "stream", "-c", "fast", "-C", "-S", name,
+        )  # fmt: skip
+        with (replica.data / "postgresql.conf").open("a") as conf:
+            conf.write(f"port = {replica.port}\nunix_socket_directories = '{root}'\n")
+        replica.start()
+        return replica
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def admin_dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def dsn(self, database: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> None:
+        self.primary._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "-t", "30", "start")
+
+    def kill(self) -> None:
+        """`pg_ctl stop -m immediate`: every connection dropped at once, as a crash would."""
+        self.primary._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop", timeout=30)
+
+    def running(self) -> bool:
+        return (self.data / "postmaster.pid").exists()
