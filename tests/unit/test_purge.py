@@ -55,3 +55,27 @@ async def test_a_chunk_that_fails_does_not_keep_the_others_from_their_purge() ->
     assert len(sent) == 1 + PURGE_RETRY.max_attempts + 1
     assert sent[-1] == (tags + tags)[2 * TAGS_PER_REQUEST :]
     assert "authorization" not in seen[0].headers
+
+
+async def test_an_api_purge_waits_until_the_replicas_have_the_write() -> None:
+    """A correction's purge from an API process goes once the read replicas have replayed the write: the CDN's
+    refetch is not answered from a replica without it."""
+    import asyncio
+
+    from db.cache.purge import BackgroundPurge
+
+    client, seen = adapter()
+    caught_up = asyncio.Event()
+    asked: list[int | None] = []
+
+    async def replayed(position: int | None) -> None:
+        asked.append(position)
+        await caught_up.wait()
+
+    purge = BackgroundPurge(HttpPurge(URL, client=client), replayed=replayed)
+    await purge(["researcher:7"], 4242)
+    await asyncio.sleep(0.05)
+    assert asked == [4242] and seen == []
+    caught_up.set()
+    await purge.aclose()
+    assert [tags_of(r) for r in seen] == [["researcher:7"]]
