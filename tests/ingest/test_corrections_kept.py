@@ -18,7 +18,8 @@ from db.queries.writes.corrections import (
     submit_correction,
 )
 from db.queries.writes.papers import upsert_papers
-from db.records import AuthorRecord, PaperRecord, Touched, VersionRecord
+from db.queries.writes.researchers import upsert_researchers
+from db.records import AuthorRecord, PaperRecord, ResearcherRecord, Touched, VersionRecord
 from ingest.pipeline import harvest_arxiv
 from tests.ingest.conftest import FakeClock, FakeOAI
 from tests.ingest.test_enrich import run_enrich
@@ -180,3 +181,23 @@ async def test_a_new_version_finds_the_corrected_author_again_by_name(conn: asyn
         await upsert_papers(conn, [_record("2405.00001", 3, ["A. Bee", "Q. Other"])], touched=Touched())
     assert await linked(conn, "2405.00001") == [None, None]
     assert await conn.fetchval("SELECT conflicts FROM corrections WHERE kind = 'IS_ME'") == 1
+
+
+async def test_a_record_under_an_s2_id_merged_away_leads_to_the_survivor(
+    conn: asyncpg.Connection, clock: FakeClock
+) -> None:
+    """After a reader's merge, S2 still names the profile merged away on new papers: they go to the survivor, whose
+    name and figures stay its own."""
+    await harvest_arxiv(conn, FakeOAI(first=enrich_archive_page()).client(clock))
+    await run_enrich(conn, FakeScholarly(), clock)
+    s2 = await ids_by_s2(conn)
+    survivor = (await correct(conn, "MERGE", [s2[LALA], s2[SCHILTER]])).new_researcher_id
+    assert survivor is not None
+    absorbed_s2 = LALA if survivor == s2[SCHILTER] else SCHILTER
+    before = await conn.fetchrow("SELECT name, s2_h_index FROM researchers WHERE id = $1", survivor)
+    async with conn.transaction():
+        record = ResearcherRecord("Another Spelling", s2_author_id=absorbed_s2, s2_h_index=99)
+        ids = await upsert_researchers(conn, [record])
+    assert ids[absorbed_s2] == survivor
+    assert await conn.fetchrow("SELECT name, s2_h_index FROM researchers WHERE id = $1", survivor) == before
+    assert absorbed_s2 not in await ids_by_s2(conn)

@@ -104,6 +104,14 @@ JOIN researchers r ON (k.rank = 1 AND r.s2_author_id = k.key) OR (k.rank = 2 AND
                    OR (k.rank = 3 AND r.orcid = k.key)
 WHERE k.key IS NOT NULL
 """
+# S2 ids of profiles a merge took away (researcher_redirects; the trigger of migration 0025 keeps them from being
+# made again): the survivor, for the keys the batch found no researcher under.
+SELECT_REDIRECTED_KEYS = """
+SELECT DISTINCT ON (s.s2_author_id) s.s2_author_id AS key, d.survivor_id AS id
+FROM stg_researchers s JOIN researcher_redirects d ON d.old_s2_author_id = s.s2_author_id
+WHERE NOT EXISTS (SELECT 1 FROM researchers r WHERE r.s2_author_id = s.s2_author_id)
+ORDER BY s.s2_author_id, d.merged_at DESC
+"""
 SELECT_RESEARCHER_IDS_BY_KEYS = """
 SELECT k.key, coalesce(
     (SELECT r.id FROM researchers r WHERE r.s2_author_id = k.key),
@@ -162,7 +170,10 @@ async def upsert_researchers(
     changed |= ids_of(await conn.fetch(INSERT_RESEARCHERS_FROM_STAGING), "id")
     if touched is not None:
         touched.researchers |= changed
-    return found | {r["key"]: r["id"] for r in await conn.fetch(SELECT_STAGED_RESEARCHER_IDS)}
+    ids = found | {r["key"]: r["id"] for r in await conn.fetch(SELECT_STAGED_RESEARCHER_IDS)}
+    # A record under an S2 id whose profile was merged into another is the survivor's author: its papers go there,
+    # and the survivor keeps its own name and figures (the record was not written).
+    return {r["key"]: r["id"] for r in await conn.fetch(SELECT_REDIRECTED_KEYS)} | ids
 
 
 async def fetch_researcher_ids_by_keys(conn: asyncpg.Connection, keys: Sequence[str]) -> dict[str, int]:
