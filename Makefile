@@ -57,6 +57,9 @@ lint: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/ruff check .
 	$(BIN)/hadolint deploy/Dockerfile
+	@# The documentation site, built strictly (a broken link or anchor, a stale settings row fails) and thrown away.
+	site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
+		NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site"
 
 typecheck: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(BIN)/mypy .
