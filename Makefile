@@ -1,4 +1,4 @@
-# The README's two commands: `make run` and `make test`. Everything else here serves them.
+# The two commands of the README and docs/getting-started.md: `make run` and `make test`. Everything else here serves them.
 # Needs only Python 3.11+ and make; PostgreSQL and Redis come from wheels unless DATABASE_URL / REDIS_URL are set.
 
 SHELL := /bin/bash
