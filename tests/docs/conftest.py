@@ -24,7 +24,7 @@ GUIDE_SEED = 42
 _apps = itertools.count()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 async def guide_database(make_database: Any) -> str:
     dsn: str = await make_database("docs-guide")
     conn = await asyncpg.connect(dsn)
@@ -36,7 +36,7 @@ async def guide_database(make_database: Any) -> str:
     return dsn
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 async def partner_key(guide_database: str) -> str:
     """A key as `wovepaper keys create --name partner` makes it."""
     made = new_key()
