@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from graphql import (
@@ -27,11 +28,19 @@ SDL_PATH = ROOT / "frontend_contract" / "schema.graphql"
 BUILT_IN = {"String", "Int", "Float", "Boolean", "ID"}
 
 
+def _escaped(text: str) -> str:
+    """Markdown from a description: `<` and `>` outside code spans shown as written, not read as HTML tags."""
+    parts = re.split(r"(`[^`]*`)", text)
+    return "".join(
+        part if part.startswith("`") else part.replace("<", "&lt;").replace(">", "&gt;") for part in parts
+    )
+
+
 def _cell(text: str | None) -> str:
     """A description as one table cell: no line breaks, no column separators."""
     if not text:
         return ""
-    return " ".join(text.split()).replace("|", "\\|")
+    return _escaped(" ".join(text.split())).replace("|", "\\|")
 
 
 def _type_ref(type_: GraphQLType) -> str:
@@ -83,7 +92,7 @@ def _input_table(fields: dict[str, GraphQLInputField]) -> list[str]:
 def _section(type_: GraphQLNamedType) -> list[str]:
     lines = [f"### {type_.name}", ""]
     if type_.description:
-        lines += [type_.description.strip(), ""]
+        lines += [_escaped(type_.description.strip()), ""]
     if isinstance(type_, GraphQLObjectType | GraphQLInterfaceType):
         if type_.interfaces:
             lines += ["Implements " + ", ".join(_type_ref(i) for i in type_.interfaces) + ".", ""]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import AliasChoices
 
+from mkdocs_hooks.schema_reference import _escaped
 from settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +79,8 @@ def generated_rows(markdown: str) -> list[str]:
     for name, field in settings_env_names().items():
         if name not in named:
             meaning = comments.get(field) or Settings.model_fields[field].description or "see `settings.py`"
-            rows.append(f"| `{name}` | {_default(field)} | {' '.join(meaning.split()).replace('|', chr(92) + '|')} |")
+            shown = _escaped(" ".join(meaning.split())).replace("|", "\\|")
+            rows.append(f"| `{name}` | {_default(field)} | {shown} |")
     return rows
 
 

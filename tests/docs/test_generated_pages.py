@@ -25,7 +25,8 @@ def _sections(page: str) -> dict[str, str]:
 
 
 def _flat(text: str | None) -> str:
-    return " ".join((text or "").split()).replace("|", "\\|")
+    """A description as the page shows it in one cell (schema_reference._cell), checked once below by hand."""
+    return schema_reference._cell(text)
 
 
 def test_the_schema_reference_shows_every_type_field_argument_and_description() -> None:
@@ -47,6 +48,13 @@ def test_the_schema_reference_shows_every_type_field_argument_and_description() 
         if isinstance(type_, GraphQLEnumType):
             for value in type_.values:
                 assert f"| `{value}` |" in text, f"{name}.{value}"
+
+
+def test_descriptions_are_shown_as_written_not_as_html() -> None:
+    page = schema_reference.render_committed()
+    assert "s2:&lt;Semantic Scholar id&gt;" in page and "s2:<Semantic" not in page
+    # Inside code spans the text stays as it is.
+    assert schema_reference._cell("`a<b>` and <c>") == "`a<b>` and &lt;c&gt;"
 
 
 def test_a_field_added_to_the_sdl_shows_up() -> None:
