@@ -36,18 +36,33 @@ async def guide_database(make_database: Any) -> str:
     return dsn
 
 
-@pytest.fixture(scope="session")
-async def partner_key(guide_database: str) -> str:
-    """A key as `wovepaper keys create --name partner` makes it."""
+async def _key(dsn: str, name: str, points_per_hour: int | None) -> str:
+    """A key as `wovepaper keys create --name NAME [--points-per-hour N]` makes it."""
     made = new_key()
-    conn = await asyncpg.connect(guide_database)
+    conn = await asyncpg.connect(dsn)
     try:
         await insert_api_key(
-            conn, key_hash=made.key_hash, prefix=made.prefix, name="partner", points_per_hour=None, allowed_origins=[]
+            conn,
+            key_hash=made.key_hash,
+            prefix=made.prefix,
+            name=name,
+            points_per_hour=points_per_hour,
+            allowed_origins=[],
         )
     finally:
         await conn.close()
     return made.key
+
+
+@pytest.fixture(scope="session")
+async def partner_key(guide_database: str) -> str:
+    return await _key(guide_database, "partner", None)
+
+
+@pytest.fixture
+async def one_point_key(guide_database: str) -> str:
+    """A fresh key with a budget of one point an hour (each test spends its own)."""
+    return await _key(guide_database, "tiny", 1)
 
 
 @pytest.fixture

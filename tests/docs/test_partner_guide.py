@@ -3,7 +3,11 @@ answer must be the one the guide shows (tests/docs/exchanges.py says how a docum
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -46,10 +50,12 @@ def test_the_guide_shows_each_topic_a_partner_needs() -> None:
         assert any(section.startswith(topic) for section in sections), f"no example under a heading {topic!r}"
 
 
-async def test_every_example_answers_as_documented(guide_client: httpx.AsyncClient, partner_key: str) -> None:
+async def test_every_example_answers_as_documented(
+    guide_client: httpx.AsyncClient, partner_key: str, one_point_key: str
+) -> None:
     examples = exchanges(GUIDE.read_text())
     assert len(examples) >= 15
-    problems = await run(guide_client, examples, Values({"api-key": partner_key}))
+    problems = await run(guide_client, examples, Values({"api-key": partner_key, "one-point-key": one_point_key}))
     assert not problems, "the guide and the API disagree:\n" + "\n".join(problems)
 
 
@@ -79,3 +85,23 @@ def test_captured_values_must_repeat_and_headers_must_be_there() -> None:
     assert values.match_response(etag, 200, {"etag": '"xyz"', "cache-control": "public, max-age=60"}, "")
     assert values.match_response(etag, 200, {"etag": '"abc"'}, "")
     assert values.match_response(etag, 304, {"etag": '"abc"', "cache-control": "public"}, "")
+
+
+def test_each_curl_command_is_one_of_the_tested_requests() -> None:
+    """A curl line shown for trying the API sends what a tested exchange sends."""
+    text = GUIDE.read_text()
+    requests = [example.request for example in exchanges(text)]
+    commands = re.findall(r"^```sh\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+    curls = [c for c in commands if c.lstrip().startswith("curl ")]
+    assert curls
+    for command in curls:
+        words = shlex.split(command.replace("\\\n", " "))
+        headers = [tuple(part.strip() for part in words[i + 1].split(":", 1)) for i, w in enumerate(words) if w == "-H"]
+        body = next(words[i + 1] for i, w in enumerate(words) if w == "-d")
+        path = urlsplit(next(w for w in words if w.startswith("http"))).path
+        assert any(
+            request.start.startswith(f"POST {path} ")
+            and set(headers) <= set(request.headers)
+            and json.loads(request.body) == json.loads(body)
+            for request in requests
+        ), command
