@@ -1,4 +1,4 @@
-# The README's two commands: `make run` and `make test`. Everything else here serves them.
+# The two commands of the README and docs/getting-started.md: `make run` and `make test`. Everything else here serves them.
 # Needs only Python 3.11+ and make; PostgreSQL and Redis come from wheels unless DATABASE_URL / REDIS_URL are set.
 
 SHELL := /bin/bash
@@ -57,6 +57,9 @@ lint: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/ruff check .
 	$(BIN)/hadolint deploy/Dockerfile
+	@# The documentation site, built strictly (a broken link or anchor, a stale settings row fails) and thrown away.
+	site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
+		NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site"
 
 typecheck: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(BIN)/mypy .

@@ -27,14 +27,14 @@ class Settings(BaseSettings):
 
     database_url: Annotated[str | None, Field(validation_alias=AliasChoices("DATABASE_URL"))] = None
     redis_url: Annotated[str | None, Field(validation_alias=AliasChoices("REDIS_URL"))] = None
-    # Redis beyond one server (README, "Redis topologies"): Sentinels (`host:port,...`) and the name of the primary
+    # Redis beyond one server (docs/redis.md): Sentinels (`host:port,...`) and the name of the primary
     # they watch, with a password of their own if they have one; or a Cluster, `REDIS_URL` naming any node.
     redis_sentinels: str | None = None
     redis_sentinel_master: str | None = None
     redis_sentinel_password: SecretStr | None = None
     redis_cluster: bool = False
 
-    # Request limits (see README, "Limits").
+    # Request limits (docs/partners/edge.md, "Document limits" and "Bounded requests and memory").
     statement_timeout_ms: int = Field(5000, ge=100)
     operation_timeout_s: float = Field(10.0, gt=0)
     max_body_bytes: int = Field(1_000_000, ge=1024)
@@ -44,7 +44,7 @@ class Settings(BaseSettings):
     max_depth: int = Field(10, ge=2)
     max_aliases: int = Field(15, ge=1)
     max_tokens: int = Field(2000, ge=100)
-    # Query cost, checked before any SQL (README, "The public edge").
+    # Query cost, checked before any SQL (docs/partners/edge.md, "Query cost").
     max_nodes: int = Field(50_000, ge=1)
     max_cost: int = Field(5000, ge=1)
     pool_min_size: int = Field(2, ge=1)
@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     # proxy on the same host (what uvicorn itself trusts by default; `serve` leaves proxy headers to the edge).
     trusted_proxies: str = "127.0.0.1,::1"
 
-    # The public edge (README, "The public edge").
+    # The public edge (docs/partners/edge.md).
     rate_limits: Literal["on", "off"] = "on"
     anon_points_per_hour: int = Field(1000, ge=1)
     key_points_per_hour: int = Field(5000, ge=1)

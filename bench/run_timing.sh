@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Wall time of the README's run command on a fresh clone with no services set: `make run` from nothing
+# Wall time of the run command (README, docs/getting-started.md) on a fresh clone with no services set: `make run` from nothing
 # (venv, install, initdb, migrate, demo data) until /readyz answers 200, then a second run on the same clone.
 # Usage: bench/run_timing.sh [repo (default: this checkout)] [port (default: 8765)]
 set -euo pipefail

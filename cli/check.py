@@ -21,7 +21,7 @@ from settings import Settings, load_settings, masked_url, settings_problems
 
 # The longest any one server may take to answer a check.
 TIMEOUT_S: Final = 5.0
-# PostgreSQL the migrations need (README, "Configuration").
+# PostgreSQL the migrations need (docs/configuration.md, DATABASE_URL).
 MIN_POSTGRES: Final = 150000
 REQUIRED_EXTENSIONS: Final = ("pg_trgm", "unaccent")
 

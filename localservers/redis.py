@@ -107,7 +107,7 @@ def start_redis(directory: Path, *, port: int | None = None) -> LocalRedis:
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "redis.log"
     args = [redis_server_binary(), "--save", "", "--appendonly", "no", "--dir", str(directory), "--logfile", str(log)]
-    # Bounded and evicting, as the README asks of any Redis the API uses (db/cache/memory_policy.py checks it).
+    # Bounded and evicting, as docs/operating.md asks of any Redis the API uses (db/cache/memory_policy.py checks it).
     args += ["--maxmemory", LOCAL_MAXMEMORY, "--maxmemory-policy", "allkeys-lru"]
     socket_dir: Path | None = None
     if port is None:

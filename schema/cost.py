@@ -67,7 +67,7 @@ LIST_ESTIMATES: Mapping[str, int] = {
     "CorrectionLogEntry.researchers": 3,
 }
 DEFAULT_LIST_ESTIMATE = 10
-# Calls that cost more than one plain page: each counts as this many (documented in the README).
+# Calls that cost more than one plain page: each counts as this many (docs/partners/edge.md, "Query cost").
 WEIGHTS: Mapping[str, int] = {
     "Researcher.network": 10,  # a graph walk; depth 2 counts 5 times this (below)
     "Researcher.coauthors": 5,

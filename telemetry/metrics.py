@@ -171,7 +171,7 @@ class Latency:
                 _fold_soon()
 
     def _fold(self) -> None:
-        # prometheus_client has no bulk observe: its child's values take the counts (README, "Upgrading").
+        # prometheus_client has no bulk observe: its child's values take the counts (docs/architecture/upgrading.md).
         child = self._child
         child._sum.inc(self._sum)
         for bucket, count in zip(child._buckets, self._counts, strict=True):

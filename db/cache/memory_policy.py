@@ -16,8 +16,8 @@ from redis.exceptions import RedisError
 
 from db.cache.client import RedisClient
 
-# What the README recommends: every key the project writes has a time to live, but a Redis shared with keys that do
-# not would fill with them under a `volatile-*` policy.
+# What docs/operating.md recommends ("Redis memory"): every key the project writes has a time to live, but a Redis
+# shared with keys that do not would fill with them under a `volatile-*` policy.
 RECOMMENDED_POLICY: Final = "allkeys-lru"
 # Policies that evict keys once `maxmemory` is reached (everything but `noeviction`).
 EVICTING: Final = frozenset(
@@ -31,7 +31,7 @@ EVICTING: Final = frozenset(
         "volatile-ttl",
     }
 )
-ADVICE: Final = f'set `maxmemory` and `maxmemory-policy {RECOMMENDED_POLICY}` (README, "Redis memory")'
+ADVICE: Final = f'set `maxmemory` and `maxmemory-policy {RECOMMENDED_POLICY}` (docs/operating.md, "Redis memory")'
 
 
 async def memory_policy_warning(redis: RedisClient) -> str | None:

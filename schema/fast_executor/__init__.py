@@ -24,8 +24,8 @@ one.
 
 Everything that touches those internals is in this package: ``plan`` works out once per schema field how it
 can be read, ``executor`` is the subclass that reads and completes, ``shared`` keeps a document's field
-collections and their plans from one request to the next when no variable can change them. The README's
-"Upgrading Strawberry or graphql-core" says how to move either pin.
+collections and their plans from one request to the next when no variable can change them.
+docs/architecture/upgrading.md, "Upgrading Strawberry or graphql-core", says how to move either pin.
 """
 
 from schema.fast_executor.executor import FastExecutor, make_fast

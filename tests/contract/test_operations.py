@@ -26,7 +26,8 @@ def test_one_file_per_site_operation_and_a_budget_for_each() -> None:
     files = {p.stem for p in OPERATIONS.glob("*.graphql")}
     assert files == set(SITE_OPERATIONS)
     assert set(budgets()) == set(SITE_OPERATIONS)
-    # A read is at most 10 statements whatever the page; a correction writes in one transaction (README, "Corrections").
+    # A read is at most 10 statements whatever the page; a correction writes in one transaction
+    # (docs/architecture/readers.md, "Corrections").
     assert all(1 <= b <= (25 if name in MUTATIONS else 10) for name, b in budgets().items())
 
 

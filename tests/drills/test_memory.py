@@ -1,9 +1,9 @@
 """The memory drill: a served worker flooded over loopback with requests each carrying a distinct 900 KB variable,
-through every kind of document (tests/drills/memory.py), a second or two per kind; its resident memory must grow
-less than the README's bound, 50 MB for 1,000 requests per kind (bench/memory.py measures that in full, with a
-budget to spend; before the bounds, 60 requests of one kind grew a worker by 100 MB). The client's budget is spent
-first, so every request is one a worker refuses: for its variables now, for its budget (429) before the bounds,
-when each of them still left its variables in the worker's caches."""
+through every kind of document (tests/drills/memory.py), a second or two per kind; its resident memory must grow less
+than the documented bound (docs/partners/edge.md), 50 MB for 1,000 requests per kind (bench/memory.py measures that
+in full, with a budget to spend; before the bounds, 60 requests of one kind grew a worker by 100 MB). The client's
+budget is spent first, so every request is one a worker refuses: for its variables now, for its budget (429) before
+the bounds, when each of them still left its variables in the worker's caches."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from tests.server_process import start_api
 
 pytestmark = pytest.mark.slow
 
-# The README's bound for a flood of 1,000 requests per kind; this drill sends fewer, and must stay under it whole.
+# The documented bound (docs/partners/edge.md) for a flood of 1,000 requests per kind; this drill sends fewer,
+# and must stay under it whole.
 BOUND_MB = 50
 SECONDS_PER_KIND = 1.5
 

@@ -106,13 +106,14 @@ def test_well_formed_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> Non
     assert settings.local_dir == Settings.model_fields["local_dir"].default
 
 
-def test_readme_documents_every_setting() -> None:
-    # The configuration table (other tables, such as the error codes, name other things).
-    readme = (ROOT / "README.md").read_text().split("## Configuration\n", 1)[1].split("\n## ", 1)[0]
-    documented = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", readme, re.MULTILINE))
+def test_the_configuration_page_documents_every_setting() -> None:
+    # The configuration table of docs/configuration.md, written by hand (the site adds a row for a setting it lacks,
+    # mkdocs_hooks/settings_reference.py, but each setting deserves its meaning written).
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    documented = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", page, re.MULTILINE))
     expected = {_env_name((name,)) for name in Settings.model_fields}
-    assert expected - documented == set(), "add these to the README's configuration table"
-    assert documented - expected == set(), "the README documents settings that do not exist"
+    assert expected - documented == set(), "add these to the table of docs/configuration.md"
+    assert documented - expected == set(), "docs/configuration.md documents settings that do not exist"
 
 
 @pytest.mark.parametrize(
