@@ -23,12 +23,12 @@ from starlette.types import ASGIApp, Scope
 
 import lifecycle
 import semantic
+from cdn.purge import BackgroundPurge, HttpPurge
 from chat.service import ChatService
 from db.cache.breaker import CircuitBreaker
 from db.cache.client import REDIS_ERRORS, RedisClient, create_redis
-from db.cache.near import NearResponses
-from db.cache.purge import BackgroundPurge, HttpPurge
 from db.cache.store import CacheStore
+from db.ingest_gauges import IngestProgressCollector
 from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
 from db.queries.embeddings import has_embeddings
@@ -36,24 +36,25 @@ from db.replicas.routing import ReplicaSet
 from edge.api_keys import ApiKeyAuthenticator
 from edge.cacheable import cacheable_operations
 from edge.front import Front, Write
-from edge.identity import BearerAuthenticator, KeyAuthenticator, parse_networks
+from edge.identity import BearerAuthenticator, KeyAuthenticator
 from edge.jwt import JwtAuthenticator, build_bearer_authenticator
+from edge.near import NearResponses
 from edge.persisted import PersistedDocuments, build_manifest
 from edge.protocol import HttpLimits
 from edge.ratelimit import RateLimiter, RateLimitPolicy
 from edge.request import RequestParser
 from edge.response_cache import CdnPolicy, ResponseCache
-from resolvers.chat_stream import chat_stream
-from resolvers.feeds import feed_routes
+from request_types.identity import parse_networks
+from routes.chat_stream import chat_stream
+from routes.feeds import feed_routes
+from routes.graphql import GraphQLView
 from schema import Schema, build_schema
-from schema.view import GraphQLView
 from settings import Settings, cors_origin_list, get_settings
 from telemetry import logs
 from telemetry import metrics as telemetry_metrics
-from telemetry.ingest_progress import IngestProgressCollector
 from telemetry.tracing import instrument
 
-OPERATIONS_DIR = Path(__file__).resolve().parent / "frontend_contract" / "operations"
+OPERATIONS_DIR = Path(__file__).resolve().parents[1] / "frontend_contract" / "operations"
 # The route that answers with server-sent events: the edge's refusals of it are `error` events too.
 CHAT_PATH = "/chat"
 RESPONSE_TTL_S = 600

@@ -137,7 +137,6 @@ async def chat_stream(request: Request) -> Response:
         state.pool,
         state.settings,
         request=request,
-        identity=getattr(state, "identity", None),
         chat=getattr(state, "chat", None),
         replicas=getattr(state, "replicas", None),
     )
