@@ -180,7 +180,7 @@ class QueryCost:
 class Caches:
     """Per schema, shared by its requests: what was learnt of the documents that ran (parsed and valid, and the
     measures of their operations by the sizes their variables give), kept only once a request has been charged, so
-    a document or variables refused for their limits, cost or budget leave nothing (bounded.py)."""
+    a document or variables refused for their limits, cost or budget leave nothing (bounded/)."""
 
     documents: BoundedCache[str, DocumentNode]
     # The variables each operation's measure reads (in name order), and its measures by their values' sizes.
