@@ -33,9 +33,10 @@ from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
 from db.queries.embeddings import has_embeddings
 from db.replicas.routing import ReplicaSet
+from edge.answers import Write
 from edge.api_keys import ApiKeyAuthenticator
 from edge.cacheable import cacheable_operations
-from edge.front import Front, Write
+from edge.front import Front
 from edge.identity import BearerAuthenticator, KeyAuthenticator
 from edge.jwt import JwtAuthenticator, build_bearer_authenticator
 from edge.near import NearResponses

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from starlette.middleware.cors import CORSMiddleware
@@ -28,6 +28,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from db.cache.allowance import request_allowance
+from edge.answers import Header, Write
 from edge.body_limit import TooLarge, declared_length, limited, reject
 from edge.errors import EVENT_STREAM, EdgeError, send_error
 from edge.identity import BearerAuthenticator, Identifier, KeyAuthenticator, client_ip
@@ -52,12 +53,6 @@ REMEMBERED_METHODS: Final = frozenset({"GET", "POST"})
 # Methods whose requests carry no body to read.
 BODILESS_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 CLOSE: Final = {"connection": "close"}
-
-Header = tuple[bytes, bytes]
-# Sends a whole response: status, headers (none of those the edge adds), body.
-Answer = Callable[[int, list[Header], bytes], Awaitable[None]]
-# Writes a whole response: status, every header, body.
-Write = Callable[[int, list[Header], bytes], None]
 
 
 class Front:

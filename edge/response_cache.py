@@ -46,11 +46,11 @@ from db.cache import keys
 from db.cache.positions import replayed_invalidations
 from db.cache.store import CacheStore, EntityRef, Unavailable
 from db.paging import TokenError, decode_global_id
+from edge.answers import Answer, Header
 from edge.cacheable import CacheableOperation, Lookup
 from edge.conditional import not_modified
 from edge.entity_keys import MAX_LENGTH, database_id, entity_key, paper_key
 from edge.errors import EdgeError, send_error
-from edge.front import Answer, Header
 from edge.identity import CREDENTIALS
 from edge.media import GRAPHQL_RESPONSE, JSON
 from edge.near import Held, NearResponses, strong_etag
