@@ -11,7 +11,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import asyncpg
 from redis.asyncio.cluster import RedisCluster
@@ -49,6 +49,7 @@ from request_types.identity import parse_networks
 from routes.chat_stream import chat_stream
 from routes.feeds import feed_routes
 from routes.graphql import GraphQLView
+from routes.services import Services, services
 from schema import Schema, build_schema
 from settings import Settings, cors_origin_list, get_settings
 from telemetry import logs
@@ -104,18 +105,6 @@ class Application(Starlette):
         return app
 
 
-class State(TypedDict):
-    settings: Settings
-    pool: ServingPool
-    redis: RedisClient | None
-    cache: CacheStore
-    near: NearResponses | None
-    chat: ChatService
-    rate_limiter: RateLimiter
-    purge: BackgroundPurge | None
-    replicas: ReplicaSet | None
-
-
 def create_app(
     settings: Settings | None = None,
     *,
@@ -164,7 +153,7 @@ def create_app(
     cors_origins = cors_origin_list(settings.cors_origins)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[State]:
+    async def lifespan(app: Starlette) -> AsyncIterator[Services]:
         if not settings.database_url:
             raise RuntimeError("DATABASE_URL is not set")
         if not logging.getLogger().handlers:
@@ -277,13 +266,13 @@ def create_app(
         try:
             # A probe must answer within its own timeout even when a server hangs instead of refusing.
             async with asyncio.timeout(READY_TIMEOUT_S):
-                pending = await _pending_migrations(request.state.pool)
+                pending = await _pending_migrations(services(request.scope)["pool"])
             checks["postgres"] = "ok" if not pending else f"pending migrations: {len(pending)}"
             ok = not pending
         except POSTGRES_DOWN as exc:
             checks["postgres"] = f"down: {type(exc).__name__}"
             ok = False
-        redis = request.state.redis
+        redis = services(request.scope)["redis"]
         if redis is None:
             checks["redis"] = "degraded: not configured"
         else:
@@ -293,7 +282,7 @@ def create_app(
                 checks["redis"] = "ok"
             except (*REDIS_ERRORS, TimeoutError) as exc:
                 checks["redis"] = f"degraded: {type(exc).__name__}"
-        replicas: ReplicaSet | None = getattr(request.state, "replicas", None)
+        replicas = services(request.scope)["replicas"]
         if replicas is not None:
             # Reads go to the primary while no replica is usable: degraded, not down.
             usable = replicas.usable_count() > 0
@@ -320,11 +309,11 @@ def create_app(
             await conn.close()
 
     async def metrics(request: Request) -> Response:
-        cache: CacheStore = request.state.cache
-        cache.report()
+        served = services(request.scope)
+        served["cache"].report()
         telemetry_metrics.fold_latencies()
-        request.state.pool.report()
-        await ingest_progress.refresh(request.state.pool)
+        served["pool"].report()
+        await ingest_progress.refresh(served["pool"])
         text = await asyncio.to_thread(telemetry_metrics.generate_latest, [ingest_progress])
         return Response(text, media_type=telemetry_metrics.CONTENT_TYPE)
 

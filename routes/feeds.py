@@ -54,7 +54,7 @@ from resolvers.institutions import resolve_institution
 from resolvers.researchers import resolve_researcher
 from resolvers.viewer import feed_path, page_followed_papers
 from routes.feed_xml import MEDIA_TYPES, FeedFormat, FeedItem, FeedMeta, last_modified, render
-from settings import Settings
+from routes.services import services
 from telemetry.metrics import count_rejection
 
 DEFAULT_LIMIT = 50
@@ -305,10 +305,9 @@ def _endpoint(
     fmt: FeedFormat, resolve: Callable[[Context, str, Request], Awaitable[FeedSource]]
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
-        state = request.state
-        settings: Settings = state.settings
-        cache = getattr(state, "cache", None)
-        ctx = Context.create(state.pool, settings, cache=cache, replicas=getattr(state, "replicas", None))
+        served = services(request.scope)
+        settings = served["settings"]
+        ctx = Context.create(served["pool"], settings, cache=served["cache"], replicas=served["replicas"])
         try:
             limit = _limit(request)
             refused = await _charged(request)

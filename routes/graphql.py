@@ -32,6 +32,7 @@ from edge.media import JSON
 from edge.request import response_type
 from request_types.state import found_state
 from resolvers.context import Context
+from routes.services import services
 from settings import Settings
 
 logger = logging.getLogger("wovepaper.graphql")
@@ -150,17 +151,17 @@ class GraphQLView(GraphQL[Context, None]):
             raise
 
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
-        state = request.state
+        served = services(request.scope)
         return Context.create(
-            state.pool,
+            served["pool"],
             self.settings,
-            redis=getattr(state, "redis", None),
+            redis=served["redis"],
             request=request if isinstance(request, Request) else None,
             response=response if isinstance(response, Response) else None,
-            cache=getattr(state, "cache", None),
-            chat=getattr(state, "chat", None),
-            purge=getattr(state, "purge", None),
-            replicas=getattr(state, "replicas", None),
+            cache=served["cache"],
+            chat=served["chat"],
+            purge=served["purge"],
+            replicas=served["replicas"],
         )
 
     def encode_json(self, data: object) -> bytes:
