@@ -38,7 +38,7 @@ from edge.ratelimit import RateCharge, RateLimiter, RateLimitPolicy
 from edge.request import headers_of, read_body, replay, response_type
 from request_types.identity import Identity, Network
 from request_types.rate import Decision
-from request_types.state import KEY, RequestState
+from request_types.state import RequestState, request_state
 from telemetry.metrics import count_rejection
 from telemetry.requests import report, request_id
 
@@ -95,7 +95,8 @@ class Front:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        state = scope.setdefault("state", {})[KEY] = RequestState()
+        # The state `answer_now` made, when it was offered the request and left it to the exchange.
+        state = request_state(scope)
         headers = headers_of(scope)
         rid = state.request_id = request_id(headers.get(b"x-request-id"))
         started = time.perf_counter()
@@ -134,7 +135,8 @@ class Front:
         identity = self.identifier.anonymous(scope)
         if identity is None:
             return False
-        state = scope["state"][KEY] = RequestState(identity=identity, headers=headers)
+        state = request_state(scope)
+        state.identity = identity
         recalled = self.memory.recall(scope, body)
         if recalled is None:
             return False
@@ -189,7 +191,7 @@ class Front:
         if length is not None and length > self.max_body_bytes:
             await reject(send, self.max_body_bytes, self._media(scope))
             return
-        state: RequestState = scope["state"][KEY]
+        state = request_state(scope)
         try:
             identity = self.identifier.anonymous(scope) or await self._identify(scope, state)
         except EdgeError as exc:

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from edge.errors import EdgeError, send_error
 from edge.media import media_of
 from request_types.graphql_request import GraphQLRequest
-from request_types.state import found_state, request_state
+from request_types.state import KEY, request_state
 
 MAX_NESTING = 32
 # What variables may hold (also `extensions`), checked before anything reads them: the longest string an argument
@@ -152,15 +152,17 @@ def parse_post(content_type: bytes, body: bytes) -> GraphQLRequest:
 def headers_of(scope: Scope) -> Mapping[bytes, bytes]:
     """The request's headers by name (lower case), the first value of each: built once per request and kept in its
     state, since every step of the edge asks for some."""
-    state = found_state(scope)
-    found = state.headers if state is not None else None
+    try:
+        found = scope["state"][KEY].headers
+    except KeyError:
+        found = None
     if found is None:
         headers = scope.get("headers", ())
         # Reversed, so that the first of a repeated header wins.
-        found = dict(reversed(headers if isinstance(headers, list | tuple) else list(headers)))
-        if state is not None:
-            state.headers = found
-    return found
+        found = request_state(scope).headers = dict(
+            reversed(headers if isinstance(headers, list | tuple) else list(headers))
+        )
+    return found  # type: ignore[no-any-return]
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:

@@ -3,7 +3,7 @@ state (request_types/state.py): what the routes build a resolver's context from.
 
 from __future__ import annotations
 
-from typing import TypedDict, cast
+from typing import TypedDict
 
 from starlette.types import Scope
 
@@ -34,4 +34,5 @@ class Services(TypedDict):
 
 def services(scope: Scope) -> Services:
     """The lifespan's objects, as every request's scope carries them (a copy of the lifespan's state)."""
-    return cast(Services, scope["state"])
+    served: Services = scope["state"]
+    return served
