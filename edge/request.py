@@ -152,17 +152,16 @@ def parse_post(content_type: bytes, body: bytes) -> GraphQLRequest:
 def headers_of(scope: Scope) -> Mapping[bytes, bytes]:
     """The request's headers by name (lower case), the first value of each: built once per request and kept in its
     state, since every step of the edge asks for some."""
-    try:
-        found = scope["state"][KEY].headers
-    except KeyError:
-        found = None
+    state = scope.get("state")
+    request = state.get(KEY) if state is not None else None
+    found = request.headers if request is not None else None
     if found is None:
         headers = scope.get("headers", ())
         # Reversed, so that the first of a repeated header wins.
         found = request_state(scope).headers = dict(
             reversed(headers if isinstance(headers, list | tuple) else list(headers))
         )
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:

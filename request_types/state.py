@@ -52,11 +52,13 @@ class RequestState:
 
 def request_state(scope: MutableMapping[str, Any]) -> RequestState:
     """The request's state, made by the first step that asks for it (the edge, when the request came through it)."""
-    try:
-        return scope["state"][KEY]  # type: ignore[no-any-return]
-    except KeyError:
-        found = scope.setdefault("state", {})[KEY] = RequestState()
-        return found
+    state = scope.get("state")
+    if state is None:
+        state = scope["state"] = {}
+    found = state.get(KEY)
+    if found is None:
+        found = state[KEY] = RequestState()
+    return found
 
 
 def found_state(scope: Mapping[str, Any]) -> RequestState | None:
