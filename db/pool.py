@@ -83,10 +83,10 @@ _budget: contextvars.ContextVar[ConnectionBudget | None] = contextvars.ContextVa
 
 
 @contextlib.contextmanager
-def connection_budget(max_connections: int, stats: RequestStats | None = None) -> Iterator[ConnectionBudget]:
+def connection_budget(max_connections: int) -> Iterator[ConnectionBudget]:
     """Everything awaited inside (and every task started inside) shares one budget of connections, and counts its
-    statements into `stats` (the request's, when given)."""
-    budget = ConnectionBudget(asyncio.Semaphore(max_connections), stats if stats is not None else RequestStats())
+    statements and cache answers into the budget's `stats`."""
+    budget = ConnectionBudget(asyncio.Semaphore(max_connections), RequestStats())
     token = _budget.set(budget)
     try:
         yield budget

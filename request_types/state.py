@@ -8,7 +8,7 @@ The application's own objects (the pool, the caches, the rate limiter) are the l
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from request_types.graphql_request import GraphQLRequest
@@ -39,8 +39,8 @@ class RequestState:
     registration: object = None
     # One Redis timeout at most for the whole request (db/cache/allowance.py).
     redis: RedisAllowance | None = None
-    # SQL and aggregate cache figures of the operation (db/pool.py, db/cache/store.py).
-    stats: RequestStats = field(default_factory=RequestStats)
+    # SQL and aggregate cache figures of the operation (db/pool.py, db/cache/store.py); None until it runs.
+    stats: RequestStats | None = None
     # The operation's outcome: its name, whether it was admitted (parsed, validated, within limits, charged), its
     # errors' codes, the server it read from and how far that server had replayed the primary's WAL (None: primary).
     operation: str | None = None

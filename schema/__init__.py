@@ -76,8 +76,10 @@ class Schema(strawberry.Schema):
         per_request = context.settings.pool_max_per_request if context is not None else None
         state = context.state if context is not None else None
         args = (query, variable_values, context_value, root_value, operation_name, allowed_operation_types)
-        # The request's figures are counted into its state, for its log line and metrics (telemetry/requests.py).
-        with connection_budget(per_request or 1_000_000, state.stats if state is not None else None):
+        with connection_budget(per_request or 1_000_000) as budget:
+            if state is not None:
+                # The request's figures, for its log line and metrics (telemetry/requests.py).
+                state.stats = budget.stats
             result = await super().execute(*args, operation_extensions=operation_extensions)
             if "SERVICE_UNAVAILABLE" in _codes(result) and _is_query(query, operation_name):
                 if context is not None:

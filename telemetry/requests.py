@@ -18,6 +18,7 @@ from typing import Final
 from starlette.types import Scope
 
 from request_types.state import RequestState
+from request_types.stats import RequestStats
 from telemetry import logs
 from telemetry.metrics import SQL_SECONDS, SQL_STATEMENTS, count_error_codes, operation_label, request_seconds
 
@@ -52,7 +53,7 @@ def report(scope: Scope, state: RequestState, status: int, cache: str, seconds: 
         label = operation_label(name)
     else:
         label = f"route:{path}" if path in ROUTES else "route:other"
-    stats = state.stats
+    stats = state.stats or _NO_STATS
     statements = stats.statements
     sql_seconds = stats.sql_seconds
     request_seconds(label, status).observe(seconds)
@@ -95,6 +96,10 @@ def report(scope: Scope, state: RequestState, status: int, cache: str, seconds: 
             "client": identity.client_ip if identity is not None else None,
         },
     )
+
+
+# The figures of a request that ran no operation.
+_NO_STATS: Final = RequestStats()
 
 
 def _milliseconds(seconds: float) -> float:
