@@ -24,7 +24,7 @@ TORCH ?= torch==2.13.0
 help:
 	@echo "make run    create .venv, install, start PostgreSQL + Redis (project-local unless DATABASE_URL /"
 	@echo "            REDIS_URL are set), migrate, load demo data if empty, serve http://$(HOST):$(PORT)/graphql"
-	@echo "make test   the whole suite: lint-imports, ruff check, hadolint, frontend contract packages (npm), pytest"
+	@echo "make test   the whole suite: lint-imports, ruff check, hadolint, mypy, frontend contract packages (npm), pytest"
 
 $(BIN)/python:
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11 or newer not found on PATH (or set PYTHON=/path/to/python3.11)"; exit 1; }
@@ -57,6 +57,7 @@ lint: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/ruff check .
 	$(BIN)/hadolint deploy/Dockerfile
+	$(BIN)/mypy .
 	@# The documentation site, built strictly (a broken link or anchor, a stale settings row fails) and thrown away.
 	site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
 		NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site"

@@ -73,7 +73,7 @@ async def routing_cost(primary_dsn: str, replica_dsn: str, redis_url: str | None
     from db.cache.store import CacheStore
     from db.pool import create_pool
     from db.replicas.routing import ReplicaSet
-    from edge.identity import Identity
+    from request_types.identity import Identity
     from resolvers.context import Context
     from schema import build_schema
     from settings import Settings

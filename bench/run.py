@@ -74,7 +74,8 @@ def api_server(name: str, root: Path, database_url: str, redis_url: str | None =
     env = {"DATABASE_URL": database_url, "WOVEPAPER_SEMANTIC_PRELOAD": "false", "WOVEPAPER_RATE_LIMITS": "off"}
     if redis_url:
         env["REDIS_URL"] = redis_url
-    factory = "def create_app" in (root / "app.py").read_text()
+    module = root / "app.py" if (root / "app.py").exists() else root / "app" / "__init__.py"
+    factory = "def create_app" in module.read_text()
     target = ["app:create_app", "--factory"] if factory else ["app:app"]
     return Server(name, [PY, *UVICORN, *deployed_protocol(root), *target], env, cwd=root)
 

@@ -21,6 +21,7 @@ from typing import Any, Final
 import asyncpg
 import orjson
 
+from request_types.stats import RequestStats
 from telemetry.metrics import POOL_CONNECTIONS, POOL_WAITERS
 
 QueryLogger = Callable[[Any], None]
@@ -63,29 +64,29 @@ def is_lost_connection(exc: BaseException) -> bool:
 
 
 @dataclass(slots=True)
-class RequestBudget:
+class ConnectionBudget:
     """What one request may hold: `slots` connections at once; nested acquires of a task that already holds one
-    do not wait for a slot (they would wait for themselves)."""
+    do not wait for a slot (they would wait for themselves). Carries the request's figures (`stats`) to where
+    they are counted."""
 
     slots: asyncio.Semaphore
+    stats: RequestStats = field(default_factory=RequestStats)
     holders: dict[asyncio.Task[Any], int] = field(default_factory=dict)
-    statements: int = 0
-    sql_seconds: float = 0.0
-    cache_hits: int = 0
-    cache_misses: int = 0
-    cache_fallbacks: int = 0
     # How far the replica the request reads from had replayed the primary's WAL when it was chosen (None: the
     # primary): what it reads may fill a cache only when no invalidation of it came later (db/cache/positions.py).
     replayed: int | None = None
 
 
-_budget: contextvars.ContextVar[RequestBudget | None] = contextvars.ContextVar("wovepaper_request_budget", default=None)
+_budget: contextvars.ContextVar[ConnectionBudget | None] = contextvars.ContextVar(
+    "wovepaper_connection_budget", default=None
+)
 
 
 @contextlib.contextmanager
-def request_budget(max_connections: int) -> Iterator[RequestBudget]:
-    """Everything awaited inside (and every task started inside) shares one budget of connections."""
-    budget = RequestBudget(asyncio.Semaphore(max_connections))
+def connection_budget(max_connections: int) -> Iterator[ConnectionBudget]:
+    """Everything awaited inside (and every task started inside) shares one budget of connections, and counts its
+    statements and cache answers into the budget's `stats`."""
+    budget = ConnectionBudget(asyncio.Semaphore(max_connections), RequestStats())
     token = _budget.set(budget)
     try:
         yield budget
@@ -93,7 +94,7 @@ def request_budget(max_connections: int) -> Iterator[RequestBudget]:
         _budget.reset(token)
 
 
-def current_budget() -> RequestBudget | None:
+def current_connection_budget() -> ConnectionBudget | None:
     return _budget.get()
 
 
@@ -252,8 +253,9 @@ def _count_statement(record: Any) -> None:
     # Runs in the context of the task that ran the statement (asyncpg schedules it with call_soon).
     budget = _budget.get()
     if budget is not None:
-        budget.statements += 1
-        budget.sql_seconds += getattr(record, "elapsed", 0.0) or 0.0
+        stats = budget.stats
+        stats.statements += 1
+        stats.sql_seconds += getattr(record, "elapsed", 0.0) or 0.0
 
 
 # asyncpg's own `timestamptz` values for PostgreSQL's infinities (naive, as it decodes them).

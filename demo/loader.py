@@ -11,6 +11,7 @@ from typing import TypeVar, cast
 
 import asyncpg
 
+import demo.bulk as copy_load
 from db.pool import binary_times
 from db.queries import bulk_load
 from db.queries.figures import refresh_institution_figures, refresh_researcher_figures
@@ -20,7 +21,6 @@ from db.queries.writes.institutions import upsert_institutions
 from db.queries.writes.matches import apply_authorship_matches
 from db.queries.writes.papers import upsert_papers
 from db.queries.writes.researchers import replace_researcher_works, upsert_researchers
-from demo import bulk as copy_load
 from demo.bulk import Progress
 from demo.papers import generate_papers, generate_works
 from demo.people import (

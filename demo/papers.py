@@ -7,6 +7,7 @@ import random
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 
+import demo.words as W
 from db.queries.writes.analyses import AnalysisRecord
 from db.records import (
     AuthorRecord,
@@ -18,7 +19,6 @@ from db.records import (
     VersionRecord,
     WorkRecord,
 )
-from demo import words as W
 from demo.people import (
     END,
     FIVE_DIGITS_FROM,

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
+import demo.words as W
 from db.ids import ror_checksum
 from db.queries.writes.analyses import AnalysisRecord
 from db.records import AuthorshipMatch, CitationRecord, InstitutionRecord, PaperRecord, ResearcherRecord
-from demo import words as W
 
 DEFAULT_PAPERS = 20_000
 DEFAULT_SEED = 42

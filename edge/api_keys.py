@@ -30,9 +30,10 @@ from starlette.types import Scope
 from db.pool import PoolExhausted
 from db.queries.api_keys import ApiKeyRow, use_api_key
 from edge.errors import EdgeError
-from edge.identity import ApiKey
-from edge.ratelimit import ADDRESS_BUDGET, Budget, rate_limited
+from edge.ratelimit import RateCharge, rate_limited
 from edge.request import header
+from request_types.identity import ApiKey
+from request_types.state import found_state
 
 CHECK_TTL_S: Final = 10.0
 # Bytes each process spends remembering keys: the answers for keys in use, and apart from them unknown keys. What one
@@ -145,10 +146,10 @@ class ApiKeyAuthenticator:
     async def _paid_look_up(self, scope: Scope, digest: bytes) -> ApiKeyRow | None:
         """The key's row, the look-up paid for by the client address first (refused, 429, when its budget is spent)
         and given back when the key is good."""
-        budget = await _charge_failure(scope)
+        charge = await _charge_failure(scope)
         row = await self._row(scope, digest)
-        if row is not None and budget is not None:
-            budget.give_back(FAILED_KEY_POINTS)
+        if row is not None and charge is not None:
+            charge.give_back(FAILED_KEY_POINTS)
         return row
 
     async def _row(self, scope: Scope, digest: bytes) -> ApiKeyRow | None:
@@ -180,13 +181,14 @@ class ApiKeyAuthenticator:
         return row
 
 
-async def _charge_failure(scope: Scope) -> Budget | None:
-    """Charges a failed authentication (or a look-up, until it succeeds) to the client address's budget; raises the
-    429 when the budget refuses it. The budget, when there is one to charge."""
-    budget = scope.get("state", {}).get(ADDRESS_BUDGET)
-    if not isinstance(budget, Budget):
+async def _charge_failure(scope: Scope) -> RateCharge | None:
+    """Charges a failed authentication (or a look-up, until it succeeds) to the client address's points for them;
+    raises the 429 when they refuse it. The charge, when there is one to make."""
+    state = found_state(scope)
+    charge = state.address_charge if state is not None else None
+    if not isinstance(charge, RateCharge):
         return None
-    decision = await budget.charge(FAILED_KEY_POINTS)
+    decision = await charge.charge(FAILED_KEY_POINTS)
     if not decision.allowed:
         raise rate_limited(decision)
-    return budget
+    return charge

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from starlette.middleware.cors import CORSMiddleware
@@ -28,13 +28,17 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from db.cache.allowance import request_allowance
+from edge.answers import Header, Write
 from edge.body_limit import TooLarge, declared_length, limited, reject
 from edge.errors import EVENT_STREAM, EdgeError, send_error
-from edge.identity import BearerAuthenticator, Identifier, Identity, KeyAuthenticator, Network, client_ip
+from edge.identity import BearerAuthenticator, Identifier, KeyAuthenticator, client_ip
 from edge.media import media_of, remember
 from edge.private import private as _private
-from edge.ratelimit import ADDRESS_BUDGET, Budget, Decision, RateLimiter, RateLimitPolicy
+from edge.ratelimit import RateCharge, RateLimiter, RateLimitPolicy
 from edge.request import headers_of, read_body, replay, response_type
+from request_types.identity import Identity, Network
+from request_types.rate import Decision
+from request_types.state import RequestState, request_state
 from telemetry.metrics import count_rejection
 from telemetry.requests import report, request_id
 
@@ -49,12 +53,6 @@ REMEMBERED_METHODS: Final = frozenset({"GET", "POST"})
 # Methods whose requests carry no body to read.
 BODILESS_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 CLOSE: Final = {"connection": "close"}
-
-Header = tuple[bytes, bytes]
-# Sends a whole response: status, headers (none of those the edge adds), body.
-Answer = Callable[[int, list[Header], bytes], Awaitable[None]]
-# Writes a whole response: status, every header, body.
-Write = Callable[[int, list[Header], bytes], None]
 
 
 class Front:
@@ -97,14 +95,15 @@ class Front:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        state: dict[str, Any] = scope.setdefault("state", {})
+        # The state `answer_now` made, when it was offered the request and left it to the exchange.
+        state = request_state(scope)
         headers = headers_of(scope)
-        rid = state["request_id"] = request_id(headers.get(b"x-request-id"))
+        rid = state.request_id = request_id(headers.get(b"x-request-id"))
         started = time.perf_counter()
         out = _Out(send, rid)
         # One Redis timeout at most for the whole request (db/cache/allowance.py).
         with request_allowance() as allowance:
-            state["redis_allowance"] = allowance
+            state.redis = allowance
             try:
                 if b"origin" in headers:
                     await self.cors(scope, receive, out)
@@ -112,7 +111,7 @@ class Front:
                     out.vary = True
                     await self._checked(scope, receive, out)
             finally:
-                report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
+                report(scope, state, out.status, out.cache, time.perf_counter() - started)
                 if out.status < 400:
                     self._keep(state, headers)
 
@@ -136,51 +135,49 @@ class Front:
         identity = self.identifier.anonymous(scope)
         if identity is None:
             return False
-        state: dict[str, Any] = scope["state"]
-        state["identity"] = identity
+        state = request_state(scope)
+        state.identity = identity
         recalled = self.memory.recall(scope, body)
         if recalled is None:
             return False
-        rid = state["request_id"] = request_id(headers.get(b"x-request-id"))
-        budget = None
-        limiter = state.get("rate_limiter")
+        rid = state.request_id = request_id(headers.get(b"x-request-id"))
+        charge = None
+        limiter = scope["state"].get("rate_limiter")
         if self.policy.enabled and isinstance(limiter, RateLimiter):
-            budget = state["budget"] = Budget(limiter, self.policy, identity)
-            if not budget.charge_now(recalled.held.cost):
-                return self._answer_charged(scope, recalled, budget, write, started)
+            charge = state.rate_charge = RateCharge(limiter, self.policy, identity)
+            if not charge.charge_now(recalled.held.cost):
+                return self._answer_charged(scope, state, recalled, charge, write, started)
         status, extra, content = self.memory.answer_recalled(scope, recalled, media_of(headers))
-        if budget is not None and budget.decision is not None:
-            extra += budget.decision.headers()
+        if charge is not None and charge.decision is not None:
+            extra += charge.decision.headers()
         write(status, _edge_headers(extra, private=False, vary=True, request_id=rid), content)
-        report(scope, state, rid, status, _cache_of(extra), time.perf_counter() - started)
+        report(scope, state, status, _cache_of(extra), time.perf_counter() - started)
         self._keep(state, headers)
         return True
 
     async def _answer_charged(
-        self, scope: Scope, recalled: Recalled, budget: Budget, write: Write, started: float
+        self, scope: Scope, state: RequestState, recalled: Recalled, charge: RateCharge, write: Write, started: float
     ) -> None:
         """`answer_now`'s answer once its charge has gone to Redis, as the exchange gives it, a refusal included."""
         assert self.memory is not None
-        state = scope["state"]
-        rid = state["request_id"]
+        rid = state.request_id
         out = _Out(_Written(write), rid)
         out.vary = True
-        out.budget = budget
+        out.charge = charge
         with request_allowance() as allowance:
-            state["redis_allowance"] = allowance
+            state.redis = allowance
             try:
                 await self.memory.answer_charged(scope, recalled, out, out.answer)
             finally:
-                report(scope, state, rid, out.status, out.cache, time.perf_counter() - started)
+                report(scope, state, out.status, out.cache, time.perf_counter() - started)
                 if out.status < 400:
                     self._keep(state, headers_of(scope))
 
-    def _keep(self, state: dict[str, Any], headers: Mapping[bytes, bytes]) -> None:
+    def _keep(self, state: RequestState, headers: Mapping[bytes, bytes]) -> None:
         """What the next requests of an answered one reuse: its anonymous identity, its `Accept`'s media type."""
         remember(headers)
-        identity = state.get("identity")
-        if isinstance(identity, Identity):
-            self.identifier.keep(identity)
+        if state.identity is not None:
+            self.identifier.keep(state.identity)
 
     async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
         """After CORS: the head's size, the body's size and time, identity, then the route."""
@@ -194,16 +191,16 @@ class Front:
         if length is not None and length > self.max_body_bytes:
             await reject(send, self.max_body_bytes, self._media(scope))
             return
-        state = scope["state"]
+        state = request_state(scope)
         try:
             identity = self.identifier.anonymous(scope) or await self._identify(scope, state)
         except EdgeError as exc:
             # The log line names who failed, and why.
-            state["identity"] = Identity(client_ip=client_ip(scope, self.identifier.trusted_proxies))
-            state["error_codes"] = [exc.code]
+            state.identity = Identity(client_ip=client_ip(scope, self.identifier.trusted_proxies))
+            state.error_codes = [exc.code]
             await send_error(send, exc, self._media(scope))
             return
-        state["identity"] = identity
+        state.identity = identity
         if out is None:
             # Behind CORS's own send: the headers below are added on a send of this layer's.
             out = _Out(send, None)
@@ -215,22 +212,22 @@ class Front:
             receive = limited(receive, self.max_body_bytes)
         try:
             if scope["method"] in GRAPHQL_METHODS and _route_path(scope) == GRAPHQL_PATH:
-                # With rate limits off an answer from memory charges nothing: its budget is made only for GraphQL.
+                # With rate limits off an answer from memory charges nothing: its charge is made only for GraphQL.
                 if self.policy.enabled:
-                    self._budget(state, identity, out)
+                    self._charge(scope, state, identity, out)
                 if self.memory is not None and scope["method"] in REMEMBERED_METHODS:
                     body = await read_body(receive) if scope["method"] == "POST" else b""
                     if await self.memory.answer_remembered(scope, body, out, out.answer):
                         return
                     receive = replay(body, receive)
                 if not self.policy.enabled:
-                    self._budget(state, identity, out)
+                    self._charge(scope, state, identity, out)
                 await self.graphql(scope, receive, send)
             else:
-                # Other routes that cost something (the feeds) charge the same budget themselves, and add its headers
+                # Other routes that cost something (the feeds) charge the same points themselves, and add its headers
                 # to what they answer.
-                if self.policy.enabled and isinstance(limiter := state.get("rate_limiter"), RateLimiter):
-                    state["budget"] = Budget(limiter, self.policy, identity)
+                if self.policy.enabled and isinstance(limiter := scope["state"].get("rate_limiter"), RateLimiter):
+                    state.rate_charge = RateCharge(limiter, self.policy, identity)
                 if length is None and scope["method"] not in BODILESS_METHODS:
                     # Read here, within the limit: past it, a route's own read would raise through Starlette's error
                     # middleware, which answers 500 before the 413 below could.
@@ -283,13 +280,13 @@ class Front:
 
         return timed
 
-    async def _identify(self, scope: Scope, state: dict[str, Any]) -> Identity:
-        """Verifies the request's credentials. A failed authentication is charged to the client address's budget of
-        them (`ADDRESS_BUDGET`, edge/api_keys.py): its handle is made here, before them."""
-        limiter = state.get("rate_limiter")
+    async def _identify(self, scope: Scope, state: RequestState) -> Identity:
+        """Verifies the request's credentials. A failed authentication is charged to the client address's points for
+        them (`address_charge`, edge/api_keys.py): that charge is made here, before them."""
+        limiter = scope["state"].get("rate_limiter")
         if self.policy.enabled and isinstance(limiter, RateLimiter):
             address = Identity(client_ip=client_ip(scope, self.identifier.trusted_proxies))
-            state[ADDRESS_BUDGET] = Budget(
+            state.address_charge = RateCharge(
                 limiter, self.policy, address, subject=self.policy.failed_auth_subject(address)
             )
         return await self.identifier.identify(scope)
@@ -298,21 +295,21 @@ class Front:
         """The media type of the edge's refusals of this request."""
         return EVENT_STREAM if _route_path(scope) in self.event_streams else response_type(scope)
 
-    def _budget(self, state: dict[str, Any], identity: Identity, out: _Out) -> None:
-        """The request's handle on its client's budget (`state["budget"]`), charged by whoever learns the cost."""
-        limiter = state.get("rate_limiter")
+    def _charge(self, scope: Scope, state: RequestState, identity: Identity, out: _Out) -> None:
+        """The request's charge on its client's points (`rate_charge`), made by whoever learns the cost."""
+        limiter = scope["state"].get("rate_limiter")
         if not isinstance(limiter, RateLimiter):
             return
-        budget = Budget(limiter, self.policy, identity)
-        state["budget"] = budget
-        if budget.enabled:
-            out.budget = budget
+        charge = RateCharge(limiter, self.policy, identity)
+        state.rate_charge = charge
+        if charge.enabled:
+            out.charge = charge
 
 
 class _Out:
     """The one `send` of a request: what the response says (status, X-Cache) and the headers the edge adds."""
 
-    __slots__ = ("budget", "cache", "closed", "private", "request_id", "send", "started", "status", "vary")
+    __slots__ = ("cache", "charge", "closed", "private", "request_id", "send", "started", "status", "vary")
 
     def __init__(self, send: Send, rid: str | None) -> None:
         self.send = send
@@ -322,7 +319,7 @@ class _Out:
         self.started = False
         self.vary = False
         self.private = False
-        self.budget: Budget | None = None
+        self.charge: RateCharge | None = None
         # Answered by the edge (a body that timed out): what the application sends after is dropped.
         self.closed = False
 
@@ -339,8 +336,8 @@ class _Out:
         if self.closed:
             return
         self._note(status, headers)
-        if self.budget is not None:
-            headers += (self.budget.decision or await self._standing()).headers()
+        if self.charge is not None:
+            headers += (self.charge.decision or await self._standing()).headers()
         send = self.send
         await send({"type": "http.response.start", "status": status, "headers": self._add(headers)})
         await send({"type": "http.response.body", "body": body})
@@ -348,8 +345,8 @@ class _Out:
     async def _start(self, message: Message) -> Message:
         headers = list(message.get("headers", ()))
         self._note(message["status"], headers)
-        if self.budget is not None:
-            headers += (self.budget.decision or await self._standing()).headers()
+        if self.charge is not None:
+            headers += (self.charge.decision or await self._standing()).headers()
         return {**message, "headers": self._add(headers)}
 
     def _note(self, status: int, headers: list[Header]) -> None:
@@ -358,9 +355,9 @@ class _Out:
         self.cache = _cache_of(headers) or self.cache
 
     async def _standing(self) -> Decision:
-        """The budget as it stands, for an answer that charged nothing (an error before GraphQL ran)."""
-        assert self.budget is not None
-        return await self.budget.charge(0)
+        """The client's points as they stand, for an answer that charged nothing (an error before GraphQL ran)."""
+        assert self.charge is not None
+        return await self.charge.charge(0)
 
     def _add(self, headers: list[Header]) -> list[Header]:
         return _edge_headers(headers, private=self.private, vary=self.vary, request_id=self.request_id)

@@ -27,7 +27,7 @@ from starlette.types import Scope
 
 from db.ids import normalize_orcid
 from edge.errors import EdgeError
-from edge.identity import Subject
+from request_types.identity import Subject
 
 log = logging.getLogger(__name__)
 

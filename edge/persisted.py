@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -28,14 +28,12 @@ from db.cache.client import RedisClient
 from db.cache.scripts import Script
 from db.cache.store import CacheStore, Unavailable
 from edge.errors import EdgeError, send_error
-from edge.identity import Identity
-from edge.request import GraphQLRequest, response_type
+from edge.request import response_type
+from request_types.graphql_request import GraphQLRequest
+from request_types.state import RequestState, found_state
 
 TrustedDocuments = Literal["off", "site", "only"]
 
-# Set in the request's state by GraphQL's guard (schema/extensions.py) once the operation is admitted: it parsed,
-# validated, fit the limits and its cost was charged.
-ADMITTED: Final = "graphql_admitted"
 REGISTRATION_TTL_S: Final = 24 * 3600
 MAX_REGISTERED_BYTES: Final = 16 * 1024
 # Documents registered per namespace: at most this many times MAX_REGISTERED_BYTES live in Redis (32 MB).
@@ -103,25 +101,27 @@ class PersistedDocuments:
         self.mode = mode
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = scope.get("state") or {}
-        request = state.get("graphql_request")
-        if scope["type"] != "http" or not isinstance(request, GraphQLRequest):
+        state = found_state(scope)
+        request = state.graphql if state is not None else None
+        if scope["type"] != "http" or state is None or request is None:
             await self.app(scope, receive, send)
             return
+        cache = scope["state"].get("cache")
+        store = cache if isinstance(cache, CacheStore) else None
         try:
-            resolved = await self.resolve(request, state)
+            resolved = await self.resolve(request, state, store)
         except EdgeError as exc:
             await send_error(send, exc, response_type(scope))
             return
-        state["graphql_request"] = resolved
-        registration = state.pop(_REGISTRATION, None)
-        if registration is not None:
-            send = _registering(send, state, *registration)
+        state.graphql = resolved
+        registration, state.registration = state.registration, None
+        if isinstance(registration, _Registration):
+            send = _registering(send, state, registration)
         await self.app(scope, receive, send)
 
-    async def resolve(self, request: GraphQLRequest, state: MutableMapping[str, object]) -> GraphQLRequest:
-        identity = state.get("identity")
-        keyed = isinstance(identity, Identity) and identity.api_key is not None
+    async def resolve(self, request: GraphQLRequest, state: RequestState, store: CacheStore | None) -> GraphQLRequest:
+        identity = state.identity
+        keyed = identity is not None and identity.api_key is not None
         persisted_query = (request.extensions or {}).get("persistedQuery")
         wants_persisted = request.document_id is not None or persisted_query is not None
         if wants_persisted and self.mode == "off":
@@ -133,7 +133,7 @@ class PersistedDocuments:
                 raise EdgeError(400, "PERSISTED_QUERY_NOT_FOUND", "No persisted document has this `documentId`.")
             return request.with_document(document, "site")
         if persisted_query is not None:
-            return await self._automatic(request, persisted_query, state, keyed=keyed)
+            return await self._automatic(request, persisted_query, state, store, keyed=keyed)
         assert request.query is not None
         if request.query in self.site_documents:
             return request.with_document(request.query, "site")
@@ -148,15 +148,19 @@ class PersistedDocuments:
         return request
 
     async def _automatic(
-        self, request: GraphQLRequest, persisted_query: object, state: MutableMapping[str, object], *, keyed: bool
+        self,
+        request: GraphQLRequest,
+        persisted_query: object,
+        state: RequestState,
+        store: CacheStore | None,
+        *,
+        keyed: bool,
     ) -> GraphQLRequest:
         digest = _hash(persisted_query.get("sha256Hash") if isinstance(persisted_query, dict) else None)
         if digest is None or not isinstance(persisted_query, dict) or persisted_query.get("version", 1) != 1:
             raise EdgeError(400, "BAD_REQUEST", "`extensions.persistedQuery` needs `version: 1` and a `sha256Hash`.")
         if digest in self.manifest:
             return request.with_document(self.manifest[digest], "site")
-        cache = state.get("cache")
-        store = cache if isinstance(cache, CacheStore) else None
         if self.mode == "only" and not keyed:
             raise EdgeError(400, "PERSISTED_QUERY_REQUIRED", "This server runs the site's persisted documents only.")
         if request.query is None:
@@ -168,21 +172,25 @@ class PersistedDocuments:
             raise EdgeError(400, "PERSISTED_QUERY_HASH_MISMATCH", "The document's sha256 is not `sha256Hash`.")
         if store is not None and store.redis is not None and len(request.query.encode()) <= MAX_REGISTERED_BYTES:
             # Registered once GraphQL has admitted it (`_registering`), not before.
-            state[_REGISTRATION] = (store, digest, request.query)
+            state.registration = _Registration(store, digest, request.query)
         return request.with_document(request.query, "apq")
 
 
-# The registration a request asks for, in its state from `resolve` until `__call__` takes it.
-_REGISTRATION: Final = "persisted_registration"
+class _Registration(NamedTuple):
+    """The registration a request asks for, in its state from `resolve` until `__call__` takes it."""
+
+    store: CacheStore
+    digest: str
+    document: str
 
 
-def _registering(send: Send, state: Mapping[str, object], store: CacheStore, digest: str, document: str) -> Send:
+def _registering(send: Send, state: RequestState, registration: _Registration) -> Send:
     """`send`, registering the document before the answer starts when GraphQL admitted it: the client's next request
     by hash alone finds it, whichever worker answers."""
 
     async def sending(message: Message) -> None:
-        if message["type"] == "http.response.start" and state.get(ADMITTED):
-            await _register(store, digest, document)
+        if message["type"] == "http.response.start" and state.admitted:
+            await _register(*registration)
         await send(message)
 
     return sending

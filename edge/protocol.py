@@ -33,7 +33,7 @@ from uvicorn._types import ASGI3Application
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
-from edge.front import Header
+from edge.answers import Header
 from telemetry.metrics import count_rejection
 
 CONNECTION_CLOSE = b"connection: close\r\n"

@@ -26,7 +26,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Final
 
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
@@ -37,15 +37,11 @@ from db.cache.client import RedisClient, slot
 from db.cache.scripts import Script
 from db.cache.store import CacheStore, Unavailable
 from edge.errors import EdgeError
-from edge.identity import Identity
+from request_types.identity import Identity
+from request_types.rate import Decision
 
 PERIOD_S: Final = 3600
 PERIOD_MS: Final = PERIOD_S * 1000
-RESOURCE: Final = "graphql"
-# The request state's handle on its client address's budget of failed authentications, for a request that presents
-# credentials (edge/api_keys.py charges it).
-ADDRESS_BUDGET: Final = "address_budget"
-_RESOURCE_HEADER: Final = (b"x-ratelimit-resource", RESOURCE.encode())
 # Clients a process remembers while Redis is down (least recently seen forgotten first).
 LOCAL_SUBJECTS: Final = 100_000
 
@@ -104,37 +100,6 @@ LEASE_S: Final = 1.0
 # (allowed, now_ms, tat_ms, leased) of one charge; a queued charge: (key, points, limit, lease asked, its answer).
 _Result = tuple[int, int, int, int]
 _Charge = tuple[str, int, int, int, "asyncio.Future[_Result | None]"]
-
-
-class Decision(NamedTuple):
-    """What a charge decided, with a client's figures after it (a tuple: one is made per request)."""
-
-    allowed: bool
-    limit: int
-    cost: int
-    used: int
-    remaining: int
-    reset_at: int  # epoch seconds when the budget is full again
-    retry_after: int  # seconds until `cost` fits (0 when allowed)
-
-    def refusal(self) -> tuple[str, dict[str, int]]:
-        """The RATE_LIMITED error's message and figures."""
-        message = (
-            f"This query costs {self.cost} points and {self.remaining} of {self.limit} remain this hour; "
-            f"retry in {self.retry_after} s."
-        )
-        figures = {"cost": self.cost, "limit": self.limit, "remaining": self.remaining, "retryAfter": self.retry_after}
-        return message, figures
-
-    def headers(self) -> list[tuple[bytes, bytes]]:
-        """GitHub's names."""
-        return [
-            (b"x-ratelimit-limit", b"%d" % self.limit),
-            (b"x-ratelimit-remaining", b"%d" % self.remaining),
-            (b"x-ratelimit-used", b"%d" % self.used),
-            (b"x-ratelimit-reset", b"%d" % self.reset_at),
-            _RESOURCE_HEADER,
-        ]
 
 
 def rate_limited(decision: Decision) -> EdgeError:
@@ -500,8 +465,9 @@ class RateLimitPolicy:
         return f"authfail:{identity.client_ip}", self.failed_auth_per_hour
 
 
-class Budget:
-    """One request's handle on its client's budget: charged once, when its cost is known."""
+class RateCharge:
+    """One request's charge on its client's points (`RequestState.rate_charge`, a `PointsCharge`): made once, when its
+    cost is known."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""The GraphQL request, read and parsed once at the edge: `scope["state"]["graphql_request"]`.
+"""The GraphQL request, read and parsed once at the edge: the request state's `graphql` (request_types/state.py).
 
 POST takes `application/json` only (a form or `text/plain` body is a CSRF vector and not GraphQL); GET
 carries its fields in the query string. Anything that is not one GraphQL request (a body of `42` or
@@ -12,7 +12,6 @@ parse.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -22,6 +21,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge.errors import EdgeError, send_error
 from edge.media import media_of
+from request_types.graphql_request import GraphQLRequest
+from request_types.state import KEY, request_state
 
 MAX_NESTING = 32
 # What variables may hold (also `extensions`), checked before anything reads them: the longest string an argument
@@ -31,24 +32,6 @@ MAX_STRING = 2048
 MAX_LIST = 100
 MAX_VARIABLES = 65_536
 JSON_TYPES = (b"application/json", b"application/graphql-response+json")
-
-
-@dataclass(frozen=True, slots=True)
-class GraphQLRequest:
-    method: str
-    query: str | None
-    variables: dict[str, Any] | None
-    operation_name: str | None
-    extensions: dict[str, Any] | None
-    document_id: str | None = None
-    # Set by the persisted-documents step: "site" (the site's manifest) or "apq" (a registered document).
-    persisted: str | None = None
-
-    def with_document(self, query: str, persisted: str) -> GraphQLRequest:
-        # Spelt out: dataclasses.replace costs more than the rest of a request answered from memory.
-        return GraphQLRequest(
-            self.method, query, self.variables, self.operation_name, self.extensions, self.document_id, persisted
-        )
 
 
 def bad_request(message: str) -> EdgeError:
@@ -170,13 +153,14 @@ def headers_of(scope: Scope) -> Mapping[bytes, bytes]:
     """The request's headers by name (lower case), the first value of each: built once per request and kept in its
     state, since every step of the edge asks for some."""
     state = scope.get("state")
-    found: dict[bytes, bytes] | None = state.get("headers_by_name") if state is not None else None
+    request = state.get(KEY) if state is not None else None
+    found = request.headers if request is not None else None
     if found is None:
         headers = scope.get("headers", ())
         # Reversed, so that the first of a repeated header wins.
-        found = dict(reversed(headers if isinstance(headers, list | tuple) else list(headers)))
-        if state is not None:
-            state["headers_by_name"] = found
+        found = request_state(scope).headers = dict(
+            reversed(headers if isinstance(headers, list | tuple) else list(headers))
+        )
     return found
 
 
@@ -220,7 +204,7 @@ class RequestParser:
         except EdgeError as exc:
             await send_error(send, exc, response_type(scope))
             return
-        scope.setdefault("state", {})["graphql_request"] = request
+        request_state(scope).graphql = request
         await self.app(scope, receive, send)
 
 

@@ -11,7 +11,7 @@ that entity drops it. A response computed while any invalidation ran is not stor
 that had not replayed the latest invalidation of one of its tags (db/cache/positions.py).
 
 Memory: each worker answers the entries it read or stored lately from its own memory before asking Redis
-(db/cache/near.py), kept true across workers by the tags every invalidation publishes; the key of a request
+(edge/near.py), kept true across workers by the tags every invalidation publishes; the key of a request
 is remembered by a digest of its variables as sent, so a repeated request is not coerced again, and by the
 request's bytes (method, content type, query string, body), so the edge answers the same request again from memory
 before it is parsed (`answer_remembered`): the same bytes pass the same steps to the same key. Both are bounded in
@@ -41,21 +41,24 @@ from graphql import (
 from graphql.execution.values import get_variable_values
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bounded import BoundedCache
 from db.cache import keys
-from db.cache.near import Held, NearResponses, strong_etag
 from db.cache.positions import replayed_invalidations
 from db.cache.store import CacheStore, EntityRef, Unavailable
 from db.paging import TokenError, decode_global_id
-from edge.bounded import BoundedCache
+from edge.answers import Answer, Header
 from edge.cacheable import CacheableOperation, Lookup
 from edge.conditional import not_modified
 from edge.entity_keys import MAX_LENGTH, database_id, entity_key, paper_key
 from edge.errors import EdgeError, send_error
-from edge.front import Answer, Header
-from edge.identity import CREDENTIALS, Identity
+from edge.identity import CREDENTIALS
 from edge.media import GRAPHQL_RESPONSE, JSON
-from edge.ratelimit import Budget
-from edge.request import GraphQLRequest, header, headers_of, response_type
+from edge.near import Held, NearResponses, strong_etag
+from edge.ratelimit import RateCharge
+from edge.request import header, headers_of, response_type
+from request_types.graphql_request import GraphQLRequest
+from request_types.identity import Identity
+from request_types.state import RequestState, found_state, request_state
 from telemetry.metrics import count_rejection
 
 log = logging.getLogger(__name__)
@@ -234,42 +237,42 @@ class ResponseCache:
         return True
 
     async def answer_charged(self, scope: Scope, recalled: Recalled, send: Send, answer: Answer) -> None:
-        """Charges a recalled entry's cost to the request's budget, then answers it (through `answer`), or refuses
+        """Charges a recalled entry's cost to the client's points, then answers it (through `answer`), or refuses
         it (429 through `send`). What a write drops meanwhile is still answered: the request came first."""
-        budget = scope["state"].get("budget")
-        if budget is None or await self._charged(send, budget, recalled.held.cost, scope):
+        charge = request_state(scope).rate_charge
+        if charge is None or await self._charged(send, charge, recalled.held.cost, scope):
             await answer(*self.answer_recalled(scope, recalled, response_type(scope)))
 
     def recall(self, scope: Scope, body: bytes) -> Recalled | None:
         """The entry of a request whose bytes were seen from an anonymous reader, when memory holds it."""
-        state = scope["state"]
-        near = state.get("near")
-        if not isinstance(near, NearResponses) or not shareable(scope, state.get("identity")):
+        near = scope["state"].get("near")
+        state = request_state(scope)
+        if not isinstance(near, NearResponses) or not shareable(scope, state.identity):
             return None
-        request = state["request_bytes"] = request_bytes(scope, body)
+        request = state.request_bytes = request_bytes(scope, body)
         remembered = self._remembered.get(request)
         held = near.get(remembered.response_key) if remembered is not None else None
         if remembered is None or held is None:
             return None
-        state["operation"] = remembered.operation
+        state.operation = remembered.operation
         return Recalled(remembered, held)
 
     def answer_recalled(self, scope: Scope, recalled: Recalled, media: bytes) -> tuple[int, list[Header], bytes]:
         """The answer of an entry recalled from memory, once its cost is charged, in `media` (the request's
         `response_type`): counted as a hit."""
-        self._count_held(scope["state"])
+        self._count_held(scope["state"]["cache"])
         public = recalled.remembered.public
         inm = header(scope, b"if-none-match") if public else None
         held = recalled.held
         return self._response(held.body, held.tags, media, public=public, inm=inm, etag=held.etag)
 
-    def _keep(self, state: Mapping[str, object], key: _Key, memo: _Memo | None, public: bool) -> None:
+    def _keep(self, state: RequestState, key: _Key, memo: _Memo | None, public: bool) -> None:
         """Remembers a request whose answer was charged: its key by its variables (`memo`, when it was computed for
         it) and by its bytes. Never before the charge: a refused request leaves nothing here."""
         if memo is not None:
             self._keys.put(memo.key, key, memo.size)
-        request = state.get("request_bytes")
-        if not isinstance(request, tuple) or request in self._remembered:
+        request = state.request_bytes
+        if request is None or request in self._remembered:
             return
         size = len(request[1]) + len(request[2]) + len(request[3]) + REMEMBERED_OVERHEAD
         if size > REMEMBERED_REQUEST_BYTES:
@@ -281,17 +284,17 @@ class ResponseCache:
         self._remembered_bytes += size
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = scope.get("state") or {}
-        request = state.get("graphql_request")
-        identity = state.get("identity")
-        if scope["type"] != "http" or not isinstance(request, GraphQLRequest) or not isinstance(identity, Identity):
+        state = found_state(scope)
+        request = state.graphql if state is not None else None
+        identity = state.identity if state is not None else None
+        if scope["type"] != "http" or state is None or request is None or identity is None:
             await self.app(scope, receive, send)
             return
         if not shareable(scope, identity):
             await self.app(scope, receive, _with_headers(send, [(b"cache-control", PRIVATE)]))
             return
         public = request.method == "GET" and request.persisted is not None
-        store = state.get("cache")
+        store = scope["state"].get("cache")
         operation = self.by_document.get(request.query or "")
         key, memo = None, None
         if operation is not None and isinstance(store, CacheStore) and store.redis is not None:
@@ -299,20 +302,20 @@ class ResponseCache:
         if key is None and not public:
             await self.app(scope, receive, send)
             return
-        budget = state.get("budget")
+        charge = state.rate_charge
         inm = header(scope, b"if-none-match")
         media = response_type(scope)
-        near = state.get("near")
+        near = scope["state"].get("near")
         near = near if isinstance(near, NearResponses) else None
         epoch_key, epoch, since = "", None, 0
         if key is not None:
             assert isinstance(store, CacheStore)
-            state["operation"] = key.operation.name
+            state.operation = key.operation.name
             held = near.get(key.response_key) if near is not None else None
             if held is not None:
-                if await self._charged(send, budget, held.cost, scope):
+                if await self._charged(send, charge, held.cost, scope):
                     self._keep(state, key, memo, public)
-                    self._count_held(state)
+                    self._count_held(store)
                     await self._send(
                         send, held.body, held.tags, media, public=public, hit=True, inm=inm, etag=held.etag
                     )
@@ -326,7 +329,7 @@ class ResponseCache:
                 cached, epoch = got
                 entry = _Entry.load(cached) if cached is not None else None
                 if entry is not None:
-                    if await self._charged(send, budget, entry.cost, scope):
+                    if await self._charged(send, charge, entry.cost, scope):
                         store.metrics.response_hits += 1
                         if near is not None:
                             near.keep(key.response_key, entry.body, cost=entry.cost, tags=entry.tags, since=since)
@@ -354,13 +357,13 @@ class ResponseCache:
         await self._send(send, body, tags, media, public=public, hit=False, inm=inm)
         if key is not None and isinstance(store, CacheStore):
             tag_keys = keys.tag_keys(store.namespace, tags, of_key=key.response_key)
-            replayed = state.get("replayed")
-            if isinstance(replayed, int) and not await replayed_invalidations(store, tag_keys, replayed):
+            replayed = state.replayed
+            if replayed is not None and not await replayed_invalidations(store, tag_keys, replayed):
                 # Read from a replica that may not have replayed a write that dropped one of its tags: an answer
                 # older than that write, served within the lag, never kept for the TTL.
                 store.metrics.response_lagging_skipped += 1
                 return
-            charged = budget.decision.cost if isinstance(budget, Budget) and budget.decision else 1
+            charged = charge.decision.cost if charge is not None and charge.decision else 1
             payload = _Entry(charged, tags, body).dump()
             if await store.store_guarded(
                 key.response_key, payload, guard_key=epoch_key, guard_value=epoch, tag_keys=tag_keys, ttl_s=self.ttl_s
@@ -371,17 +374,16 @@ class ResponseCache:
                 self._keep(state, key, memo, public)
 
     @staticmethod
-    def _count_held(state: Mapping[str, object]) -> None:
-        store = state["cache"]
+    def _count_held(store: object) -> None:
         assert isinstance(store, CacheStore)
         store.metrics.response_hits += 1
         store.metrics.response_near_hits += 1
 
-    async def _charged(self, send: Send, budget: object, cost: int, scope: Scope) -> bool:
-        """Charges a cached answer's cost; False (after answering 429) when the budget refuses it."""
-        if not isinstance(budget, Budget) or not budget.enabled:
+    async def _charged(self, send: Send, charge: object, cost: int, scope: Scope) -> bool:
+        """Charges a cached answer's cost; False (after answering 429) when the client's points refuse it."""
+        if not isinstance(charge, RateCharge) or not charge.enabled:
             return True
-        decision = await budget.charge(cost)
+        decision = await charge.charge(cost)
         if decision.allowed:
             return True
         count_rejection("RATE_LIMITED")

@@ -9,9 +9,9 @@ from datetime import date
 
 import asyncpg
 
+from cdn.purge import HttpPurge
 from db.cache.client import create_redis
 from db.cache.invalidation import attach_purge
-from db.cache.purge import HttpPurge
 from db.cache.store import CacheStore
 from db.queries.figures import refresh_figures
 from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_failures, fetch_ingest_status

@@ -2,7 +2,7 @@
 
 Any server that speaks `POST {base}/chat/completions` works: a hosted provider, vLLM, llama.cpp's server,
 Ollama. Requests start at most `rps` per second but may run side by side; 429, 5xx, timeouts, dropped
-connections and malformed answers are retried by the rules the ingest follows (retry_rules.py:
+connections and malformed answers are retried by the rules the ingest follows (retry_rules/:
 Retry-After when sent, else exponential backoff with jitter; a requested wait longer than the policy allows
 is a stop). A streamed answer is retried only until its first text has been handed on. Every request's
 token usage is added to `usage` (the server's count, or an estimate when it sends none).

@@ -1,7 +1,7 @@
 """The configuration page's table, kept whole: every field of settings.Settings has a row.
 
 The rows written in docs/configuration.md say what each setting means; a setting added to the class without a row
-gets one here, from its default and the comment above it in settings.py, so the page never leaves a setting out.
+gets one here, from its default and the comment above it in settings/, so the page never leaves a setting out.
 A row naming no setting is an error (`stale_rows`)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from mkdocs_hooks.schema_reference import _escaped
 from settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS_SOURCE = ROOT / "settings.py"
+SETTINGS_SOURCE = ROOT / "settings" / "__init__.py"
 ROW = re.compile(r"^\| `([A-Z0-9_]+)` \|", re.MULTILINE)
 PREFIX = str(Settings.model_config.get("env_prefix", ""))
 
@@ -44,7 +44,7 @@ def documented(markdown: str) -> list[str]:
 
 
 def _comments_above() -> dict[str, str]:
-    """Each field's comment: the comment lines right above its definition in settings.py."""
+    """Each field's comment: the comment lines right above its definition in settings/__init__.py."""
     source = SETTINGS_SOURCE.read_text()
     lines = source.splitlines()
     found: dict[str, str] = {}
@@ -78,7 +78,7 @@ def generated_rows(markdown: str) -> list[str]:
     rows = []
     for name, field in settings_env_names().items():
         if name not in named:
-            meaning = comments.get(field) or Settings.model_fields[field].description or "see `settings.py`"
+            meaning = comments.get(field) or Settings.model_fields[field].description or "see `settings/__init__.py`"
             shown = _escaped(" ".join(meaning.split())).replace("|", "\\|")
             rows.append(f"| `{name}` | {_default(field)} | {shown} |")
     return rows

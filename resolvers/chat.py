@@ -1,5 +1,5 @@
 """Chat with the papers through GraphQL: `askPapers`, `deleteConversation`, `viewer.conversations`; and the
-argument checks the `/chat` event stream shares (resolvers/chat_stream.py).
+argument checks the `/chat` event stream shares (routes/chat_stream.py).
 
 Only signed-in readers chat (UNAUTHENTICATED otherwise), and each sees only their own conversations.
 """
@@ -178,10 +178,10 @@ async def resolve_ask_papers(
     service = ctx.chat
     if service is None:
         raise ChatFailure(unavailable())
-    if ctx.operation_budget is not None:
-        # The operation's usual time budget is for reads; an answer takes the model's time.
+    if ctx.operation_deadline is not None:
+        # The operation's usual deadline is for reads; an answer takes the model's time.
         loop = asyncio.get_running_loop()
-        ctx.operation_budget.reschedule(loop.time() + service.answer_timeout_s + ANSWER_OVERHEAD_S)
+        ctx.operation_deadline.reschedule(loop.time() + service.answer_timeout_s + ANSWER_OVERHEAD_S)
     done: Done | None = None
     try:
         answer = await service.start(asked)

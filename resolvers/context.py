@@ -15,11 +15,12 @@ from starlette.responses import Response
 from chat.service import ChatService
 from db.cache.client import RedisClient
 from db.cache.invalidation import Purge
-from db.pool import current_budget
+from db.pool import current_connection_budget
 from db.queries.replication import committed_position
 from db.replicas.routing import ReplicaSet, Target
-from edge.identity import ANONYMOUS_LOCAL, Identity
-from edge.ratelimit import Budget
+from request_types.identity import ANONYMOUS_LOCAL, Identity
+from request_types.rate import PointsCharge
+from request_types.state import RequestState, found_state
 from resolvers.loaders import Loaders
 from settings import Settings
 
@@ -36,15 +37,17 @@ class Context:
     # The aggregate cache store, set by whoever wires the cache into the app; None when absent.
     cache: Any = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
-    # Who asks (edge/identity.py); in-process callers without an HTTP request are a local anonymous reader.
+    # Who asks (request_types/identity.py); in-process callers without an HTTP request are a local anonymous reader.
     identity: Identity = ANONYMOUS_LOCAL
     # Chat with the papers (None when the server has no language model).
     chat: ChatService | None = None
-    # The operation's time budget, set by the view; a resolver that waits on the model extends it.
-    operation_budget: asyncio.Timeout | None = None
-    # The client's rate-limit budget (edge/ratelimit.py), charged once the query's cost is known.
-    budget: Budget | None = None
-    # Tells the CDN which tags a write made stale (db/cache/purge.py), when WOVEPAPER_PURGE_URL is set.
+    # The operation's deadline, set by the view; a resolver that waits on the model moves it later.
+    operation_deadline: asyncio.Timeout | None = None
+    # The request's charge on its client's rate-limit points, made once the query's cost is known.
+    rate_charge: PointsCharge | None = None
+    # The request's state, made by the edge (request_types/state.py): None for in-process callers.
+    state: RequestState | None = None
+    # Tells the CDN which tags a write made stale (cdn/purge.py), when WOVEPAPER_PURGE_URL is set.
     purge: Purge | None = None
     # The measured cost of the running operation (schema/extensions.py sets it before execution).
     cost: Any = None
@@ -83,13 +86,13 @@ class Context:
         if target.pool is not self.pool:
             self.pool = target.pool
             self.loaders = Loaders(target.pool)
-        budget = current_budget()
+        budget = current_connection_budget()
         if budget is not None:
             budget.replayed = target.replayed
-        if self.request is not None:
+        state = self.state
+        if state is not None:
             # For the response cache, which stores the answer after the operation (edge/response_cache.py), and the
             # request's log line.
-            state = self.request.state
             state.replayed = target.replayed
             state.db_target = target.label
 
@@ -119,22 +122,26 @@ class Context:
         cache: Any = None,
         identity: Identity | None = None,
         chat: ChatService | None = None,
-        budget: Budget | None = None,
         purge: Purge | None = None,
         replicas: ReplicaSet | None = None,
     ) -> Context:
+        """Who asks, their rate-limit charge and the request's id come from the request's state when the edge made
+        one (`identity` otherwise)."""
         ctx = cls(pool, settings, Loaders(pool), redis, request, response, cache)
-        if identity is not None:
-            ctx.identity = identity
         ctx.chat = chat
-        ctx.budget = budget
         ctx.purge = purge
         ctx.primary = pool
         ctx.replicas = replicas
-        # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors.
-        request_id = request.scope.get("state", {}).get("request_id") if request is not None else None
-        if isinstance(request_id, str):
-            ctx.request_id = request_id
+        state = found_state(request.scope) if request is not None else None
+        if state is not None:
+            ctx.state = state
+            ctx.rate_charge = state.rate_charge
+            identity = state.identity or identity
+            # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors.
+            if state.request_id:
+                ctx.request_id = state.request_id
+        if identity is not None:
+            ctx.identity = identity
         return ctx
 
 

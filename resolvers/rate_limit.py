@@ -21,7 +21,7 @@ class RateLimitFigures:
 def rate_limit_figures(ctx: Context) -> RateLimitFigures:
     cost = getattr(ctx.cost, "cost", 1)
     node_count = getattr(ctx.cost, "node_count", 0)
-    decision = ctx.budget.decision if ctx.budget is not None else None
+    decision = ctx.rate_charge.decision if ctx.rate_charge is not None else None
     if decision is None:
         # Called in-process (no HTTP request): nothing was charged.
         limit = ctx.settings.anon_points_per_hour

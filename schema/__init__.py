@@ -21,7 +21,8 @@ from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from db.pool import request_budget
+from db.pool import connection_budget
+from resolvers.context import Context
 from schema import argument_conversion
 from schema.arguments import check_arguments_everywhere
 from schema.changes import ChangesQuery
@@ -71,15 +72,18 @@ class Schema(strawberry.Schema):
     ) -> ExecutionResult:
         """Strawberry's execute, within the request's connection budget; a read that lost its database
         connection (a restart, a failover, a terminated backend) runs once more on fresh connections."""
-        settings = getattr(context_value, "settings", None)
-        per_request = settings.pool_max_per_request if settings is not None else None
+        context = context_value if isinstance(context_value, Context) else None
+        per_request = context.settings.pool_max_per_request if context is not None else None
+        state = context.state if context is not None else None
         args = (query, variable_values, context_value, root_value, operation_name, allowed_operation_types)
-        with request_budget(per_request or 1_000_000) as budget:
+        with connection_budget(per_request or 1_000_000) as budget:
+            if state is not None:
+                # The request's figures, for its log line and metrics (telemetry/requests.py).
+                state.stats = budget.stats
             result = await super().execute(*args, operation_extensions=operation_extensions)
             if "SERVICE_UNAVAILABLE" in _codes(result) and _is_query(query, operation_name):
-                renew = getattr(context_value, "renew", None)
-                if renew is not None:
-                    renew()
+                if context is not None:
+                    context.renew()
                 DB_RETRIES.inc()
                 # A restart takes a few hundred milliseconds: retrying at once would meet it still going on.
                 await asyncio.sleep(LOST_CONNECTION_RETRY_DELAY_S)
@@ -89,20 +93,13 @@ class Schema(strawberry.Schema):
         if retryable:
             for code in sorted(retryable):
                 count_rejection(code)
-            response = getattr(context_value, "response", None)
+            response = context.response if context is not None else None
             if response is not None:
                 response.status_code = 503
                 response.headers["Retry-After"] = str(RETRY_AFTER_S)
-        request = getattr(context_value, "request", None)
-        if request is not None:
-            # For the request's log line and metrics (telemetry/requests.py).
-            request.state.operation = operation_name or _first_operation_name(query)
-            request.state.statements = budget.statements
-            request.state.sql_seconds = budget.sql_seconds
-            request.state.cache_hits = budget.cache_hits
-            request.state.cache_misses = budget.cache_misses
-            request.state.cache_fallbacks = budget.cache_fallbacks
-            request.state.error_codes = sorted(codes)
+        if state is not None:
+            state.operation = operation_name or _first_operation_name(query)
+            state.error_codes = sorted(codes)
         return result
 
     def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:

@@ -33,9 +33,9 @@ from strawberry.schema.exceptions import CannotGetOperationTypeError
 from strawberry.schema.schema import validate_document
 from strawberry.types import ExecutionResult
 
-from edge.bounded import BoundedCache
-from edge.persisted import ADMITTED
-from edge.ratelimit import Decision
+from bounded import BoundedCache
+from request_types.rate import Decision
+from resolvers.context import Context
 from schema import routing
 from schema.cost import Measure, measure, select_operation
 from schema.errors import MaskUnexpectedErrors
@@ -180,7 +180,7 @@ class QueryCost:
 class Caches:
     """Per schema, shared by its requests: what was learnt of the documents that ran (parsed and valid, and the
     measures of their operations by the sizes their variables give), kept only once a request has been charged, so
-    a document or variables refused for their limits, cost or budget leave nothing (edge/bounded.py)."""
+    a document or variables refused for their limits, cost or budget leave nothing (bounded/)."""
 
     documents: BoundedCache[str, DocumentNode]
     # The variables each operation's measure reads (in name order), and its measures by their values' sizes.
@@ -312,17 +312,17 @@ class DocumentGuard(SchemaExtension):
         m = self.measure
         if m is not None and context is not None:
             context.cost = QueryCost(m.cost, m.node_count)
-            budget = getattr(context, "budget", None)
+            charge = context.rate_charge if isinstance(context, Context) else None
             dry_run = is_dry_run(ec.graphql_document, ec.operation_name, ec.variables)
             allowed = True
-            if budget is not None:
+            if charge is not None:
                 # Once per request: an operation run again (after a lost connection) is not charged twice.
-                decision = budget.decision or await budget.charge(0 if dry_run else m.cost)
+                decision = charge.decision or await charge.charge(0 if dry_run else m.cost)
                 allowed = decision.allowed
                 if not allowed:
                     count_rejection("RATE_LIMITED")
                     ec.result = ExecutionResult(data=None, errors=[rate_limited(decision)])
-                    response = getattr(context, "response", None)
+                    response = context.response if isinstance(context, Context) else None
                     if response is not None:
                         response.status_code = 429
                         response.headers["retry-after"] = str(decision.retry_after)
@@ -352,9 +352,8 @@ def _readable(error: GraphQLError) -> bool:
 
 def _admit(context: Any) -> None:
     """Marks the request's operation admitted: it parsed, validated, fit the limits and its cost was charged."""
-    request = getattr(context, "request", None)
-    if request is not None:
-        request.scope.setdefault("state", {})[ADMITTED] = True
+    if isinstance(context, Context) and context.state is not None:
+        context.state.admitted = True
 
 
 def rate_limited(decision: Decision) -> GraphQLError:

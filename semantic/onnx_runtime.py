@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from semantic import bf16
+import semantic.bf16 as bf16
 from semantic.embedder import bundled_model_dir, require, to_lists
 from semantic.onnx_export import OnnxFiles, ensure_onnx_files
 from semantic.text import DIMENSIONS, MAX_TOKENS, MODEL_NAME

@@ -38,7 +38,7 @@ REQUEST_SECONDS = Histogram(
 )
 REQUEST_ERRORS = Counter(
     "wovepaper_request_errors_total",
-    "Requests answered with a GraphQL error, by its code (error_codes.py); each code once per request.",
+    "Requests answered with a GraphQL error, by its code (error_codes/); each code once per request.",
     ["code"],
 )
 SQL_STATEMENTS = Counter(
@@ -119,7 +119,7 @@ def count_rejection(reason: str) -> None:
 
 
 def count_error_codes(codes: Iterable[str]) -> None:
-    """A request's error codes, each once; a code not in error_codes.py (none should be) counts as `other`, so that
+    """A request's error codes, each once; a code not in error_codes/ (none should be) counts as `other`, so that
     the label values stay the documented few."""
     for code in codes:
         _request_errors(code if code in ERROR_CODES else "other").inc()

@@ -1,9 +1,9 @@
 """Per request: an id (the caller's `X-Request-Id` when it is sane, else a new one) echoed in the response,
 one JSON log line, and the latency and SQL metrics.
 
-The GraphQL layer writes what it learned into the request's state (`operation`, `statements`, `sql_seconds`,
-`error_codes`, cache counts); the edge (edge/front.py) takes the id when a request arrives and reports it all
-once the response has been sent.
+The request's typed state (request_types/state.py) gathers what the steps learned: the operation and its errors'
+codes (GraphQL), its SQL and cache figures (db/), the server it read from; the edge (edge/front.py) takes the id when
+a request arrives and reports it all once the response has been sent.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ import logging
 import os
 import re
 import time
-from typing import Any, Final
+from typing import Final
 
 from starlette.types import Scope
 
+from request_types.state import RequestState
+from request_types.stats import RequestStats
 from telemetry import logs
 from telemetry.metrics import SQL_SECONDS, SQL_STATEMENTS, count_error_codes, operation_label, request_seconds
 
@@ -43,28 +45,29 @@ def request_id(given: bytes | None) -> str:
     return given.decode() if given is not None and _SANE_ID.match(given) else new_request_id()
 
 
-def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, cache: str, seconds: float) -> None:
+def report(scope: Scope, state: RequestState, status: int, cache: str, seconds: float) -> None:
     """The request's metrics and its log line (none for probes and scrapes that succeeded)."""
     path = scope.get("path", "")
-    name = state.get("operation")
+    name = state.operation
     if path == "/graphql":
         label = operation_label(name)
     else:
         label = f"route:{path}" if path in ROUTES else "route:other"
-    statements = int(state.get("statements", 0))
-    sql_seconds = float(state.get("sql_seconds", 0.0))
+    stats = state.stats or _NO_STATS
+    statements = stats.statements
+    sql_seconds = stats.sql_seconds
     request_seconds(label, status).observe(seconds)
     if statements:
         SQL_STATEMENTS.labels(label).inc(statements)
         SQL_SECONDS.labels(label).inc(sql_seconds)
-    codes = state.get("error_codes")
+    codes = state.error_codes
     if codes:
         count_error_codes(codes)
     if path in QUIET and status < 500:
         return  # probes and scrapes every few seconds would drown the log
-    identity = state.get("identity")
+    identity = state.identity
     method = scope.get("method", "")
-    redis = state.get("redis_allowance")
+    redis = state.redis
     logs.emit(
         log,
         {
@@ -72,7 +75,7 @@ def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, ca
             "level": "info",
             "logger": LOGGER,
             "message": f"{method} {path} {status}",
-            "request_id": request_id,
+            "request_id": state.request_id,
             "method": method,
             "path": path,
             "operation": name,
@@ -81,18 +84,22 @@ def report(scope: Scope, state: dict[str, Any], request_id: str, status: int, ca
             "statements": statements,
             "sql_ms": _milliseconds(sql_seconds),
             "response_cache": cache or None,
-            "cache_hits": state.get("cache_hits", 0),
-            "cache_misses": state.get("cache_misses", 0),
-            "cache_fallbacks": state.get("cache_fallbacks", 0),
+            "cache_hits": stats.cache_hits,
+            "cache_misses": stats.cache_misses,
+            "cache_fallbacks": stats.cache_fallbacks,
             # Redis waits of this request that ran out of time (at most one), and Redis uses skipped after a failure.
-            "redis_timeouts": getattr(redis, "timeouts", 0),
-            "redis_skipped": getattr(redis, "skipped", 0),
-            "error_codes": state.get("error_codes") or None,
+            "redis_timeouts": redis.timeouts if redis is not None else 0,
+            "redis_skipped": redis.skipped if redis is not None else 0,
+            "error_codes": codes or None,
             # With replicas configured: the server the request read from (`primary` or a replica's host:port/db).
-            "db": state.get("db_target"),
-            "client": getattr(identity, "client_ip", None),
+            "db": state.db_target,
+            "client": identity.client_ip if identity is not None else None,
         },
     )
+
+
+# The figures of a request that ran no operation.
+_NO_STATS: Final = RequestStats()
 
 
 def _milliseconds(seconds: float) -> float:

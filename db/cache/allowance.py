@@ -12,17 +12,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-
-@dataclass(slots=True)
-class RedisAllowance:
-    # A call of this request timed out or failed: the rest of it goes without Redis.
-    spent: bool = False
-    # Waits that ran out of time, and Redis uses skipped once spent (in the request's log line).
-    timeouts: int = 0
-    skipped: int = 0
-
+from request_types.stats import RedisAllowance
 
 _current: contextvars.ContextVar[RedisAllowance | None] = contextvars.ContextVar(
     "wovepaper_redis_allowance", default=None

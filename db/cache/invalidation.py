@@ -7,7 +7,7 @@ In order, each step finished before the next starts (on a Cluster each is one pi
    aggregate computed across the write may no longer be stored; the tags of lookups that found nothing go too;
 3. on a Cluster, the members of the dropped sets are deleted (one server does that inside the scripts);
 4. the dropped tags are published (a shard channel on a Cluster) for the workers' in-process copies
-   (db/cache/near.py), and the writer waits one more round trip on that server.
+   (edge/near.py), and the writer waits one more round trip on that server.
 Under Sentinel or on a Cluster each step also waits (at most half the Redis timeout) until a replica has its writes
 (WAIT): Redis replicates asynchronously, and a drop only the dying primary had would come back with its replica.
 A store joins its tag sets before its guarded write (db/cache/store.py), so whatever the interleaving a value
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 class Purge(Protocol):
-    """Tells a CDN which tags (`Surrogate-Key`) to purge (db/cache/purge.py posts them to WOVEPAPER_PURGE_URL), given
+    """Tells a CDN which tags (`Surrogate-Key`) to purge (cdn/purge.py posts them to WOVEPAPER_PURGE_URL), given
     the WAL position of the write that made them stale (None: unknown), so a purge can wait for the replicas."""
 
     async def __call__(self, tags: list[str], position: int | None = None) -> None: ...
@@ -259,7 +259,7 @@ async def _run(
         await _DROP.run_many(redis, [w.call(ttl, epoch, True) for w in chunks], replicated_ms=wait_ms)
     # Step 4: tell the workers, then one more round trip on the same server: Redis has written the message to every
     # subscriber before it answers a later command, so once this returns the next request on any worker sees the
-    # drop (db/cache/near.py).
+    # drop (edge/near.py).
     channel = keys.invalidations(ns)
     message = " ".join([*names, *(keys.entity_name(kind, i) for kind, i in entities)])
     if isinstance(redis, RedisCluster):

@@ -25,7 +25,7 @@ from db.cache.client import REDIS_ERRORS, RedisClient, slot
 from db.cache.metrics import CacheMetrics
 from db.cache.positions import replayed_invalidations
 from db.cache.scripts import Script
-from db.pool import current_budget
+from db.pool import current_connection_budget
 from db.records import Touched
 from telemetry.metrics import BREAKER_OPENS, BREAKER_STATE, REDIS_CONFIGURED
 
@@ -521,14 +521,15 @@ def _pool_exhausted(exc: BaseException) -> bool:
 
 def _replayed() -> int | None:
     """How far the replica the running request reads from had replayed (None: the primary, or no request)."""
-    budget = current_budget()
+    budget = current_connection_budget()
     return budget.replayed if budget is not None else None
 
 
 def _note_request(field: str) -> None:
-    budget = current_budget()
+    budget = current_connection_budget()
     if budget is not None:
-        setattr(budget, field, getattr(budget, field) + 1)
+        stats = budget.stats
+        setattr(stats, field, getattr(stats, field) + 1)
 
 
 def _as_bytes(v: bytes | str | None) -> bytes | None:

@@ -4,7 +4,7 @@ Retries are a small loop here rather than tenacity/stamina: the rules are source
 (Retry-After as seconds or a date, a spent daily budget that must stop the run instead of
 waiting, a malformed body that is fetched again) and every attempt is counted for the run's
 summary. Time is injected (`Clock`) so tests never sleep. The rules themselves (statuses,
-backoff, Retry-After) are shared with the language-model client: retry_rules.py.
+backoff, Retry-After) are shared with the language-model client: retry_rules/.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def test_the_wheel_carries_what_the_api_reads_at_run_time(tmp_path: Path) -> Non
     for pattern in DATA:
         wanted = {str(p.relative_to(ROOT)) for p in ROOT.glob(pattern)}
         assert wanted and wanted <= names, f"{pattern}: missing {sorted(wanted - names)}"
-    # app.py finds the operations beside itself once installed.
-    assert "app.py" in names and "cli/check.py" in names and "ingest/locks.py" in names
+    # app/ finds the operations beside it once installed.
+    assert "app/__init__.py" in names and "cli/check.py" in names and "ingest/locks.py" in names
     # Nothing that is not the application's.
     assert not [n for n in names if n.startswith(("tests/", "bench/", "deploy/"))]

@@ -18,9 +18,9 @@ from typing import Any
 import asyncpg
 import httpx
 
+from cdn.purge import HttpPurge
 from db.cache.client import create_redis
 from db.cache.invalidation import attach_purge
-from db.cache.purge import HttpPurge
 from db.cache.store import CacheStore
 from ingest.harvest import harvest_arxiv
 from ingest.purge import PurgeAfterReplicas

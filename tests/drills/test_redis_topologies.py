@@ -205,9 +205,9 @@ async def test_a_moved_channel_slot_makes_a_process_forget_and_subscribe_again(c
     where the next invalidation reaches it."""
     from db.cache.client import create_redis, slot
     from db.cache.invalidation import invalidate
-    from db.cache.near import NearResponses
     from db.cache.store import CacheStore
     from db.records import Touched
+    from edge.near import NearResponses
 
     await asyncio.to_thread(cluster.wait_healthy)
     ns = namespace()

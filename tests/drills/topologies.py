@@ -374,8 +374,8 @@ async def exercise(target: RedisTarget, ns: str) -> dict[str, Any]:
     """Every use of Redis, in this process, against `target`: an aggregate stored with the tag sets of other entities,
     read back, dropped by an invalidation that a subscribed in-memory tier hears at once; rate-limit charges; a
     persisted document registered and read. What each gave, for the caller to check."""
-    from db.cache.near import NearResponses
     from db.cache.store import EntityRef
+    from edge.near import NearResponses
     from edge.persisted import _register, _registered
     from edge.ratelimit import RateLimiter
 

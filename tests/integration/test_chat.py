@@ -506,7 +506,7 @@ async def test_the_chat_docks_list_runs_within_its_statement_budget(serve: Serve
 
 def test_database_trouble_is_named_as_graphql_names_it() -> None:
     from db.pool import PoolExhausted
-    from resolvers.chat_stream import _failure
+    from routes.chat_stream import _failure
 
     assert _failure(PoolExhausted("busy"), "r1")[::2] == ("OVERLOADED", 503)
     assert _failure(ConnectionResetError(), "r1")[::2] == ("SERVICE_UNAVAILABLE", 503)

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from db.pool import PoolExhausted, create_pool, request_budget
+from db.pool import PoolExhausted, connection_budget, create_pool
 from tests.integration.agg_data import handmade_database
 from tests.integration.inprocess import served
 
@@ -51,7 +51,7 @@ async def test_a_request_holds_at_most_its_share_of_connections(limits_db) -> No
 async def test_nested_acquires_of_one_task_do_not_wait_for_themselves(limits_db) -> None:
     pool = await create_pool(limits_db[0], min_size=1, max_size=4, acquire_timeout_s=5)
     try:
-        with request_budget(1):
+        with connection_budget(1):
             async with pool.acquire() as outer, pool.acquire() as inner:
                 assert await outer.fetchval("SELECT 1") == await inner.fetchval("SELECT 1") == 1
     finally:
@@ -74,7 +74,7 @@ async def test_the_budget_queues_a_requests_own_reads(limits_db) -> None:
             held -= 1
 
     try:
-        with request_budget(2):
+        with connection_budget(2):
             tasks = [asyncio.create_task(one()) for _ in range(5)]
             for _ in range(50):
                 await asyncio.sleep(0.01)

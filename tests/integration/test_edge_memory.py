@@ -1,6 +1,6 @@
 """What a worker remembers of its requests: variables bounded before anything reads them, and the response cache's
 keys, the documents GraphQL ran and their measures kept only once a request passed its size, cost and rate limit,
-keyed so that what a client sends cannot grow them (edge/bounded.py)."""
+keyed so that what a client sends cannot grow them (bounded/)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from app import OPERATIONS_DIR, create_app
+from cdn.purge import HttpPurge
 from db.cache.invalidation import attach_purge, invalidate
-from db.cache.purge import HttpPurge
 from db.cache.store import CacheStore
 from db.records import Touched
 from edge.persisted import build_manifest

@@ -22,11 +22,11 @@ import edge.request as edge_request
 from app import create_app
 from db.cache import keys
 from db.cache.invalidation import invalidate
-from db.cache.near import NearResponses
 from db.cache.store import CacheStore
 from db.records import Touched
-from edge.request import GraphQLRequest
+from edge.near import NearResponses
 from edge.request import parse_post as real_parse_post
+from request_types.graphql_request import GraphQLRequest
 from settings import Settings
 from tests.integration import test_response_cache as shared
 from tests.integration.inprocess import served

@@ -14,7 +14,7 @@ from db.cache.client import create_redis
 from db.cache.invalidation import invalidate
 from db.cache.positions import UNKNOWN, raise_positions, read_positions, replayed_invalidations
 from db.cache.store import CacheStore, EntityRef
-from db.pool import current_budget, request_budget
+from db.pool import connection_budget, current_connection_budget
 from db.records import Touched
 from db.replicas.writers import WritePositions
 from ingest.purge import PurgeAfterReplicas
@@ -96,8 +96,8 @@ async def _compute_as(
         computed.append(replayed)
         return {"h": 1}
 
-    with request_budget(3):
-        budget = current_budget()
+    with connection_budget(3):
+        budget = current_connection_budget()
         assert budget is not None
         budget.replayed = replayed
         return await store.get_or_compute(
@@ -134,8 +134,8 @@ async def test_a_request_on_the_primary_never_joins_a_computation_on_a_replica(s
         return {"h": 0}
 
     async def on_replica() -> dict[str, int]:
-        with request_budget(3):
-            budget = current_budget()
+        with connection_budget(3):
+            budget = current_connection_budget()
             assert budget is not None
             budget.replayed = 500
             return await store.get_or_compute(

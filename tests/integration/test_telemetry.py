@@ -21,6 +21,7 @@ from settings import Settings
 from telemetry import logs
 from telemetry.logs import JsonFormatter
 from telemetry.metrics import FOLD_AFTER_S
+from tests.integration.agg_data import handmade_database
 from tests.integration.inprocess import served
 from tests.server_process import start_api
 
@@ -219,3 +220,33 @@ async def test_ingest_progress_is_exported_from_the_database(make_database) -> N
     assert "wovepaper_ingest_enrich_queue 0.0" in lines
     assert "wovepaper_corrections_pending 0.0" in lines and "wovepaper_correction_conflicts 0.0" in lines
     assert any(line.startswith('wovepaper_db_pool_connections{state="open"}') for line in lines)
+
+
+ARCHIVE_H_INDEX = "query ArchiveHIndex($id: String!) { researcher(id: $id) { hIndexInArchive } }"
+
+
+async def test_the_request_line_carries_what_each_layer_learned(
+    make_database, redis_url, cache_namespace, caplog
+) -> None:
+    """The edge (who asked, a refused credential), GraphQL (the operation, its errors' codes) and the data layer (SQL,
+    the aggregate cache's answers) each fill the request's state; its one line reports them all."""
+    dsn, ids = await handmade_database(make_database, "request_line")
+    variables = {"id": str(ids["A"])}
+    async with served(dsn, redis_url, cache_namespace=f"{cache_namespace}-line") as (client, _):
+        with caplog.at_level(logging.INFO, logger="wovepaper.request"):
+            for _ in range(2):
+                answered = await client.post("/graphql", json={"query": ARCHIVE_H_INDEX, "variables": variables})
+                assert answered.status_code == 200 and "errors" not in answered.json()
+            await client.post("/graphql", json={"query": "query Bad { researcher(id: 12) { name } }"})
+            await client.post("/graphql", json={"query": QUERY}, headers={"X-Api-Key": "wp_not_a_key"})
+    first, second, bad, unknown = (
+        json.loads(JsonFormatter().format(r)) for r in caplog.records if r.name == "wovepaper.request"
+    )
+    assert first["operation"] == second["operation"] == "ArchiveHIndex"
+    # The researcher's figures are computed once, then read from Redis.
+    assert first["cache_misses"] >= 1 and first["statements"] >= 2
+    assert second["cache_hits"] >= 1 and second["cache_misses"] == 0 and second["statements"] < first["statements"]
+    assert first["client"] == second["client"] == "127.0.0.1" and first["error_codes"] is None
+    assert bad["operation"] == "Bad" and bad["error_codes"] == ["GRAPHQL_VALIDATION_FAILED"]
+    assert unknown["status"] == 401 and unknown["error_codes"] == ["UNAUTHENTICATED"]
+    assert unknown["client"] == "127.0.0.1" and unknown["statements"] == 0

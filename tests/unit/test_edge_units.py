@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from edge.bounded import BoundedCache
+from bounded import BoundedCache
 from edge.conditional import not_modified
 from edge.entity_keys import entity_key, paper_key
 from edge.errors import EdgeError

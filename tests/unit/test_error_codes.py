@@ -1,4 +1,4 @@
-"""Every `extensions.code` the code base can answer is in the one documented list (error_codes.py), and that list
+"""Every `extensions.code` the code base can answer is in the one documented list (error_codes/), and that list
 is what the SDL's ErrorCode enum, the error codes page (docs/partners/errors.md) and the frontend contract's README
 say."""
 

@@ -8,7 +8,8 @@ import tracemalloc
 import pytest
 
 from edge.errors import EdgeError
-from edge.identity import ApiKey, Identifier, client_ip, parse_networks
+from edge.identity import Identifier, client_ip
+from request_types.identity import ApiKey, parse_networks
 from settings import Settings
 
 TRUSTED = parse_networks(["10.0.0.0/8", "::1"])

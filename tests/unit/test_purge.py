@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import orjson
 
-from db.cache.purge import PURGE_RETRY, TAGS_PER_REQUEST, HttpPurge
+from cdn.purge import PURGE_RETRY, TAGS_PER_REQUEST, HttpPurge
 from tests.ingest.conftest import FakeClock
 
 URL = "https://purge.example/hook"
@@ -62,7 +62,7 @@ async def test_an_api_purge_waits_until_the_replicas_have_the_write() -> None:
     refetch is not answered from a replica without it."""
     import asyncio
 
-    from db.cache.purge import BackgroundPurge
+    from cdn.purge import BackgroundPurge
 
     client, seen = adapter()
     caught_up = asyncio.Event()

@@ -15,7 +15,7 @@ from db.replicas.dsn import BadDsn, parse_replica_dsn
 from db.replicas.lag import PrimaryTimeline
 from db.replicas.routing import ReplicaSet
 from db.replicas.writers import ENTRY_OVERHEAD, WritePositions
-from edge.identity import ApiKey, Identity
+from request_types.identity import ApiKey, Identity
 from resolvers.context import Context
 from settings import Settings, SettingsError, load_settings, split_dsns
 from telemetry.metrics import DB_READS, REPLICA_FALLBACKS

@@ -29,8 +29,10 @@ from strawberry.types import ExecutionResult
 
 from edge.errors import EdgeError, send_error
 from edge.media import JSON
-from edge.request import GraphQLRequest, response_type
+from edge.request import response_type
+from request_types.state import found_state
 from resolvers.context import Context
+from routes.services import services
 from settings import Settings
 
 logger = logging.getLogger("wovepaper.graphql")
@@ -63,8 +65,8 @@ def is_request_error(result: ExecutionResult) -> bool:
 
 class _RequestAdapter(StarletteRequestAdapter):
     @property
-    def state(self) -> Any:
-        return self._request.state
+    def scope(self) -> Scope:
+        return self._request.scope
 
     @property
     def method(self) -> Any:
@@ -76,7 +78,7 @@ class _RequestAdapter(StarletteRequestAdapter):
 class GraphQLView(GraphQL[Context, None]):
     """GraphiQL for browsers (GET with Accept: text/html) unless turned off; the request as the edge parsed
     it (GET only for persisted documents, which the edge checks); one operation per request; the whole
-    operation under a time budget (504 when it runs out)."""
+    operation within a deadline (504 when it passes)."""
 
     def __init__(self, schema: Any, settings: Settings) -> None:
         super().__init__(
@@ -95,8 +97,9 @@ class GraphQLView(GraphQL[Context, None]):
         return request.method == "GET" and not request.query_params and "text/html" in request.headers.get("accept", "")
 
     async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> GraphQLRequestData:
-        parsed = getattr(request.state, "graphql_request", None) if isinstance(request, _RequestAdapter) else None
-        if not isinstance(parsed, GraphQLRequest):
+        state = found_state(request.scope) if isinstance(request, _RequestAdapter) else None
+        parsed = state.graphql if state is not None else None
+        if parsed is None:
             # Only the edge's RequestParser reads bodies; without it nothing reaches GraphQL.
             raise HTTPException(400, "The request was not parsed at the edge.")
         return GraphQLRequestData(
@@ -148,19 +151,17 @@ class GraphQLView(GraphQL[Context, None]):
             raise
 
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
-        state = request.state
+        served = services(request.scope)
         return Context.create(
-            state.pool,
+            served["pool"],
             self.settings,
-            redis=getattr(state, "redis", None),
+            redis=served["redis"],
             request=request if isinstance(request, Request) else None,
             response=response if isinstance(response, Response) else None,
-            cache=getattr(state, "cache", None),
-            identity=getattr(state, "identity", None),
-            chat=getattr(state, "chat", None),
-            budget=getattr(state, "budget", None),
-            purge=getattr(state, "purge", None),
-            replicas=getattr(state, "replicas", None),
+            cache=served["cache"],
+            chat=served["chat"],
+            purge=served["purge"],
+            replicas=served["replicas"],
         )
 
     def encode_json(self, data: object) -> bytes:
@@ -168,10 +169,10 @@ class GraphQLView(GraphQL[Context, None]):
 
     async def execute_operation(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            async with asyncio.timeout(self.settings.operation_timeout_s) as budget:
+            async with asyncio.timeout(self.settings.operation_timeout_s) as deadline:
                 context = kwargs.get("context")
                 if isinstance(context, Context):
-                    context.operation_budget = budget
+                    context.operation_deadline = deadline
                 return await super().execute_operation(*args, **kwargs)
         except TimeoutError:
             raise OperationTimeout from None

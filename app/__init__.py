@@ -11,7 +11,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import asyncpg
 from redis.asyncio.cluster import RedisCluster
@@ -23,37 +23,40 @@ from starlette.types import ASGIApp, Scope
 
 import lifecycle
 import semantic
+from cdn.purge import BackgroundPurge, HttpPurge
 from chat.service import ChatService
 from db.cache.breaker import CircuitBreaker
 from db.cache.client import REDIS_ERRORS, RedisClient, create_redis
-from db.cache.near import NearResponses
-from db.cache.purge import BackgroundPurge, HttpPurge
 from db.cache.store import CacheStore
+from db.ingest_gauges import IngestProgressCollector
 from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
 from db.queries.embeddings import has_embeddings
 from db.replicas.routing import ReplicaSet
+from edge.answers import Write
 from edge.api_keys import ApiKeyAuthenticator
 from edge.cacheable import cacheable_operations
-from edge.front import Front, Write
-from edge.identity import BearerAuthenticator, KeyAuthenticator, parse_networks
+from edge.front import Front
+from edge.identity import BearerAuthenticator, KeyAuthenticator
 from edge.jwt import JwtAuthenticator, build_bearer_authenticator
+from edge.near import NearResponses
 from edge.persisted import PersistedDocuments, build_manifest
 from edge.protocol import HttpLimits
 from edge.ratelimit import RateLimiter, RateLimitPolicy
 from edge.request import RequestParser
 from edge.response_cache import CdnPolicy, ResponseCache
-from resolvers.chat_stream import chat_stream
-from resolvers.feeds import feed_routes
+from request_types.identity import parse_networks
+from routes.chat_stream import chat_stream
+from routes.feeds import feed_routes
+from routes.graphql import GraphQLView
+from routes.services import Services, services
 from schema import Schema, build_schema
-from schema.view import GraphQLView
 from settings import Settings, cors_origin_list, get_settings
 from telemetry import logs
 from telemetry import metrics as telemetry_metrics
-from telemetry.ingest_progress import IngestProgressCollector
 from telemetry.tracing import instrument
 
-OPERATIONS_DIR = Path(__file__).resolve().parent / "frontend_contract" / "operations"
+OPERATIONS_DIR = Path(__file__).resolve().parents[1] / "frontend_contract" / "operations"
 # The route that answers with server-sent events: the edge's refusals of it are `error` events too.
 CHAT_PATH = "/chat"
 RESPONSE_TTL_S = 600
@@ -100,18 +103,6 @@ class Application(Starlette):
         for cls, args, kwargs in reversed(added):
             app = cls(app, *args, **kwargs)
         return app
-
-
-class State(TypedDict):
-    settings: Settings
-    pool: ServingPool
-    redis: RedisClient | None
-    cache: CacheStore
-    near: NearResponses | None
-    chat: ChatService
-    rate_limiter: RateLimiter
-    purge: BackgroundPurge | None
-    replicas: ReplicaSet | None
 
 
 def create_app(
@@ -162,7 +153,7 @@ def create_app(
     cors_origins = cors_origin_list(settings.cors_origins)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[State]:
+    async def lifespan(app: Starlette) -> AsyncIterator[Services]:
         if not settings.database_url:
             raise RuntimeError("DATABASE_URL is not set")
         if not logging.getLogger().handlers:
@@ -275,13 +266,13 @@ def create_app(
         try:
             # A probe must answer within its own timeout even when a server hangs instead of refusing.
             async with asyncio.timeout(READY_TIMEOUT_S):
-                pending = await _pending_migrations(request.state.pool)
+                pending = await _pending_migrations(services(request.scope)["pool"])
             checks["postgres"] = "ok" if not pending else f"pending migrations: {len(pending)}"
             ok = not pending
         except POSTGRES_DOWN as exc:
             checks["postgres"] = f"down: {type(exc).__name__}"
             ok = False
-        redis = request.state.redis
+        redis = services(request.scope)["redis"]
         if redis is None:
             checks["redis"] = "degraded: not configured"
         else:
@@ -291,7 +282,7 @@ def create_app(
                 checks["redis"] = "ok"
             except (*REDIS_ERRORS, TimeoutError) as exc:
                 checks["redis"] = f"degraded: {type(exc).__name__}"
-        replicas: ReplicaSet | None = getattr(request.state, "replicas", None)
+        replicas = services(request.scope)["replicas"]
         if replicas is not None:
             # Reads go to the primary while no replica is usable: degraded, not down.
             usable = replicas.usable_count() > 0
@@ -318,11 +309,11 @@ def create_app(
             await conn.close()
 
     async def metrics(request: Request) -> Response:
-        cache: CacheStore = request.state.cache
-        cache.report()
+        served = services(request.scope)
+        served["cache"].report()
         telemetry_metrics.fold_latencies()
-        request.state.pool.report()
-        await ingest_progress.refresh(request.state.pool)
+        served["pool"].report()
+        await ingest_progress.refresh(served["pool"])
         text = await asyncio.to_thread(telemetry_metrics.generate_latest, [ingest_progress])
         return Response(text, media_type=telemetry_metrics.CONTENT_TYPE)
 

@@ -11,8 +11,8 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from db.cache.client import RedisTarget, parse_sentinels
-from edge.identity import parse_networks
 from llm.config import REASONING_TOKENS, ModelConfig
+from request_types.identity import parse_networks
 
 # Written into feeds and links as is: a scheme, a host and a path, nothing that needs escaping.
 _PUBLIC_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d{1,5})?(?:/[A-Za-z0-9._~/-]*)?$")

@@ -3,7 +3,7 @@
 The body is `{"tags": ["paper:12", "researcher:7", "lists", ...]}`, the names responses carry in
 `Surrogate-Key` / `Cache-Tag`, at most TAGS_PER_REQUEST a request; a small adapter at that URL turns it into the
 CDN's own purge call, and can tell the API from strangers by WOVEPAPER_PURGE_TOKEN (`Authorization: Bearer`).
-A passing failure (a timeout, a refused connection, 429 or 5xx) is retried by the upstream rules (retry_rules.py,
+A passing failure (a timeout, a refused connection, 429 or 5xx) is retried by the upstream rules (retry_rules/,
 `Retry-After` included); one that lasts is logged, never raised, and the other requests of the purge still go: the
 entries it missed expire with their `max-age`.
 """

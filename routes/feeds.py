@@ -46,15 +46,15 @@ from db.queries.search.statement import SEARCH_SORTS
 from db.queries.viewers import fetch_viewer_by_feed_token
 from db.replicas.routing import Target
 from edge.conditional import not_modified
-from edge.ratelimit import Budget
+from request_types.state import request_state
 from resolvers.context import Context
 from resolvers.errors import BadUserInput
-from resolvers.feed_xml import MEDIA_TYPES, FeedFormat, FeedItem, FeedMeta, last_modified, render
 from resolvers.ids import parse_institution_id
 from resolvers.institutions import resolve_institution
 from resolvers.researchers import resolve_researcher
 from resolvers.viewer import feed_path, page_followed_papers
-from settings import Settings
+from routes.feed_xml import MEDIA_TYPES, FeedFormat, FeedItem, FeedMeta, last_modified, render
+from routes.services import services
 from telemetry.metrics import count_rejection
 
 DEFAULT_LIMIT = 50
@@ -280,11 +280,11 @@ def _limit(request: Request) -> int:
 
 
 async def _charged(request: Request) -> Response | None:
-    """Charges the feed to the client's budget; the 429 to answer when the budget refuses it."""
-    budget = getattr(request.state, "budget", None)
-    if not isinstance(budget, Budget) or not budget.enabled:
+    """Charges the feed to the client's points; the 429 to answer when they refuse it."""
+    charge = request_state(request.scope).rate_charge
+    if charge is None or not charge.enabled:
         return None
-    decision = await budget.charge(FEED_COST)
+    decision = await charge.charge(FEED_COST)
     if decision.allowed:
         return None
     count_rejection("RATE_LIMITED")
@@ -305,10 +305,9 @@ def _endpoint(
     fmt: FeedFormat, resolve: Callable[[Context, str, Request], Awaitable[FeedSource]]
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
-        state = request.state
-        settings: Settings = state.settings
-        cache = getattr(state, "cache", None)
-        ctx = Context.create(state.pool, settings, cache=cache, replicas=getattr(state, "replicas", None))
+        served = services(request.scope)
+        settings = served["settings"]
+        ctx = Context.create(served["pool"], settings, cache=served["cache"], replicas=served["replicas"])
         try:
             limit = _limit(request)
             refused = await _charged(request)

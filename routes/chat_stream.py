@@ -39,6 +39,7 @@ from db.queries.papers import PaperRow
 from resolvers.chat import CONVERSATION, MESSAGE, question_of
 from resolvers.context import Context
 from resolvers.errors import PublicError
+from routes.services import services
 
 log = logging.getLogger("chat")
 
@@ -132,14 +133,9 @@ def _bad_input(message: str) -> EventStream:
 
 
 async def chat_stream(request: Request) -> Response:
-    state = request.state
+    served = services(request.scope)
     ctx = Context.create(
-        state.pool,
-        state.settings,
-        request=request,
-        identity=getattr(state, "identity", None),
-        chat=getattr(state, "chat", None),
-        replicas=getattr(state, "replicas", None),
+        served["pool"], served["settings"], request=request, chat=served["chat"], replicas=served["replicas"]
     )
     if ctx.identity.viewer_id is None:
         return refused("UNAUTHENTICATED", "Sign in to chat with the papers.", status=401)
