@@ -83,6 +83,13 @@ class Settings(BaseSettings):
     # then stop accepting and give in-flight requests at most shutdown_grace_s.
     shutdown_drain_s: float = Field(5.0, ge=0)
     shutdown_grace_s: float = Field(20.0, gt=0)
+    # The two fast paths, each on private internals of a pinned library, each with a way out should an upgrade break
+    # them: graphql-core's executor with plain fields read straight off their source (schema/fast_executor/; off:
+    # Strawberry's own execution), and uvicorn's HTTP protocol answering from memory before the ASGI exchange
+    # (edge/protocol.py; off: uvicorn's stock httptools protocol, which also leaves the request head's size and
+    # arrival time unbounded by the server, so a proxy in front should bound them).
+    fast_executor: bool = True
+    edge_protocol: bool = True
     # Worker processes `wovepaper serve` starts unless --workers says otherwise (a container sets it).
     workers: int = Field(1, ge=1, le=64)
     # Logs: one JSON object per line (`json`) or plain text (`text`).
