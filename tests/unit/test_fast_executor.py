@@ -20,9 +20,7 @@ import strawberry
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from schema import fast_executor
-from schema.fast_executor import make_fast, reads_info
-
-FastExecutor = make_fast(StrawberryGraphQLCoreExecutionContext)
+from schema.fast_executor import FastExecutor, reads_info
 
 
 @strawberry.enum
