@@ -1,4 +1,4 @@
-"""Settings from the environment: DATABASE_URL, REDIS_URL and WOVEPAPER_*."""
+"""Settings from the environment: DATABASE_URL, REDIS_URL and WOVEPAPER_*, each described in docs/configuration.md."""
 
 from __future__ import annotations
 
@@ -27,14 +27,14 @@ class Settings(BaseSettings):
 
     database_url: Annotated[str | None, Field(validation_alias=AliasChoices("DATABASE_URL"))] = None
     redis_url: Annotated[str | None, Field(validation_alias=AliasChoices("REDIS_URL"))] = None
-    # Redis beyond one server (README, "Redis topologies"): Sentinels (`host:port,...`) and the name of the primary
+    # Redis beyond one server (docs/configuration.md): Sentinels (`host:port,...`) and the name of the primary
     # they watch, with a password of their own if they have one; or a Cluster, `REDIS_URL` naming any node.
     redis_sentinels: str | None = None
     redis_sentinel_master: str | None = None
     redis_sentinel_password: SecretStr | None = None
     redis_cluster: bool = False
 
-    # Request limits (see README, "Limits").
+    # Request limits (docs/configuration.md).
     statement_timeout_ms: int = Field(5000, ge=100)
     operation_timeout_s: float = Field(10.0, gt=0)
     max_body_bytes: int = Field(1_000_000, ge=1024)
@@ -44,7 +44,7 @@ class Settings(BaseSettings):
     max_depth: int = Field(10, ge=2)
     max_aliases: int = Field(15, ge=1)
     max_tokens: int = Field(2000, ge=100)
-    # Query cost, checked before any SQL (README, "The public edge").
+    # Query cost, checked before any SQL (docs/configuration.md).
     max_nodes: int = Field(50_000, ge=1)
     max_cost: int = Field(5000, ge=1)
     pool_min_size: int = Field(2, ge=1)
@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     # proxy on the same host (what uvicorn itself trusts by default; `serve` leaves proxy headers to the edge).
     trusted_proxies: str = "127.0.0.1,::1"
 
-    # The public edge (README, "The public edge").
+    # The public edge (docs/configuration.md).
     rate_limits: Literal["on", "off"] = "on"
     anon_points_per_hour: int = Field(1000, ge=1)
     key_points_per_hour: int = Field(5000, ge=1)
@@ -102,6 +102,10 @@ class Settings(BaseSettings):
     semantic_search: bool = True
     # Load the embedding model when the server starts (in the background), not on the first semantic request.
     semantic_preload: bool = True
+    # How the embedding model runs: `onnx` (ONNX Runtime, graphs exported from the bundled model on first use) or
+    # `torch` (the reference, on PyTorch); and where the exported graphs are kept (unset: ~/.cache/wovepaper/models).
+    embedding_backend: Literal["onnx", "torch"] = "onnx"
+    model_dir: str | None = None
 
     # Signed-in readers: the site's `Authorization: Bearer <JWT>`, HS256 with a shared secret and/or RS256/ES256
     # with keys from a JWKS (a URL, fetched and cached, or a file). Issuer and audience are checked when set.
@@ -235,6 +239,16 @@ class Settings(BaseSettings):
     def replica_dsns(self) -> list[str]:
         """The replica DSNs as given (checked when the server starts, not here: see database_replica_urls)."""
         return split_dsns(self.database_replica_urls)
+
+    @field_validator("embedding_backend", mode="before")
+    @classmethod
+    def _backend_name(cls, v: object) -> object:
+        return (v.strip().lower() or "onnx") if isinstance(v, str) else v
+
+    @field_validator("model_dir")
+    @classmethod
+    def _blank_dir_is_unset(cls, v: str | None) -> str | None:
+        return v if v and v.strip() else None
 
     @field_validator("trusted_proxies")
     @classmethod
