@@ -92,7 +92,7 @@ class CdnPolicy:
 
 
 def response_tags(
-data: Mapping[str, object], operation: CacheableOperation | None, coerced: Mapping[str, object] | None
+    data: Mapping[str, object], operation: CacheableOperation | None, coerced: Mapping[str, object] | None
 ) -> list[str] | None:
     """The response's tags, as a CDN names them (`researcher:7`, `lists`, `missing:paper:2401.01234`)."""
     refs = entity_refs(data)
