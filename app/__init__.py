@@ -117,6 +117,7 @@ def create_app(
     the authenticators verify `X-Api-Key` (default: the `api_keys` table) and `Authorization: Bearer` (default:
     the JWT settings')."""
     settings = settings or get_settings()
+    semantic.configure(backend=settings.embedding_backend, model_dir=settings.model_dir)
     if bearer_authenticator is None:
         bearer_authenticator = build_bearer_authenticator(
             secret=settings.jwt_secret.get_secret_value() if settings.jwt_secret else None,

@@ -54,11 +54,12 @@ async def _serve(database_url: str, operation: str, requests: int) -> None:
     """Runs in the counted process: warm up, then `requests` requests with counting on."""
     from app import create_app
     from bench.run import OPERATIONS, sample_variables
+    from edge.persisted import operation_documents
     from settings import Settings
 
     if operation in SAMPLED:
         variables = await sample_variables(database_url, operation, 40, 0.42)
-        query = (OPERATIONS / f"{operation}.graphql").read_text()
+        query = operation_documents(OPERATIONS)[operation]
     else:
         variables, query = [{}], "query Typename { __typename }"
     bodies = [json.dumps({"query": query, "variables": v, "operationName": operation}).encode() for v in variables]

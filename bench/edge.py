@@ -28,9 +28,11 @@ from typing import Any
 import asyncpg
 import httpx
 
+from edge.persisted import operation_documents
+
 ROOT = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE = (ROOT / "frontend_contract" / "operations" / "ResearcherPage.graphql").read_text()
+PAGE = operation_documents(ROOT / "frontend_contract" / "operations")["ResearcherPage"]
 # Not a contract document: executed every time, never answered by the response cache.
 EXECUTED = PAGE.replace("query ResearcherPage", "query BenchResearcherPage")
 APP = """

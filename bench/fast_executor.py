@@ -19,7 +19,7 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 
 def load(root, name):
-    """`make_fast` of the tree at `root`."""
+    """The FastExecutor of the tree at `root` (trees that made it with `make_fast` included)."""
     pkg_dir = os.path.join(root, "schema", "fast_executor")
     if os.path.isdir(pkg_dir):
         sys.path.insert(0, root)
@@ -27,11 +27,11 @@ def load(root, name):
             del sys.modules[m]
         mod = importlib.import_module("schema.fast_executor.executor")
         sys.path.pop(0)
-        return mod.make_fast
+        return mod.FastExecutor
     spec = importlib.util.spec_from_file_location(name, os.path.join(root, "schema", "fast_executor.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.make_fast
+    return mod.make_fast(StrawberryGraphQLCoreExecutionContext)
 
 
 @strawberry.type
@@ -134,8 +134,8 @@ async def run(schema, n):
 
 
 async def main():
-    olds = load(sys.argv[1], "old_fx")(StrawberryGraphQLCoreExecutionContext)
-    news = load(sys.argv[2], "new_fx")(StrawberryGraphQLCoreExecutionContext)
+    olds = load(sys.argv[1], "old_fx")
+    news = load(sys.argv[2], "new_fx")
     so = strawberry.Schema(Query, execution_context_class=olds)
     sn = strawberry.Schema(Query, execution_context_class=news)
     ro = await so.execute(Q)

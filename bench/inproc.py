@@ -40,7 +40,9 @@ async def drive(dsn: str, executor: Any, ids: list[str], requests: int, profile:
     settings = Settings(DATABASE_URL=dsn, rate_limits="off")
     schema = build_schema(settings, execution_context_class=executor)
     app = create_app(settings, schema=schema)
-    query = (OPERATIONS / "ResearcherPage.graphql").read_text()
+    from edge.persisted import operation_documents
+
+    query = operation_documents(OPERATIONS)["ResearcherPage"]
     async with app.router.lifespan_context(app) as state:
 
         async def with_state(scope: Scope, receive: Receive, send: Send) -> None:

@@ -270,7 +270,9 @@ def body_for(server: str, operation: str, variables: dict[str, object]) -> str:
         from bench.postgraphile_queries import QUERIES, variables_for
 
         return json.dumps({"query": QUERIES[operation], "variables": variables_for(operation, variables)})
-    text = (OPERATIONS / f"{operation}.graphql").read_text()
+    from edge.persisted import operation_documents
+
+    text = operation_documents(OPERATIONS)[operation]
     return json.dumps({"query": text, "variables": variables, "operationName": operation})
 
 

@@ -234,7 +234,9 @@ async def in_process_api(database_url: str) -> AsyncIterator[tuple[httpx.AsyncCl
 
 
 async def graphql_part(database_url: str, viewers: dict[str, str], runs: int) -> list[dict[str, Any]]:
-    document = (ROOT / "frontend_contract" / "operations" / "ViewerFeed.graphql").read_text()
+    from edge.persisted import operation_documents
+
+    document = operation_documents(ROOT / "frontend_contract" / "operations")["ViewerFeed"]
     out = []
     async with in_process_api(database_url) as (client, statements):
         for name, viewer in viewers.items():

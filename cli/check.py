@@ -16,8 +16,8 @@ from typing import Annotated, Final, Literal
 
 import typer
 
-from cli.common import app
-from settings import Settings, load_settings, masked_url, settings_problems
+from cli.common import app, settings_or_exit
+from settings import Settings, masked_url, settings_problems
 
 # The longest any one server may take to answer a check.
 TIMEOUT_S: Final = 5.0
@@ -378,7 +378,7 @@ def check(only: Annotated[list[str] | None, typer.Option("--only", help=ONLY_HEL
         for line in render(rows):
             typer.echo(line)
         raise typer.Exit(1)
-    settings = load_settings()
+    settings = settings_or_exit()
     chosen = [c for c in CHECKS if not only or c.name in only]
     rows = asyncio.run(run_checks(settings, chosen))
     for line in render(rows):

@@ -29,11 +29,16 @@ app.add_typer(corrections_app, name="corrections")
 
 
 def settings_or_exit() -> Settings:
+    """The settings, and the embedding model configured from them (semantic/ reads no settings itself)."""
+    import semantic
+
     try:
-        return load_settings()
+        settings = load_settings()
     except SettingsError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    semantic.configure(backend=settings.embedding_backend, model_dir=settings.model_dir)
+    return settings
 
 
 def metrics_dir_problem() -> str | None:

@@ -15,15 +15,20 @@ from settings import masked_url
 
 if TYPE_CHECKING:
     from db.cache.client import RedisTarget
+    from settings import Settings
 
 from cli.common import app, database_url_or_exit, settings_or_exit
 
 # How long the start-up check of Redis's memory policy may wait for Redis.
 REDIS_CHECK_TIMEOUT_S = 2.0
 
-# How uvicorn serves the app: answers from memory without the ASGI exchange (edge/protocol.py), and the client
-# address behind a proxy found by the edge (WOVEPAPER_TRUSTED_PROXIES), not by uvicorn.
-PROTOCOL: dict[str, Any] = {"http": "edge.protocol:EdgeHttpProtocol", "proxy_headers": False}
+
+def protocol(settings: Settings) -> dict[str, Any]:
+    """How uvicorn serves the app: answers from memory without the ASGI exchange (edge/protocol.py), unless
+    WOVEPAPER_EDGE_PROTOCOL is off (uvicorn's stock httptools protocol); and the client address behind a proxy found
+    by the edge (WOVEPAPER_TRUSTED_PROXIES), not by uvicorn."""
+    http = "edge.protocol:EdgeHttpProtocol" if settings.edge_protocol else "httptools"
+    return {"http": http, "proxy_headers": False}
 
 
 @app.command()
@@ -69,7 +74,7 @@ def serve(
             log_level="info",
             log_config=None,
             timeout_keep_alive=5,
-            **PROTOCOL,
+            **protocol(settings),
             timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_s)),
         )
     finally:
@@ -254,7 +259,7 @@ def up(
                 port=port,
                 log_level="info",
                 timeout_keep_alive=5,
-                **PROTOCOL,
+                **protocol(settings),
             )
     except localservers.LocalServiceError as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -14,8 +14,7 @@ from datetime import UTC, date, datetime
 
 import demo.words as W
 from db.ids import ror_checksum
-from db.queries.writes.analyses import AnalysisRecord
-from db.records import AuthorshipMatch, CitationRecord, InstitutionRecord, PaperRecord, ResearcherRecord
+from db.records import InstitutionRecord, ResearcherRecord
 
 DEFAULT_PAPERS = 20_000
 DEFAULT_SEED = 42
@@ -57,14 +56,6 @@ class DemoPlan:
         else:
             heavy = (Heavy(int(papers * 0.12), 5200),)
         return cls(papers, seed, researchers, INSTITUTIONS, heavy)
-
-
-@dataclass(slots=True)
-class PaperBatch:
-    papers: list[PaperRecord]
-    matches: list[AuthorshipMatch]
-    citations: list[CitationRecord]
-    analyses: list[AnalysisRecord]
 
 
 def _rng(plan: DemoPlan, stream: str) -> random.Random:

@@ -74,9 +74,32 @@ def sha256_hex(document: str) -> str:
     return hashlib.sha256(document.encode()).hexdigest()
 
 
+def operation_documents(directory: Path) -> dict[str, str]:
+    """Each operation's document, by its file's name: the file's text, then the text of each fragment it spreads
+    (the `fragments` folder beside `directory`, one fragment a file, named after it; a fragment's own spreads too),
+    each once, in the order first spread."""
+    fragments = directory.parent / "fragments"
+    documents: dict[str, str] = {}
+    for path in sorted(directory.glob("*.graphql")):
+        parts, seen = [path.read_text()], set[str]()
+        for part in parts:  # grows as fragments are found
+            for name in _SPREAD.findall(_COMMENT.sub("", part)):
+                if name not in seen:
+                    seen.add(name)
+                    parts.append((fragments / f"{name}.graphql").read_text())
+        documents[path.stem] = "\n".join(parts)
+    return documents
+
+
+# A named fragment's spread (`... on Type` is inline), and comments, which may say anything.
+_SPREAD = re.compile(r"\.\.\.\s*(?!on\b)([_A-Za-z][_0-9A-Za-z]*)")
+_COMMENT = re.compile(r"#[^\n]*")
+
+
 def build_manifest(directory: Path) -> dict[str, str]:
-    """`sha256:<hex>` of each operation file's exact text -> the text (graphql-codegen's manifest format)."""
-    return {f"sha256:{sha256_hex(text)}": text for text in (p.read_text() for p in sorted(directory.glob("*.graphql")))}
+    """`sha256:<hex>` of each operation's document (operation_documents) -> the document (graphql-codegen's
+    manifest format)."""
+    return {f"sha256:{sha256_hex(text)}": text for text in operation_documents(directory).values()}
 
 
 def _hash(value: object) -> str | None:

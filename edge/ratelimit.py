@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import time
-from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -36,14 +33,14 @@ from db.cache import allowance, keys
 from db.cache.client import RedisClient, slot
 from db.cache.scripts import Script
 from db.cache.store import CacheStore, Unavailable
-from edge.errors import EdgeError
-from request_types.identity import Identity
-from request_types.rate import Decision
+from edge.gcra import LOCAL_SUBJECTS, PERIOD_MS, LocalLimiter, decide
 
-PERIOD_S: Final = 3600
-PERIOD_MS: Final = PERIOD_S * 1000
-# Clients a process remembers while Redis is down (least recently seen forgotten first).
-LOCAL_SUBJECTS: Final = 100_000
+# The rule's names, where the rest of the edge finds them.
+from edge.gcra import PERIOD_S as PERIOD_S
+from edge.gcra import rate_limited as rate_limited
+from edge.leases import LEASE_S, Lease, lease_size
+from request_types.identity import Identity
+from request_types.rate import Decision as Decision
 
 # Charges of one batch, in order: KEYS[i] the i-th client's theoretical arrival time (ms, kept exact: rounding it on
 # every write would add up), ARGV[1] the period (ms), then points, limit and lease of each charge. Returns {allowed,
@@ -90,100 +87,11 @@ _CHARGE_SHA: Final = hashlib.sha1(_CHARGE.encode()).hexdigest()
 _CHARGE_SCRIPT: Final = Script(_CHARGE)
 # Most charges sent in one script call.
 MAX_BATCH: Final = 256
-# A lease: at most this share of a client's budget, and this many times the charge that takes it, held by one
-# process for at most LEASE_S.
-LEASE_SHARE: Final = 0.01
-LEASE_CHARGES: Final = 256
-LEASE_S: Final = 1.0
 
 
 # (allowed, now_ms, tat_ms, leased) of one charge; a queued charge: (key, points, limit, lease asked, its answer).
 _Result = tuple[int, int, int, int]
 _Charge = tuple[str, int, int, int, "asyncio.Future[_Result | None]"]
-
-
-def rate_limited(decision: Decision) -> EdgeError:
-    """The 429 answering a charge the budget refused, before GraphQL runs."""
-    message, figures = decision.refusal()
-    return EdgeError(429, "RATE_LIMITED", message, headers={"retry-after": str(decision.retry_after)}, **figures)
-
-
-def decide(*, allowed: bool, points: int, limit: int, now_ms: float, tat_ms: float) -> Decision:
-    """The figures a client sees, from the state after the charge (or the unchanged one, if refused)."""
-    interval = PERIOD_MS / limit
-    # Redis answers the state in whole milliseconds, rounded up (it keeps it exact): less than one over what was spent.
-    ahead = tat_ms - now_ms - 1
-    used = 0 if ahead <= 0 else min(limit, math.ceil(ahead / interval))
-    retry = 0
-    if not allowed:
-        # The charge fits once the state has drained to `period - points * interval` ahead of now.
-        retry = max(1, math.ceil((tat_ms + points * interval - PERIOD_MS - now_ms) / 1000))
-    reset_at = math.ceil((tat_ms if tat_ms > now_ms else now_ms) / 1000)
-    return Decision(allowed, limit, points, used, limit - used, reset_at, retry)
-
-
-class LocalLimiter:
-    """The same rule in one process's memory, for when Redis cannot be reached."""
-
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self.clock = clock
-        self._tat: OrderedDict[str, float] = OrderedDict()
-
-    def charge(self, subject: str, points: int, limit: int) -> Decision:
-        now = self.clock() * 1000
-        tat = max(self._tat.get(subject, now), now)
-        new_tat = tat + points * PERIOD_MS / limit
-        allowed = new_tat - now <= PERIOD_MS
-        if allowed and points > 0:
-            self._tat[subject] = new_tat
-            self._tat.move_to_end(subject)
-            while len(self._tat) > LOCAL_SUBJECTS:
-                self._tat.popitem(last=False)
-        return decide(allowed=allowed, points=points, limit=limit, now_ms=now, tat_ms=new_tat if allowed else tat)
-
-    def give_back(self, subject: str, points: int, limit: int) -> None:
-        tat = self._tat.get(subject)
-        if tat is not None:
-            self._tat[subject] = max(self.clock() * 1000, tat - points * PERIOD_MS / limit)
-
-
-@dataclass(slots=True)
-class _Lease:
-    """Points of one client taken from Redis and not spent yet, with the latest state Redis gave for that client."""
-
-    key: str
-    limit: int
-    size: int  # the points it is topped up to
-    held: int
-    tat_ms: float  # Redis's latest state (what this lease holds included)
-    redis_now_ms: float  # Redis's clock then
-    seen: float  # this process's monotonic clock then
-    taken: float  # this process's monotonic clock when points were last added: they go back LEASE_S after
-
-    def fresh(self) -> bool:
-        return time.monotonic() - self.taken < LEASE_S
-
-    def charge(self, points: int) -> Decision:
-        """Spends `points` of the held ones: the figures as Redis would give them, had each charge gone there."""
-        self.held -= points
-        now_ms = self.redis_now_ms + (time.monotonic() - self.seen) * 1000
-        return decide(allowed=True, points=points, limit=self.limit, now_ms=now_ms, tat_ms=self.spent_ms())
-
-    def spent_ms(self) -> float:
-        """Redis's state less what this lease holds: what has been spent."""
-        return self.tat_ms - self.held * PERIOD_MS / self.limit
-
-    def update(self, leased: int, tat_ms: int, now_ms: int) -> None:
-        """A later answer of Redis for this client, with the points it leased besides."""
-        self.tat_ms, self.redis_now_ms, self.seen = tat_ms, now_ms, time.monotonic()
-        if leased:
-            self.held += leased
-            self.taken = self.seen
-
-
-def lease_size(points: int, limit: int) -> int:
-    """The points a charge of `points` asks to hold besides: none for a free charge or a budget too small to share."""
-    return min(int(limit * LEASE_SHARE), LEASE_CHARGES * points)
 
 
 class RateLimiter:
@@ -207,7 +115,7 @@ class RateLimiter:
             self._conn = pool.connection_class(**{**pool.connection_kwargs, "socket_timeout": None})
         self._pending: list[_Charge] = []
         self._sender: asyncio.Task[None] | None = None
-        self._leases: dict[str, _Lease] = {}
+        self._leases: dict[str, Lease] = {}
         self._asking: set[str] = set()
         # Answers of top-ups on their way (edge of shutdown: waited for before the leases go back).
         self._topping: set[asyncio.Future[_Result | None]] = set()
@@ -287,18 +195,18 @@ class RateLimiter:
         self._seen[subject] = now
         return last is not None and now - last < LEASE_S
 
-    def _noted(self, subject: str, key: str, limit: int, got: _Result, *, size: int) -> _Lease | None:
+    def _noted(self, subject: str, key: str, limit: int, got: _Result, *, size: int) -> Lease | None:
         """The client's lease after an answer of Redis: updated with it (and what it leased), or taken with it."""
         _, now_ms, tat_ms, leased = got
         lease = self._leases.get(subject)
         if lease is not None and lease.limit == limit:
             lease.update(leased, tat_ms, now_ms)
         elif leased:
-            lease = _Lease(key, limit, size, leased, tat_ms, now_ms, time.monotonic(), time.monotonic())
+            lease = Lease(key, limit, size, leased, tat_ms, now_ms, time.monotonic(), time.monotonic())
             self._hold(lease, subject)
         return lease
 
-    def _top_up(self, subject: str, lease: _Lease) -> None:
+    def _top_up(self, subject: str, lease: Lease) -> None:
         """Asks Redis for the points a lease has spent, before it runs out: a busy client's charges keep needing no
         round trip. What comes is added to the lease, or goes back if the lease has gone meanwhile."""
         self._asking.add(subject)
@@ -328,7 +236,7 @@ class RateLimiter:
             self._sender = loop.create_task(self._send_batches())
         return future
 
-    def _hold(self, lease: _Lease, subject: str) -> None:
+    def _hold(self, lease: Lease, subject: str) -> None:
         replaced = self._leases.pop(subject, None)
         if replaced is not None:
             self._give_back(replaced)
@@ -339,7 +247,7 @@ class RateLimiter:
             self._sweeping = True
             asyncio.get_running_loop().call_later(LEASE_S, self._sweep)
 
-    def _give_back(self, lease: _Lease) -> asyncio.Future[_Result | None] | None:
+    def _give_back(self, lease: Lease) -> asyncio.Future[_Result | None] | None:
         """Returns what `lease` holds to Redis; the answer, for whoever waits for it."""
         return self._send(lease.key, -lease.held, lease.limit, 0) if lease.held > 0 else None
 

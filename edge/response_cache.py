@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -39,17 +39,19 @@ from graphql import (
     GraphQLSchema,
 )
 from graphql.execution.values import get_variable_values
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bounded import BoundedCache
 from db.cache import keys
 from db.cache.positions import replayed_invalidations
-from db.cache.store import CacheStore, EntityRef, Unavailable
-from db.paging import TokenError, decode_global_id
+from db.cache.store import CacheStore, Unavailable
 from edge.answers import Answer, Header
-from edge.cacheable import CacheableOperation, Lookup
+from edge.cache_tags import CdnPolicy as CdnPolicy  # where the application finds it
+from edge.cache_tags import graphql_response_etag, response_tags
+from edge.cacheable import CacheableOperation
+from edge.capture import Capture, with_headers
 from edge.conditional import not_modified
-from edge.entity_keys import MAX_LENGTH, database_id, entity_key, paper_key
+from edge.entity_keys import MAX_LENGTH, entity_key
 from edge.errors import EdgeError, send_error
 from edge.identity import CREDENTIALS
 from edge.media import GRAPHQL_RESPONSE, JSON
@@ -65,15 +67,9 @@ log = logging.getLogger(__name__)
 
 # Requests carrying any of these may see viewer-specific data: never cached, never served from cache.
 CREDENTIAL_HEADERS = CREDENTIALS | {b"cookie"}
-GLOBAL_ID_KINDS = {"Paper": "paper", "Researcher": "researcher", "Institution": "institution"}
-MAX_TAGS = 2000
-# The most of a tag header Fastly (Surrogate-Key) and Cloudflare (Cache-Tag) read.
-CDN_TAG_BYTES: Final = 16_384
 PRIVATE = b"private, no-store"
 JSON_CONTENT: Final = (b"content-type", JSON)
 GRAPHQL_RESPONSE_CONTENT: Final = (b"content-type", GRAPHQL_RESPONSE)
-# A public answer's representation depends on the request's Accept (edge/media.py).
-VARY_ACCEPT: Final = (b"vary", b"Accept")
 X_CACHE_HIT: Final = (b"x-cache", b"hit")
 X_CACHE_MISS: Final = (b"x-cache", b"miss")
 # Entry keys remembered by the variables they were computed from (least recently used forgotten first).
@@ -95,75 +91,6 @@ RequestBytes = tuple[str, bytes, bytes, bytes]
 def canonical_variables(variables: object) -> bytes:
     """Sorted keys, no whitespace: equal variables give equal bytes, whatever the client's order."""
     return orjson.dumps(variables if variables is not None else {}, option=orjson.OPT_SORT_KEYS)
-
-
-def entity_refs(data: object) -> set[EntityRef]:
-    """Every paper, researcher and institution in a response, found by its global `id`."""
-    found: set[EntityRef] = set()
-    for value in _ids(data):
-        try:
-            type_name, db_id = decode_global_id(value)
-        except (TokenError, ValueError):
-            continue
-        kind = GLOBAL_ID_KINDS.get(type_name)
-        if kind is not None:
-            found.add(EntityRef(kind, db_id))
-    return found
-
-
-def _ids(data: object) -> Iterator[str]:
-    stack = [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            for k, v in item.items():
-                if k == "id" and isinstance(v, str):
-                    yield v
-                elif isinstance(v, dict | list):
-                    stack.append(v)
-        elif isinstance(item, list):
-            stack.extend(x for x in item if isinstance(x, dict | list))
-
-
-def miss_tag(lookup: Lookup, requested: object) -> str | None:
-    """The tag of a lookup that found nothing: the id it asked for, as the write creating it will name it."""
-    if not isinstance(requested, str):
-        return None
-    if lookup.kind == "paper":
-        arxiv_id = paper_key(requested)
-        return keys.missing_name("paper", arxiv_id) if arxiv_id else None
-    db_id = database_id(requested)
-    if db_id is not None:
-        return keys.entity_name(lookup.kind, db_id)
-    # An external id (S2, OpenAlex, ORCID, ROR, a name): any write of that kind may create it.
-    return keys.missing_name(lookup.kind, "any")
-
-
-def graphql_response_etag(etag: bytes) -> bytes:
-    """The strong ETag of the `application/graphql-response+json` representation of the answer tagged `etag`."""
-    return etag[:-1] + b'+g"'
-
-
-@dataclass(frozen=True, slots=True)
-class CdnPolicy:
-    max_age_s: int
-    stale_while_revalidate_s: int
-
-    def headers(self, tags: Sequence[str], etag: bytes) -> list[Header]:
-        """How long caches may keep a public answer, and the tags a CDN purges it by. Fastly and Cloudflare read
-        at most CDN_TAG_BYTES of them and drop the rest unseen: an answer tagged with more could not be purged of a
-        change to what comes after, so it is `private` instead (a browser keeps it as long, a CDN not at all)."""
-        ages = f"max-age={self.max_age_s}, stale-while-revalidate={self.stale_while_revalidate_s}".encode()
-        tag_list = " ".join(tags).encode()
-        if len(tag_list) > CDN_TAG_BYTES:
-            return [(b"cache-control", b"private, " + ages), (b"etag", etag), VARY_ACCEPT]
-        return [
-            (b"cache-control", b"public, " + ages),
-            (b"etag", etag),
-            VARY_ACCEPT,
-            (b"surrogate-key", tag_list),
-            (b"cache-tag", tag_list.replace(b" ", b",")),
-        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +218,7 @@ class ResponseCache:
             await self.app(scope, receive, send)
             return
         if not shareable(scope, identity):
-            await self.app(scope, receive, _with_headers(send, [(b"cache-control", PRIVATE)]))
+            await self.app(scope, receive, with_headers(send, [(b"cache-control", PRIVATE)]))
             return
         public = request.method == "GET" and request.persisted is not None
         store = scope["state"].get("cache")
@@ -337,7 +264,7 @@ class ResponseCache:
                         await self._send(send, entry.body, entry.tags, media, public=public, hit=True, inm=inm)
                     return
                 store.metrics.response_misses += 1
-        captured = _Capture()
+        captured = Capture()
         await self.app(scope, receive, captured)
         if captured.start is None:
             return
@@ -348,11 +275,11 @@ class ResponseCache:
         if public:
             uncached.append((b"cache-control", b"no-store"))
         if not isinstance(data, dict):
-            await captured.replay(_with_headers(send, uncached))
+            await captured.replay(with_headers(send, uncached))
             return
-        tags = self._tags(data, operation, key)
+        tags = response_tags(data, operation, key.coerced if key is not None else None)
         if tags is None:
-            await captured.replay(_with_headers(send, uncached))
+            await captured.replay(with_headers(send, uncached))
             return
         await self._send(send, body, tags, media, public=public, hit=False, inm=inm)
         if key is not None and isinstance(store, CacheStore):
@@ -436,25 +363,6 @@ class ResponseCache:
         )
         return _Key(response_key, operation, coerced.coerced)
 
-    def _tags(
-        self, data: Mapping[str, object], operation: CacheableOperation | None, key: _Key | None
-    ) -> list[str] | None:
-        """The response's tags, as a CDN names them (`researcher:7`, `lists`, `missing:paper:2401.01234`)."""
-        refs = entity_refs(data)
-        if len(refs) > MAX_TAGS:
-            return None  # too broad to invalidate precisely; not worth caching
-        tags = [keys.entity_name(r.kind, r.id) for r in sorted(refs, key=lambda r: (r.kind, r.id))]
-        if operation is None or operation.is_list:
-            tags.append(keys.LISTS)
-        if operation is not None and key is not None:
-            for lookup in operation.lookups:
-                if data.get(lookup.response_key) is None:
-                    tag = miss_tag(lookup, key.coerced.get(lookup.variable))
-                    if tag is None:
-                        return None
-                    tags.append(tag)
-        return tags
-
     async def _send(
         self,
         send: Send,
@@ -524,38 +432,3 @@ def _json(raw: bytes) -> object:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-
-
-def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
-    async def sending(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            names = {k for k, _ in extra}
-            kept = [(k, v) for k, v in message.get("headers", []) if k not in names]
-            message = {**message, "headers": [*kept, *extra]}
-        await send(message)
-
-    return sending
-
-
-class _Capture:
-    """Holds the whole response back, to add headers computed from its body before sending it."""
-
-    def __init__(self) -> None:
-        self.start: Message | None = None
-        self.status = 0
-        self._chunks: list[bytes] = []
-
-    async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.start":
-            self.start = message
-            self.status = message["status"]
-        elif message["type"] == "http.response.body":
-            self._chunks.append(message.get("body", b""))
-
-    def body(self) -> bytes:
-        return b"".join(self._chunks)
-
-    async def replay(self, send: Send) -> None:
-        assert self.start is not None
-        await send(self.start)
-        await send({"type": "http.response.body", "body": self.body()})

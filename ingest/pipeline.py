@@ -9,8 +9,8 @@ failure loses at most the batch in flight; the next run resumes where the last c
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
@@ -35,21 +35,17 @@ from db.queries.writes.institutions import upsert_institutions
 from db.queries.writes.matches import apply_authorship_matches, record_unlinked
 from db.queries.writes.researchers import fetch_researcher_ids_by_keys, replace_researcher_works, upsert_researchers
 from db.records import (
-    AuthorshipMatch,
-    CitationRecord,
-    InstitutionRecord,
     ResearcherRecord,
     Touched,
-    UnlinkedAuthor,
-    WorkRecord,
 )
 from ingest.cache import commit_position, invalidate_after_commit
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
+from ingest.enrich_plan import EnrichBatch, canonical, failure_reason, plan_batch, record
 from ingest.errors import BudgetExhausted, UpstreamError
 from ingest.harvest import harvest_arxiv as harvest_arxiv  # the harvest beside the enrichment, for callers of both
 from ingest.matching.evidence import Claims, Stored, build_evidence, repeated_ids, unique_claims
-from ingest.matching.links import Evidence, Link, decide_paper
+from ingest.matching.links import Evidence, Link
 from ingest.parsers.openalex import OAWork, arxiv_doi, match_works
 from ingest.parsers.s2 import S2Paper
 from ingest.progress import RunProgress, Summary
@@ -62,151 +58,6 @@ ENRICH_BATCH = 100
 UNKNOWN_PAPER_PATIENCE = timedelta(days=30)
 MAX_FAILED_BATCHES = 3  # in a row: the upstream is down, stop instead of walking the whole queue
 ENRICH_PROGRESS = "enrich"  # its row in ingest_progress
-
-
-# ---------------------------------------------------------------------------------------- enrichment
-
-
-@dataclass(slots=True)
-class EnrichBatch:
-    arxiv_ids: list[str]
-    # Papers neither source knows yet stay queued (the sources index new papers days later) until
-    # they are older than this; then they leave the queue unmatched.
-    give_up_before: datetime
-    done: list[str] = field(default_factory=list)
-    researchers: dict[str, ResearcherRecord] = field(default_factory=dict)  # by S2 author id
-    institutions: dict[str, InstitutionRecord] = field(default_factory=dict)  # by ROR id
-    matches: list[AuthorshipMatch] = field(default_factory=list)
-    works: dict[str, list[WorkRecord]] = field(default_factory=dict)  # by S2 author id
-    citations: list[CitationRecord] = field(default_factory=list)
-    # S2 author ids that S2 answers with another (it merged them): {old id: surviving id}; and those it answers as
-    # themselves (no redirect may stand for them).
-    s2_merged: dict[str, str] = field(default_factory=dict)
-    s2_live: list[str] = field(default_factory=list)
-    unlinked: list[UnlinkedAuthor] = field(default_factory=list)  # positions left unlinked, with why
-    new_researchers: set[str] = field(default_factory=set)  # S2 author ids the archive does not hold yet
-    unmatched: set[str] = field(default_factory=set)  # papers neither source could match
-    failed: dict[str, str] = field(default_factory=dict)  # papers set aside, with the reason
-
-    def only(self, arxiv_ids: set[str]) -> EnrichBatch:
-        """The part of the batch that writes these papers: their matches and citations, and the researchers
-        (with their works) and institutions those matches name. The S2 merges go with every part (a merge
-        applied twice finds nothing left to merge)."""
-        matches = [m for m in self.matches if m.arxiv_id in arxiv_ids]
-        people = {m.researcher_key for m in matches}
-        rors = {r for m in matches for r in m.institution_rors}
-        return EnrichBatch(
-            [a for a in self.arxiv_ids if a in arxiv_ids],
-            self.give_up_before,
-            done=[a for a in self.done if a in arxiv_ids],
-            researchers={k: v for k, v in self.researchers.items() if k in people},
-            institutions={k: v for k, v in self.institutions.items() if k in rors},
-            matches=matches,
-            works={k: v for k, v in self.works.items() if k in people},
-            citations=[c for c in self.citations if c.arxiv_id in arxiv_ids],
-            s2_merged=self.s2_merged,
-            s2_live=self.s2_live,
-            unlinked=[u for u in self.unlinked if u.arxiv_id in arxiv_ids],
-            new_researchers=self.new_researchers & people,
-            unmatched=self.unmatched & arxiv_ids,
-        )
-
-
-def _canonical(paper: S2Paper, merged: Mapping[str, str]) -> S2Paper:
-    """The paper's authors under the ids S2 uses now (it answers an id it merged with the survivor's record)."""
-    if not any(a.author_id in merged for a in paper.authors):
-        return paper
-    authors = [replace(a, author_id=merged.get(a.author_id, a.author_id)) if a.author_id else a for a in paper.authors]
-    return replace(paper, authors=authors)
-
-
-def _decide(
-    batch: EnrichBatch,
-    queue: Sequence[QueuedPaper],
-    s2papers: Mapping[str, S2Paper],
-    oa_works: Mapping[str, list[OAWork]],
-    ev: Evidence,
-    only: set[str] | None = None,
-) -> dict[str, list[Link]]:
-    """Every paper's links (`ingest.matching.links` decides); a paper whose data makes that fail is set aside."""
-    decided: dict[str, list[Link]] = {}
-    for q in queue:
-        if only is not None and q.arxiv_id not in only:
-            continue
-        s2 = s2papers.get(q.arxiv_id)
-        works = oa_works.get(q.arxiv_id, [])
-        if s2 is None and not works:
-            continue
-        try:
-            decided[q.arxiv_id] = decide_paper(q.authors, s2, works, ev)
-        except Exception as exc:  # pure code over one paper's data: whatever it raises is that paper's
-            batch.failed[q.arxiv_id] = failure_reason(exc)
-    return decided
-
-
-def _settled(links: Sequence[Link]) -> bool:
-    """Decided on the paper's own data: nothing the rest of the batch could change."""
-    return all(link.status == "linked" and link.s2_id is not None for link in links if link.status != "no_match")
-
-
-def plan_batch(
-    batch: EnrichBatch,
-    queue: Sequence[QueuedPaper],
-    s2papers: Mapping[str, S2Paper],
-    oa_works: Mapping[str, list[OAWork]],
-    evidence: Callable[[Claims], Evidence],
-) -> dict[str, list[Link]]:
-    """The links of every paper, in two passes: the second decides again the papers whose ties or OpenAlex-only
-    positions the first pass's confident links (elsewhere in the batch) may settle."""
-    first = _decide(batch, queue, s2papers, oa_works, evidence(Claims()))
-    claims = Claims()
-    for links in first.values():
-        claims.add(x for x in links if x.status == "linked" and x.s2_id and "+" not in (x.evidence or ""))
-    again = {a for a, links in first.items() if not _settled(links)}
-    if not again:
-        return first
-    return first | _decide(batch, queue, s2papers, oa_works, evidence(claims), only=again)
-
-
-def _record(batch: EnrichBatch, q: QueuedPaper, s2: S2Paper | None, works: list[OAWork], links: list[Link]) -> None:
-    """A paper's verdicts into the batch: matches with their institutions, unlinked positions, citations."""
-    for link in links:
-        for i in _institutions(link, works):
-            batch.institutions.setdefault(i.ror_id, i)
-        if link.key or link.rors:
-            evidence = link.evidence if link.key else None
-            batch.matches.append(AuthorshipMatch(q.arxiv_id, link.position, link.key, list(link.rors), evidence))
-        if link.key is None:
-            batch.unlinked.append(UnlinkedAuthor(q.arxiv_id, link.position, link.status, link.candidates))
-    oaw = works[0] if works else None
-    preprint_id = oaw.openalex_id if oaw is not None and oaw.is_preprint else None
-    if s2 is not None and s2.citation_count is not None:
-        batch.citations.append(
-            CitationRecord(q.arxiv_id, s2.citation_count, "s2", s2.paper_id, preprint_id, s2.corpus_id)
-        )
-    elif oaw is not None and oaw.cited_by_count is not None:
-        batch.citations.append(
-            CitationRecord(
-                q.arxiv_id,
-                oaw.cited_by_count,
-                "openalex",
-                s2.paper_id if s2 else None,
-                preprint_id,
-                s2.corpus_id if s2 else None,
-            )
-        )
-
-
-def _institutions(link: Link, works: list[OAWork]) -> list[InstitutionRecord]:
-    """The institution records of a link's RORs, from the OpenAlex works that named them."""
-    wanted = set(link.rors)
-    found: dict[str, InstitutionRecord] = {}
-    for w in works:
-        for a in w.authorships:
-            for i in a.institutions:
-                if i.ror_id in wanted:
-                    found.setdefault(i.ror_id, i)
-    return list(found.values())
 
 
 async def gather_batch(
@@ -231,7 +82,7 @@ async def gather_batch(
     batch.s2_merged = {old: new for old, rec in answered.items() if (new := rec.s2_author_id) and new != old}
     batch.s2_live = sorted(old for old, rec in answered.items() if rec.s2_author_id == old)
     s2recs = {rec.s2_author_id: rec for rec in answered.values() if rec.s2_author_id}
-    s2papers = {a: _canonical(p, batch.s2_merged) for a, p in s2papers.items()}
+    s2papers = {a: canonical(p, batch.s2_merged) for a, p in s2papers.items()}
     s2_ids = sorted({a.author_id for p in s2papers.values() for a in p.authors if a.author_id})
     stored = {
         s: Stored(r.name, r.openalex_id, r.orcid, r.rors)
@@ -253,7 +104,7 @@ async def gather_batch(
         s2 = s2papers.get(q.arxiv_id)
         works = oa_works.get(q.arxiv_id, [])
         if q.arxiv_id in decided:
-            _record(batch, q, s2, works, decided[q.arxiv_id])
+            record(batch, q, s2, works, decided[q.arxiv_id])
         elif s2 is None and not works:
             batch.unmatched.add(q.arxiv_id)
         if q.arxiv_id not in batch.failed and (s2 is not None or works or q.published < batch.give_up_before):
@@ -402,10 +253,6 @@ PAPER_WRITE_ERRORS = (asyncpg.DataError, asyncpg.IntegrityConstraintViolationErr
 # A paper set aside is tried again after this, then after twice as long each time (up to 128 times), or as soon
 # as the paper itself changes.
 FAILED_PAPER_RETRY = timedelta(hours=1)
-
-
-def failure_reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".replace("\x00", "")[:500]
 
 
 async def write_isolating(

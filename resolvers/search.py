@@ -24,7 +24,8 @@ from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput, PublicError
 from resolvers.names import MAX_NAME_QUERY_LENGTH
 from resolvers.pagination import Lookahead, PageInfo, PageRequest, page_request, split_page
-from resolvers.papers import PaperFilterArgs, paper_filter_spec, prefetch_authors
+from resolvers.paper_authors import prefetch_authors
+from resolvers.papers import PaperFilterArgs, paper_filter_spec
 
 MAX_QUERY_LENGTH = 500
 MAX_FACET_LIMIT = 100

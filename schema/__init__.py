@@ -17,6 +17,7 @@ from graphql.error import GraphQLError
 from graphql.language import OperationDefinitionNode, parse
 from strawberry.extensions import SchemaExtension
 from strawberry.schema.config import StrawberryConfig
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
@@ -138,6 +139,11 @@ def _is_query(query: str | None, operation_name: str | None) -> bool:
     return len(chosen) == 1 and chosen[0].operation is CoreOperationType.QUERY
 
 
+def executor_class(settings: Settings) -> type[Any]:
+    """The FastExecutor, or Strawberry's own execution when WOVEPAPER_FAST_EXECUTOR is off."""
+    return FastExecutor if settings.fast_executor else StrawberryGraphQLCoreExecutionContext
+
+
 def build_schema(
     settings: Settings | None = None,
     *,
@@ -155,10 +161,10 @@ def build_schema(
         mutation=mutation,
         types=[*NODE_TYPES, ErrorCode],
         extensions=list(extensions) if extensions is not None else default_extensions(settings),
-        execution_context_class=execution_context_class or FastExecutor,
+        execution_context_class=execution_context_class or executor_class(settings),
         # Without introspection, "Did you mean ...?" would still spell the schema out field by field.
         config=StrawberryConfig(disable_field_suggestions=not settings.introspection),
     )
 
 
-__all__ = ["MUTATION_TYPES", "QUERY_TYPES", "Schema", "build_schema", "is_unexpected"]
+__all__ = ["MUTATION_TYPES", "QUERY_TYPES", "Schema", "build_schema", "executor_class", "is_unexpected"]

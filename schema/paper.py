@@ -13,14 +13,8 @@ from db.queries.researchers import ResearcherRow
 from db.records import SIGNIFICANCE_SCALE
 from resolvers.context import Info
 from resolvers.pagination import Connection, Lookahead
-from resolvers.papers import (
-    authorship_institutions,
-    authorship_researcher,
-    paper_authors,
-    paper_versions,
-    resolve_paper,
-    resolve_papers,
-)
+from resolvers.paper_authors import authorship_institutions, authorship_researcher, paper_authors, paper_versions
+from resolvers.papers import resolve_paper, resolve_papers
 from resolvers.search import resolve_similar_papers
 from schema.derived import NODE_ID_DOC, derived, paper_node_id
 from schema.enums import PaperSort, PaperType

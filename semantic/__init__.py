@@ -9,6 +9,7 @@ no GraphQL and no HTTP: the ingest stores what it computes, the resolvers search
 
 from semantic.embedder import Embedder, EmbeddingsUnavailable
 from semantic.service import (
+    configure,
     embed_papers,
     embed_query,
     get_embedder,
@@ -25,6 +26,7 @@ __all__ = [
     "MODEL_NAME",
     "Embedder",
     "EmbeddingsUnavailable",
+    "configure",
     "embed_papers",
     "embed_query",
     "get_embedder",

@@ -9,8 +9,8 @@ normalisation, so that it maps token ids straight to unit vectors:
 - `batch`: int8 weights per output channel, activations quantised per run (`DynamicQuantizeMatMul`, signed
   weights so that the AVX-512 VNNI / AVX-VNNI kernels apply), but for the feed-forward layers' second product,
   kept in float32: the fastest for many tokens, within about 0.005 for a paper (0.016 for a one-letter text).
-They live under `WOVEPAPER_MODEL_DIR` (default `~/.cache/wovepaper/models`), one folder per model package and
-ONNX Runtime version.
+They live under the model directory (`WOVEPAPER_MODEL_DIR`, given by `semantic.configure`; default
+`~/.cache/wovepaper/models`), one folder per model package and ONNX Runtime version.
 """
 
 from __future__ import annotations
@@ -53,10 +53,18 @@ class OnnxFiles:
         return all(path.is_file() for path in self.all())
 
 
+# The model directory the settings name (WOVEPAPER_MODEL_DIR, through `semantic.configure`); None: the default.
+_model_dir: Path | None = None
+
+
+def set_model_dir(directory: str | Path | None) -> None:
+    global _model_dir
+    _model_dir = Path(directory).expanduser() if directory else None
+
+
 def cache_root() -> Path:
-    configured = os.environ.get("WOVEPAPER_MODEL_DIR")
-    if configured:
-        return Path(configured).expanduser()
+    if _model_dir is not None:
+        return _model_dir
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "wovepaper" / "models"
 

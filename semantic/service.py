@@ -1,19 +1,21 @@
 """The process-wide embedder: chosen, loaded once, and the two calls the rest of the code makes.
 
-`WOVEPAPER_EMBEDDING_BACKEND`: `onnx` (the default; ONNX Runtime, exported from the bundled model on first use)
-or `torch` (the reference, sentence-transformers on PyTorch). Everything heavy is imported on the first use, so
+The backend (`WOVEPAPER_EMBEDDING_BACKEND`, given by `configure` from the settings, as the model directory is): `onnx`
+(the default; ONNX Runtime, exported from the bundled model on first use) or `torch` (the reference,
+sentence-transformers on PyTorch). This package reads no settings itself (it knows no application): the processes that
+embed (the API, the command line) configure it when they start. Everything heavy is imported on the first use, so
 the API starts and answers keyword queries without the `semantic` extra.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 
 from semantic.embedder import Embedder, EmbeddingsUnavailable, missing, refuse_missing
-from semantic.onnx_export import EXPORT_MODULES, onnx_files
+from semantic.onnx_export import EXPORT_MODULES, onnx_files, set_model_dir
 from semantic.onnx_runtime import ONNX_MODULES, OnnxEmbedder
 from semantic.reference import TORCH_MODULES, TorchEmbedder
 from semantic.text import paper_text, query_key
@@ -27,11 +29,21 @@ _query_cache: OrderedDict[str, list[float]] = OrderedDict()
 _query_cache_lock = threading.Lock()
 
 
+_backend = "onnx"
+
+
+def configure(*, backend: str = "onnx", model_dir: str | Path | None = None) -> None:
+    """The backend and the model directory (None: `~/.cache/wovepaper/models`) this process embeds with, from its
+    settings (WOVEPAPER_EMBEDDING_BACKEND, WOVEPAPER_MODEL_DIR). An embedder already loaded stays as it is."""
+    global _backend
+    if backend not in BACKENDS:
+        raise EmbeddingsUnavailable(f"WOVEPAPER_EMBEDDING_BACKEND={backend!r}: expected one of {', '.join(BACKENDS)}")
+    _backend = backend
+    set_model_dir(model_dir)
+
+
 def backend() -> str:
-    name = os.environ.get("WOVEPAPER_EMBEDDING_BACKEND", "onnx").strip().lower() or "onnx"
-    if name not in BACKENDS:
-        raise EmbeddingsUnavailable(f"WOVEPAPER_EMBEDDING_BACKEND={name!r}: expected one of {', '.join(BACKENDS)}")
-    return name
+    return _backend
 
 
 def missing_modules() -> list[str]:

@@ -1,4 +1,4 @@
-"""Settings from the environment: DATABASE_URL, REDIS_URL and WOVEPAPER_*."""
+"""Settings from the environment: DATABASE_URL, REDIS_URL and WOVEPAPER_*, each described in docs/configuration.md."""
 
 from __future__ import annotations
 
@@ -83,6 +83,13 @@ class Settings(BaseSettings):
     # then stop accepting and give in-flight requests at most shutdown_grace_s.
     shutdown_drain_s: float = Field(5.0, ge=0)
     shutdown_grace_s: float = Field(20.0, gt=0)
+    # The two fast paths, each on private internals of a pinned library, each with a way out should an upgrade break
+    # them: graphql-core's executor with plain fields read straight off their source (schema/fast_executor/; off:
+    # Strawberry's own execution), and uvicorn's HTTP protocol answering from memory before the ASGI exchange
+    # (edge/protocol.py; off: uvicorn's stock httptools protocol, which also leaves the request head's size and
+    # arrival time unbounded by the server, so a proxy in front should bound them).
+    fast_executor: bool = True
+    edge_protocol: bool = True
     # Worker processes `wovepaper serve` starts unless --workers says otherwise (a container sets it).
     workers: int = Field(1, ge=1, le=64)
     # Logs: one JSON object per line (`json`) or plain text (`text`).
@@ -95,6 +102,10 @@ class Settings(BaseSettings):
     semantic_search: bool = True
     # Load the embedding model when the server starts (in the background), not on the first semantic request.
     semantic_preload: bool = True
+    # How the embedding model runs: `onnx` (ONNX Runtime, graphs exported from the bundled model on first use) or
+    # `torch` (the reference, on PyTorch); and where the exported graphs are kept (unset: ~/.cache/wovepaper/models).
+    embedding_backend: Literal["onnx", "torch"] = "onnx"
+    model_dir: str | None = None
 
     # Signed-in readers: the site's `Authorization: Bearer <JWT>`, HS256 with a shared secret and/or RS256/ES256
     # with keys from a JWKS (a URL, fetched and cached, or a file). Issuer and audience are checked when set.
@@ -228,6 +239,16 @@ class Settings(BaseSettings):
     def replica_dsns(self) -> list[str]:
         """The replica DSNs as given (checked when the server starts, not here: see database_replica_urls)."""
         return split_dsns(self.database_replica_urls)
+
+    @field_validator("embedding_backend", mode="before")
+    @classmethod
+    def _backend_name(cls, v: object) -> object:
+        return (v.strip().lower() or "onnx") if isinstance(v, str) else v
+
+    @field_validator("model_dir")
+    @classmethod
+    def _blank_dir_is_unset(cls, v: str | None) -> str | None:
+        return v if v and v.strip() else None
 
     @field_validator("trusted_proxies")
     @classmethod

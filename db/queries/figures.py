@@ -10,7 +10,11 @@ counts as a work with 0 citations.
 
 The SQL fragments below define them once: the refresh stores them in the write's transaction (the career
 figures on `researchers` for lists, every scope's in `researcher_scope_figures` for the researcher page), and
-`SELECT_CAREER_FIGURES` computes them afresh.
+`SELECT_CAREER_FIGURES` computes them afresh. Migration 0017's backfill holds these definitions as they stood when it
+was written: a migration is never edited once applied (db/migrate.py checks), so it is a record, not a second source.
+tests/integration/test_scope_figures.py holds its backfill to today's definitions on the data it was written for. A
+change of definition that must reach stored figures refreshes them through `refresh_researcher_figures(conn, None)`,
+not through a copy in a new migration.
 """
 
 from __future__ import annotations

@@ -10,10 +10,11 @@ from typing import Literal, Protocol
 import asyncpg
 
 from db.connection import Conn
-from db.filters import Clause, Fragment, Sort, compose, owners_page
-from db.keys import Keyed, keyed
+from db.filters import Clause, Fragment, Sort, compose
+from db.keys import Keyed
 from db.queries import category_lists
 from db.queries.institutions import InstitutionRow
+from db.queries.owners import count_of_owners, page_of_owners
 from db.queries.researchers import RESEARCHER_COLUMNS_R_, RESEARCHERS, ResearcherRow
 from db.rows import CountedRows, RowShape, select_list
 
@@ -282,28 +283,24 @@ async def page_papers_of_owners(
     offset: int = 0,
 ) -> dict[int, list[PaperRow]]:
     """The same page of papers for each owner (a researcher's or an institution's papers), in one statement."""
-    sql, args = owners_page(
-        owner, owner_ids, clauses, sort, columns=PAPER_COLUMNS, source="papers p", limit=limit, offset=offset
+    return await page_of_owners(
+        conn,
+        PAPERS,
+        owner,
+        owner_ids,
+        clauses,
+        sort,
+        columns=PAPER_COLUMNS,
+        source="papers p",
+        limit=limit,
+        offset=offset,
     )
-    pages: dict[int, list[PaperRow]] = {owner_id: [] for owner_id in owner_ids}
-    records = await conn.fetch(sql, *args)
-    if records:
-        read = PAPERS.reader(records[0])
-        for r in records:
-            pages[r["owner_id"]].append(read(r))
-    return pages
 
 
 async def count_papers_of_owners(
     conn: Conn, owner: Fragment, owner_ids: Sequence[int], clauses: Sequence[Clause]
 ) -> dict[int, int]:
-    where, args = compose(clauses, offset=1)
-    sql, keys = keyed(
-        f"SELECT k.owner_id, (SELECT count(*) FROM papers p WHERE {owner.sql} AND {where})"
-        " FROM {keys} AS k(owner_id)",
-        owner_ids,
-    )
-    return {r[0]: r[1] for r in await conn.fetch(sql, keys, *args)}
+    return await count_of_owners(conn, owner, owner_ids, clauses, source="papers p")
 
 
 async def count_papers(conn: Conn, clauses: Sequence[Clause]) -> int:

@@ -10,14 +10,15 @@ from typing import Literal
 import asyncpg
 
 from db.connection import Conn
-from db.filters import Clause, Fragment, Sort, compose, owners_page
-from db.keys import Keyed, keyed
+from db.filters import Clause, Fragment, Sort, compose
+from db.keys import Keyed
 from db.queries.institutions import (
     AFFILIATIONS_JSON_OF_RESEARCHER,
     AffiliationRow,
     InstitutionRow,
     affiliations_from_json,
 )
+from db.queries.owners import count_of_owners, page_of_owners
 from db.rows import RowShape, select_list
 from db.slugs import entity_slug
 
@@ -161,7 +162,9 @@ async def page_researchers_of_owners(
     offset: int = 0,
 ) -> dict[int, list[ResearcherRow]]:
     """The same page of researchers for each owner (an institution), in one statement."""
-    sql, args = owners_page(
+    return await page_of_owners(
+        conn,
+        RESEARCHERS,
         owner,
         owner_ids,
         clauses,
@@ -171,25 +174,12 @@ async def page_researchers_of_owners(
         limit=limit,
         offset=offset,
     )
-    pages: dict[int, list[ResearcherRow]] = {owner_id: [] for owner_id in owner_ids}
-    records = await conn.fetch(sql, *args)
-    if records:
-        read = RESEARCHERS.reader(records[0])
-        for rec in records:
-            pages[rec["owner_id"]].append(read(rec))
-    return pages
 
 
 async def count_researchers_of_owners(
     conn: Conn, owner: Fragment, owner_ids: Sequence[int], clauses: Sequence[Clause]
 ) -> dict[int, int]:
-    where, args = compose(clauses, offset=1)
-    sql, keys = keyed(
-        f"SELECT k.owner_id, (SELECT count(*) FROM researchers r WHERE {owner.sql} AND {where})"
-        " FROM {keys} AS k(owner_id)",
-        owner_ids,
-    )
-    return {rec[0]: rec[1] for rec in await conn.fetch(sql, keys, *args)}
+    return await count_of_owners(conn, owner, owner_ids, clauses, source="researchers r")
 
 
 async def count_researchers(conn: Conn, clauses: Sequence[Clause]) -> int:

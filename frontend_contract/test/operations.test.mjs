@@ -10,7 +10,22 @@ import { readFileSync } from "node:fs";
 import { ClientError, GraphQLClient } from "graphql-request";
 
 const API = process.env.WOVEPAPER_API_URL;
-const operation = (name) => readFileSync(new URL(`../operations/${name}.graphql`, import.meta.url), "utf8");
+const read = (path) => readFileSync(new URL(`../${path}.graphql`, import.meta.url), "utf8");
+// An operation's document as the site sends it: its file, then each fragment it spreads (fragments/, one a file),
+// once, in the order first spread, as the API's manifest holds it (edge/persisted.py, operation_documents).
+const operation = (name) => {
+  const parts = [read(`operations/${name}`)];
+  const seen = new Set();
+  for (let i = 0; i < parts.length; i++) {
+    for (const [, spread] of parts[i].replace(/#[^\n]*/g, "").matchAll(/\.\.\.\s*(?!on\b)([_A-Za-z][_0-9A-Za-z]*)/g)) {
+      if (!seen.has(spread)) {
+        seen.add(spread);
+        parts.push(read(`fragments/${spread}`));
+      }
+    }
+  }
+  return parts.join("\n");
+};
 
 const isInt = (v) => Number.isInteger(v);
 const isString = (v) => typeof v === "string";

@@ -23,12 +23,12 @@ tests/unit/test_fast_executor.py and tests/contract/test_both_executors.py compa
 one.
 
 Everything that touches those internals is in this package: ``plan`` works out once per schema field how it
-can be read, ``executor`` is the subclass that reads and completes, ``shared`` keeps a document's field
+can be read, ``executor`` is the execution context that reads and completes, ``shared`` keeps a document's field
 collections and their plans from one request to the next when no variable can change them.
 docs/architecture/upgrading.md, "Upgrading Strawberry or graphql-core", says how to move either pin.
 """
 
-from schema.fast_executor.executor import FastExecutor, make_fast
+from schema.fast_executor.executor import FastExecutor
 from schema.fast_executor.plan import reads_info
 
-__all__ = ["FastExecutor", "make_fast", "reads_info"]
+__all__ = ["FastExecutor", "reads_info"]

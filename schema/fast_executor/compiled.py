@@ -35,23 +35,23 @@ ZONES: Final = (None, UTC)
 
 def is_leaf(entry: PlanEntry) -> bool:
     """A __typename, or a field read off its source that is complete when its value has the plan's exact type."""
-    return entry[3] == TYPENAME or (entry[3] == BASIC and entry[9] is not None)
+    return entry.kind == TYPENAME or (entry.kind == BASIC and entry.exact is not None)
 
 
 def _strings(entry: PlanEntry) -> bool:
     """A field read off its source whose value is a list of non-null strings (categories, topics)."""
-    return entry[3] == BASIC and entry[7] == LIST and entry[8][:2] == (False, STR)
+    return entry.kind == BASIC and entry.code == LIST and entry.detail[:2] == (False, STR)
 
 
 def _is_enum(entry: PlanEntry) -> bool:
     """A field read off its source whose type is an enum."""
-    return entry[3] == BASIC and entry[7] == SCALAR and isinstance(entry[8], GraphQLEnumType)
+    return entry.kind == BASIC and entry.code == SCALAR and isinstance(entry.detail, GraphQLEnumType)
 
 
 def _enum_names(entry: PlanEntry) -> tuple[frozenset[type], dict[Any, str]]:
     """An enum field's value types (strings, the enum's Python class) and each value with the name the enum writes
     for it, as its own serializer says, asked once when the reader is written."""
-    enum_type = entry[8]
+    enum_type = entry.detail
     python_class = getattr(enum_type, "wrapped_cls", None)
     candidates = [v.value for v in enum_type.values.values() if type(v.value) is str]
     if isinstance(python_class, type):
@@ -66,11 +66,11 @@ def _enum_names(entry: PlanEntry) -> tuple[frozenset[type], dict[Any, str]]:
 
 
 def _readable(entry: PlanEntry) -> bool:
-    return (is_leaf(entry) and entry[3] == BASIC) or _strings(entry) or _is_enum(entry)
+    return (is_leaf(entry) and entry.kind == BASIC) or _strings(entry) or _is_enum(entry)
 
 
 def _check(i: int, entry: PlanEntry) -> str:
-    nullable, code = entry[6], entry[7]
+    nullable, code = entry.nullable, entry.code
     value, exact = f"v{i}", f"t{i}"
     if _is_enum(entry):
         test = f"(type({value}) in k{i} and {value} in e{i})"
@@ -94,11 +94,12 @@ def compile_leaves(type_name: str, entries: Sequence[PlanEntry]) -> Leaves | Non
     leaves = {i for i, entry in enumerate(entries) if _readable(entry)}
     if len(leaves) < MIN_LEAVES:
         return None
-    rest = [entry for i, entry in enumerate(entries) if i not in leaves and entry[3] != TYPENAME]
+    rest = [entry for i, entry in enumerate(entries) if i not in leaves and entry.kind != TYPENAME]
     # A reader is a function of the response names, the leaves' field definitions and the places of the others:
     # documents whose plans are made per request (their variables can change what they select) find it here.
-    fields = tuple(entries[i][2] for i in sorted(leaves))
-    key = (type_name, *((e[0], id(e[2]) if i in leaves else e[3] == TYPENAME) for i, e in enumerate(entries)))
+    fields = tuple(entries[i].field_def for i in sorted(leaves))
+    places = ((e.name, id(e.field_def) if i in leaves else e.kind == TYPENAME) for i, e in enumerate(entries))
+    key = (type_name, *places)
     known = _READERS.get(key)
     if known is not None and all(a is b for a, b in zip(known[0], fields, strict=True)):
         return known[1], rest
@@ -120,9 +121,9 @@ def _write_reader(type_name: str, entries: Sequence[PlanEntry], leaves: set[int]
     reads, checks, items = [], [], []
     for i, entry in enumerate(entries):
         # Response names are GraphQL names ([_A-Za-z][_0-9A-Za-z]*): safe as string literals.
-        key = repr(entry[0])
+        key = repr(entry.name)
         if i in leaves:
-            namespace[f"g{i}"], namespace[f"t{i}"] = entry[4], entry[9]
+            namespace[f"g{i}"], namespace[f"t{i}"] = entry.getter, entry.exact
             reads.append(f"        v{i} = g{i}(source)")
             checks.append(_check(i, entry))
             if _strings(entry):
@@ -133,7 +134,7 @@ def _write_reader(type_name: str, entries: Sequence[PlanEntry], leaves: set[int]
                 items.append(f"{key}: e{i}.get(v{i})")  # the enum's name for the value (None for None)
             else:
                 items.append(f"{key}: v{i}")
-        elif entry[3] == TYPENAME:
+        elif entry.kind == TYPENAME:
             items.append(f"{key}: {type_name!r}")
         else:
             items.append(f"{key}: None")

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from app import create_app
+from edge.persisted import operation_documents
 from settings import Settings
 from tests.integration.graph_support import StatementCounter, serving
 from tests.jwt_support import SECRET, bearer, hs256
@@ -65,7 +66,8 @@ CONTRACT_READER = f"contract-reader-{uuid.uuid4().hex[:8]}"
 
 
 def operation_text(name: str) -> str:
-    return (OPERATIONS / f"{name}.graphql").read_text()
+    """The operation's document as the site sends it: its file, and the fragments it spreads."""
+    return operation_documents(OPERATIONS)[name]
 
 
 def budgets() -> dict[str, int]:

@@ -1,5 +1,6 @@
-"""The FastExecutor and Strawberry's default executor give the same JSON (data and errors) for every operation of
-the contract, and for randomised documents cut from them (fields dropped, aliases added) on the demo data."""
+"""The FastExecutor and Strawberry's default executor (what serves with WOVEPAPER_FAST_EXECUTOR off) give the same
+JSON (data and errors) for every operation of the contract, and for randomised documents cut from them (fields
+dropped, aliases added) on the demo data."""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ Run = Any
 async def executors(demo_database_url: str, demo_ids: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     settings = Settings(DATABASE_URL=demo_database_url)
     # No masking extension: graphql-core's own messages are compared.
-    generic = build_schema(settings, extensions=[], execution_context_class=StrawberryGraphQLCoreExecutionContext)
+    generic = build_schema(settings.model_copy(update={"fast_executor": False}), extensions=[])
     fast = build_schema(settings, extensions=[])
-    assert fast.execution_context_class is fast_executor.FastExecutor
+    assert generic.execution_context_class is StrawberryGraphQLCoreExecutionContext, "the switch turns it off"
+    assert fast.execution_context_class is fast_executor.FastExecutor, "on by default"
     pool = await create_pool(demo_database_url)
 
     async def run(schema: Any, document: str, variables: dict[str, Any]) -> Any:

@@ -34,8 +34,8 @@ LONG_RUNNING = {
 WOVEPAPER = {"migrate", "api", "ingest"}
 # Settings the compose file sets for the read replicas and Sentinel, which settings.py reads once issues 32
 # (PostgreSQL read replicas) and 33 (Redis Sentinel) land; remove this set then, and the test checks them too.
-# Read from the environment outside Settings: by the image (semantic/, prometheus_client) or by the ingest's loop.
-OTHER_VARIABLES = {"PROMETHEUS_MULTIPROC_DIR", "WOVEPAPER_MODEL_DIR", "WOVEPAPER_EMBEDDING_BACKEND", "INGEST_AT_UTC"}
+# Read from the environment outside Settings: by prometheus_client or by the ingest's loop.
+OTHER_VARIABLES = {"PROMETHEUS_MULTIPROC_DIR", "INGEST_AT_UTC"}
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|API_KEY")
 
 

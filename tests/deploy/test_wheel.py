@@ -10,7 +10,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # Files the code reads beside itself (Path(__file__)...), as globs under the repository.
-DATA = ["frontend_contract/operations/*.graphql", "db/migrations/*.sql", "demo/words.json"]
+DATA = [
+    "frontend_contract/operations/*.graphql",
+    "frontend_contract/fragments/*.graphql",
+    "db/migrations/*.sql",
+    "demo/words.json",
+]
 
 
 def test_the_wheel_carries_what_the_api_reads_at_run_time(tmp_path: Path) -> None:

@@ -17,12 +17,14 @@ from typing import Any
 import asyncpg
 import httpx
 
+from edge.persisted import operation_documents
+
 OPERATIONS = Path(__file__).resolve().parents[2] / "frontend_contract" / "operations"
 RETRYABLE = frozenset({"SERVICE_UNAVAILABLE", "OVERLOADED"})
 
 
 def operation_text(name: str) -> str:
-    return (OPERATIONS / f"{name}.graphql").read_text()
+    return operation_documents(OPERATIONS)[name]
 
 
 @dataclass(frozen=True)

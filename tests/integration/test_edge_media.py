@@ -14,6 +14,7 @@ import pytest
 
 from app import OPERATIONS_DIR
 from edge.media import GRAPHQL_RESPONSE, JSON, negotiate
+from edge.persisted import operation_documents
 from tests.integration import test_edge_persisted as persisted
 from tests.integration import test_response_cache as shared
 from tests.integration.graph_support import seeded_database
@@ -32,7 +33,7 @@ GRAPHQL = "application/graphql-response+json; charset=utf-8"
 NEW = {"accept": "application/graphql-response+json"}
 LEGACY = {"accept": "application/json"}
 JSON_BODY = {"content-type": "application/json"}
-FOLLOW_ID = hashlib.sha256((OPERATIONS_DIR / "FollowResearcher.graphql").read_text().encode()).hexdigest()
+FOLLOW_ID = hashlib.sha256(operation_documents(OPERATIONS_DIR)["FollowResearcher"].encode()).hexdigest()
 
 # Request errors: nothing executed.
 REQUEST_ERRORS: list[tuple[str, dict[str, Any], str]] = [

@@ -20,12 +20,12 @@ from cdn.purge import HttpPurge
 from db.cache.invalidation import attach_purge, invalidate
 from db.cache.store import CacheStore
 from db.records import Touched
-from edge.persisted import build_manifest
+from edge.persisted import build_manifest, operation_documents
 from frontend_contract.manifest import MANIFEST_PATH, render
 from tests.integration.graph_support import StatementCounter, seeded_database, serving, settings_for
 
 _ns = itertools.count()
-RESEARCHER_PAGE = (OPERATIONS_DIR / "ResearcherPage.graphql").read_text()
+RESEARCHER_PAGE = operation_documents(OPERATIONS_DIR)["ResearcherPage"]
 RESEARCHER_PAGE_ID = hashlib.sha256(RESEARCHER_PAGE.encode()).hexdigest()
 AD_HOC = "query Mine { papers(first: 1) { nodes { id title } } }"
 AD_HOC_HASH = hashlib.sha256(AD_HOC.encode()).hexdigest()

@@ -12,12 +12,13 @@ from typing import Any
 
 import httpx
 
+from edge.persisted import operation_documents
 from tests.integration.graph_support import seeded_database
 from tests.jwt_support import SECRET, bearer, hs256
 from tests.server_process import ServerProcess, server_process
 
 ROOT = Path(__file__).resolve().parents[2]
-RESEARCHER_PAGE = (ROOT / "frontend_contract" / "operations" / "ResearcherPage.graphql").read_text()
+RESEARCHER_PAGE = operation_documents(ROOT / "frontend_contract" / "operations")["ResearcherPage"]
 FOLLOW = "mutation F($id: String!) { followResearcher(input: {id: $id}) { researcher { followerCount } } }"
 UNFOLLOW = "mutation U($id: String!) { unfollowResearcher(input: {id: $id}) { researcher { followerCount } } }"
 STATE = "query S($id: String!) { researcher(id: $id) { viewerIsFollowing followerCount } }"

@@ -6,6 +6,7 @@ import collections
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from semantic.onnx_runtime import (
     saturates_int8,
 )
 from semantic.reference import TORCH_MODULES, TorchEmbedder
+from settings import SettingsError, load_settings
 
 pytestmark = [
     pytest.mark.semantic,
@@ -213,16 +215,27 @@ def test_serving_from_the_cache_needs_no_torch(files: OnnxFiles) -> None:
     assert done.stdout.strip() == "ok"
 
 
-def test_backend_is_chosen_by_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WOVEPAPER_EMBEDDING_BACKEND", "torch")
+@pytest.fixture
+def configured() -> Iterator[None]:
+    """Puts the default configuration back after a test that changes it."""
+    yield
+    semantic.configure()
+
+
+def test_backend_is_chosen_by_setting(monkeypatch: pytest.MonkeyPatch, configured: None) -> None:
+    monkeypatch.setenv("WOVEPAPER_EMBEDDING_BACKEND", " Torch ")
+    settings = load_settings()
+    semantic.configure(backend=settings.embedding_backend, model_dir=settings.model_dir)
     assert isinstance(semantic.load_embedder(), TorchEmbedder)
     monkeypatch.setenv("WOVEPAPER_EMBEDDING_BACKEND", "tensorflow")
-    assert not semantic.is_available()
+    with pytest.raises(SettingsError, match="WOVEPAPER_EMBEDDING_BACKEND"):
+        load_settings()
     with pytest.raises(semantic.EmbeddingsUnavailable, match="WOVEPAPER_EMBEDDING_BACKEND"):
-        semantic.load_embedder()
+        semantic.configure(backend="tensorflow")
 
 
-def test_model_dir_setting_moves_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_model_dir_setting_moves_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, configured: None) -> None:
     monkeypatch.setenv("WOVEPAPER_MODEL_DIR", str(tmp_path))
+    semantic.configure(model_dir=load_settings().model_dir)
     assert onnx_files().fp32.is_relative_to(tmp_path)
     assert not onnx_files().exist()

@@ -98,8 +98,9 @@ def test_unknown_entity_kind_is_refused() -> None:
 def test_contract_operations_cacheability() -> None:
     from db.cache.store import EntityRef
     from db.paging import encode_global_id
+    from edge.cache_tags import entity_refs
     from edge.cacheable import cacheable_operation, document_hash
-    from edge.response_cache import canonical_variables, entity_refs
+    from edge.response_cache import canonical_variables
 
     page = "query ResearcherPage($id: String!) { researcher(id: $id) { id name } }"
     op = cacheable_operation(page)

@@ -11,7 +11,7 @@ import strawberry
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from schema.derived import derived
-from schema.fast_executor import make_fast
+from schema.fast_executor import FastExecutor
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Query:
 
 
 GENERIC = strawberry.Schema(query=Query, execution_context_class=StrawberryGraphQLCoreExecutionContext)
-FAST = strawberry.Schema(query=Query, execution_context_class=make_fast(StrawberryGraphQLCoreExecutionContext))
+FAST = strawberry.Schema(query=Query, execution_context_class=FastExecutor)
 
 
 def _answer(schema: strawberry.Schema, query: str) -> tuple[Any, list[dict[str, Any]]]:

@@ -7,12 +7,12 @@ import math
 import pytest
 
 from bounded import BoundedCache
+from edge.cache_tags import CDN_TAG_BYTES, CdnPolicy
 from edge.conditional import not_modified
 from edge.entity_keys import entity_key, paper_key
 from edge.errors import EdgeError
 from edge.ratelimit import PERIOD_S, LocalLimiter, decide
 from edge.request import parse_get, parse_post
-from edge.response_cache import CDN_TAG_BYTES, CdnPolicy
 
 
 def test_paper_spellings_name_one_arxiv_id() -> None:

@@ -20,9 +20,7 @@ import strawberry
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from schema import fast_executor
-from schema.fast_executor import make_fast, reads_info
-
-FastExecutor = make_fast(StrawberryGraphQLCoreExecutionContext)
+from schema.fast_executor import FastExecutor, reads_info
 
 
 @strawberry.enum
@@ -477,17 +475,17 @@ async def test_real_schema_same_results_on_demo_data(real: Any, name: str) -> No
 async def test_real_schema_same_errors_on_bad_rows(
     real: Any, monkeypatch: pytest.MonkeyPatch, operation: str, how: str
 ) -> None:
-    import resolvers.papers
+    import resolvers.paper_authors
 
-    original = resolvers.papers.attach_authors
+    original = resolvers.paper_authors.attach_authors
 
     def attach_then_corrupt(ctx: Any, papers: Any, *args: Any, **kwargs: Any) -> None:
         original(ctx, papers, *args, **kwargs)
         _corrupt(list(papers), how)
 
-    monkeypatch.setattr(resolvers.papers, "attach_authors", attach_then_corrupt)
+    monkeypatch.setattr(resolvers.paper_authors, "attach_authors", attach_then_corrupt)
     # Rows for both executors: the damage is done to rows (JSON written by PostgreSQL has none to damage).
-    monkeypatch.setattr(resolvers.papers, "authors_json", lambda node: None)
+    monkeypatch.setattr(resolvers.paper_authors, "authors_json", lambda node: None)
     generic = await real["run"](real["generic"], operation)
     fast = await real["run"](real["fast"], operation)
     assert generic == fast

@@ -14,7 +14,6 @@ from db.filters import PAPER_SORTS, Fragment, Sort
 from db.queries.papers import PAPER_COLUMNS
 
 Mode = Literal["KEYWORD", "SEMANTIC", "HYBRID"]
-FacetKind = Literal["category", "primary", "year"]
 
 # How many nearest neighbours make up a semantic result set, and how many of each ranking hybrid fuses.
 SEMANTIC_CANDIDATES = 200
