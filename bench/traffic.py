@@ -108,7 +108,12 @@ class Backends:
         self.first = dict(self.last)
 
     def seconds(self, app: str) -> float:
-        return sum(self.last[p] - self.first.get(p, self.last[p]) for p in self.last if self.app[p] == app)
+        # The ingest names its connections `wovepaper-ingest <stage> <host>:<pid>` (ingest/locks.py run_name).
+        return sum(self.last[p] - self.first.get(p, self.last[p]) for p in self.last if _is_app(self.app[p], app))
+
+
+def _is_app(name: str, app: str) -> bool:
+    return name == app or name.startswith(app + " ")
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
