@@ -157,3 +157,4 @@ def test_backend_cpu_is_told_apart_by_application_and_counts_the_ingest_runs_by_
         backends.app[pid], backends.first[pid], backends.last[pid] = name, 1.0, 1.0 + pid
     assert backends.seconds(API_APP) == 1.0
     assert backends.seconds(INGEST_APP) == 2.0 + 3.0
+    assert asyncio.iscoroutinefunction(Backends.run)  # the sampler the run starts
