@@ -29,7 +29,7 @@ from db.queries import category_lists
 from db.queries.aggregates import SELECT_RESEARCHER_STATS
 
 RESEARCHER = """SELECT id, name, name_slug, s2_author_id, openalex_id, orcid, paper_count, h_index, citation_count,
-       works_count, follower_count, modified_at FROM researchers WHERE id = $1"""
+       works_count, follower_count, claimed, modified_at FROM researchers WHERE id = $1"""
 INSTITUTIONS = """SELECT i.id, i.name, i.name_slug, i.country, ri.first_year, ri.last_year
   FROM researcher_institutions ri JOIN institutions i ON i.id = ri.institution_id WHERE ri.researcher_id = $1
  ORDER BY ri.last_year DESC NULLS LAST, i.name, i.id"""
@@ -186,6 +186,7 @@ async def researcher_page(conn: asyncpg.Connection, researcher_id: int, page: in
         "hIndex": r["h_index"],
         "citationCount": r["citation_count"],
         "worksCount": r["works_count"],
+        "claimed": r["claimed"],
         "externalIds": {"semanticScholar": r["s2_author_id"], "openAlex": r["openalex_id"], "orcid": r["orcid"]},
         "authorPositions": {
             "first": stats["first"],

@@ -22,7 +22,8 @@ from db.queries.aggregates import SELECT_RESEARCHER_STATS
 RESEARCHER_PAGE = """
 query ResearcherPage($id: BigInt!, $first: Int!, $offset: Int!) {
   researcherByRowId(rowId: $id) {
-    rowId name nameSlug paperCount hIndex citationCount worksCount s2AuthorId openalexId orcid followerCount modifiedAt
+    rowId name nameSlug paperCount hIndex citationCount worksCount s2AuthorId openalexId orcid followerCount claimed
+    modifiedAt
     pageStats
     mostCitedPaper { rowId arxivId slug title citedByCount }
     researcherInstitutionsByResearcherId {
@@ -174,6 +175,7 @@ def to_contract_shape(body: dict[str, Any]) -> dict[str, Any]:
                 "hIndex": r["hIndex"],
                 "citationCount": r["citationCount"],
                 "worksCount": r["worksCount"],
+                "claimed": r["claimed"],
                 "externalIds": {"semanticScholar": r["s2AuthorId"], "openAlex": r["openalexId"], "orcid": r["orcid"]},
                 "authorPositions": {
                     "first": stats["first"],

@@ -108,7 +108,8 @@ class Backends:
         self.first = dict(self.last)
 
     def seconds(self, app: str) -> float:
-        return sum(self.last[p] - self.first.get(p, self.last[p]) for p in self.last if self.app[p] == app)
+        # The ingest names its connections `wovepaper-ingest <stage> <host>:<pid>` (ingest/locks.py run_name).
+        return sum(self.last[p] - self.first.get(p, self.last[p]) for p in self.last if _is_app(self.app[p], app))
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -117,6 +118,10 @@ class Backends:
                 await asyncio.wait_for(stop.wait(), 1.0)
             except TimeoutError:
                 pass
+
+
+def _is_app(name: str, app: str) -> bool:
+    return name == app or name.startswith(app + " ")
 
 
 def tree_cpu(pid: int) -> float:

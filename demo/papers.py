@@ -88,10 +88,13 @@ class _IdMinter:
         self.last[key], self.counts[key] = seq, count + 1
         return seq  # type: ignore[no-any-return]
 
-    def mint(self, when: datetime, category: str, rng: random.Random) -> str:
+    def mint(self, when: datetime, category: str, rng: random.Random) -> str | None:
+        """The paper's id, or None when its archive's month already holds 999 papers (old-style numbers)."""
         yymm = f"{when.year % 100:02d}{when.month:02d}"
         if when.date() < NEW_STYLE_FROM:
             archive = category.split(".")[0]
+            if self.last.get((archive, yymm), 0) >= 999:
+                return None
             # Each archive numbered its own papers.
             seq = self._next((archive, yymm), 999, self._expected(when) * W.archive_share(archive, when.year), rng)
             return f"{archive}/{yymm}{seq:03d}"
@@ -158,6 +161,13 @@ def generate_papers(
         cats = _categories(rng, when)
         field = W.field_of(cats[0])
         arxiv_id = minter.mint(when, cats[0], rng)
+        while arxiv_id is None:
+            # Today's category shares put more than 999 cs papers in some months before 2007 from about 2M papers
+            # on, more than arXiv's old-style numbers hold (arXiv had a few hundred then): such a paper is drawn
+            # another category. Smaller demos never get here, so their rows are unchanged.
+            cats = _categories(rng, when)
+            field = W.field_of(cats[0])
+            arxiv_id = minter.mint(when, cats[0], rng)
         arxiv_ids.append(arxiv_id)
 
         authors: list[AuthorRecord] = []

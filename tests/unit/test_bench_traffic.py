@@ -16,7 +16,9 @@ import pytest
 
 from bench.loadgen import Client, Record, arrival_times, encode_request, open_loop, zipf_rank
 from bench.site_mix import DEFAULT_SHARES, parse_shares, search_terms
+from bench.traffic import API_APP, INGEST_APP, Backends
 from bench.traffic_ingest import World
+from ingest.locks import run_name
 from ingest.parsers.oai import parse_page
 from ingest.parsers.openalex import parse_results, parse_work
 from ingest.parsers.s2 import parse_paper_batch, researcher_from_author
@@ -145,3 +147,14 @@ def test_the_fake_upstreams_answer_in_formats_the_ingest_parses() -> None:
     assert status == 200 and len(works) == len(ids)
     status, _, body = world.openalex("/authors", {"filter": "openalex:A5000000001"})
     assert status == 200 and json.loads(body)["results"][0]["display_name"] == "Jana Müller"
+
+
+def test_backend_cpu_is_told_apart_by_application_and_counts_the_ingest_runs_by_their_names() -> None:
+    """The ingest's connections carry the stage, host and process in their name; the API's pool is `wovepaper`."""
+    backends = Backends(conn=None)  # type: ignore[arg-type]  # only the sampled figures are read
+    names = {1: API_APP, 2: run_name("arxiv"), 3: run_name("enrich"), 4: "psql"}
+    for pid, name in names.items():
+        backends.app[pid], backends.first[pid], backends.last[pid] = name, 1.0, 1.0 + pid
+    assert backends.seconds(API_APP) == 1.0
+    assert backends.seconds(INGEST_APP) == 2.0 + 3.0
+    assert asyncio.iscoroutinefunction(Backends.run)  # the sampler the run starts

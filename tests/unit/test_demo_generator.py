@@ -5,13 +5,14 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from datetime import date
+from datetime import UTC, date, datetime
 from itertools import islice
 
 import pytest
 
 import demo
 from db.ids import normalize_orcid, normalize_ror, parse_arxiv_id
+from demo.papers import _IdMinter
 
 
 def generate(papers: int, seed: int = 42, researchers_with_works: int | None = None):
@@ -66,6 +67,21 @@ def test_arxiv_ids_are_old_style_before_april_2007_and_new_style_after(small) ->
     years = Counter(p.published.year for p, *_ in rows)
     assert min(years) == 1995 and max(years) == 2026
     assert years[2025] > years[2000]  # arXiv grows
+
+
+def test_a_full_old_style_month_mints_no_id_beyond_999() -> None:
+    """At the whole corpus's size today's cs share asks for about 1,270 cs papers in December 2006; arXiv's
+    old-style numbers stop at 999 an archive a month, and the generator must then draw the paper elsewhere."""
+    minter = _IdMinter(demo.DemoPlan.for_papers(2_500_000, 42))
+    rng = random.Random(1)
+    when = datetime(2006, 12, 15, tzinfo=UTC)
+    minted = [minter.mint(when, "cs.LG", rng) for _ in range(1_300)]
+    ids = [i for i in minted if i is not None]
+    assert len(ids) == 999 and len(set(ids)) == 999
+    assert minted[999:] == [None] * 301  # full from the 1,000th on, not before
+    assert all(re.fullmatch(r"cs/0612\d{3}", i) and parse_arxiv_id(i) == (i, None) for i in ids)
+    other = minter.mint(when, "hep-th", rng)
+    assert other is not None and other.startswith("hep-th/0612")
 
 
 def test_authorships_unmatched_share_and_collaborations(small) -> None:
