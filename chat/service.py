@@ -41,8 +41,9 @@ from db.queries.chat import (
     save_turn,
 )
 from db.queries.papers import PaperRow, fetch_papers_by_ids
-from llm import ModelClient, ModelConfig, ModelRequestFailed, TextPart, Usage
+from llm import ModelClient, ModelRequestFailed, TextPart, Usage
 from retry_rules import RetryPolicy
+from settings.language_model import ModelConfig
 from telemetry.metrics import CHAT_ANSWERS, MODEL_TOKENS, count_rejection
 
 log = logging.getLogger("chat")

@@ -123,7 +123,7 @@ def ingest_analyse(
     Papers not analysed yet, or whose title or abstract changed since; stops cleanly when the day's token
     budget (WOVEPAPER_LLM_DAILY_TOKENS) is spent.
     """
-    from llm import not_configured_message
+    from settings.language_model import not_configured_message
 
     settings = settings_or_exit()
     database_url_or_exit(settings)

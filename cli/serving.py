@@ -14,8 +14,8 @@ from db.migrate import migrate as apply_migrations
 from settings import masked_url
 
 if TYPE_CHECKING:
-    from db.cache.client import RedisTarget
     from settings import Settings
+    from settings.redis_target import RedisTarget
 
 from cli.common import app, database_url_or_exit, settings_or_exit
 

@@ -36,7 +36,8 @@ from redis.client import PubSub
 from redis.exceptions import RedisError
 
 from db.cache import keys
-from db.cache.client import REDIS_ERRORS, RedisTarget, channel_node, close_quietly, subscribe
+from db.cache.client import REDIS_ERRORS, channel_node, close_quietly, subscribe
+from settings.redis_target import RedisTarget
 
 log = logging.getLogger(__name__)
 

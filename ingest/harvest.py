@@ -25,7 +25,8 @@ import asyncpg
 from db.cache.store import CacheStore
 from db.queries.figures import refresh_figures
 from db.queries.ingest_state import commit_without_flush_wait, record_progress, tombstone_papers
-from db.queries.writes.papers import PaperWriteResult, add_people_of_papers, upsert_papers
+from db.queries.paper_people import add_people_of_papers
+from db.queries.writes.papers import PaperWriteResult, upsert_papers
 from ingest.cache import commit_position, invalidate_after_commit
 from ingest.checkpoints import HarvestState, arxiv_checkpoint_key, load_harvest_state, save_harvest_state
 from ingest.clients.arxiv_oai import ArxivOAIClient

@@ -6,7 +6,6 @@ It knows no GraphQL, no ingest and no web layer: callers pass it messages and re
 from __future__ import annotations
 
 from llm.client import ModelClient, StreamEnd, StreamEvent, TextPart
-from llm.config import ModelConfig, not_configured_message
 from llm.errors import (
     AnswerBrokeOff,
     MalformedModelResponse,
@@ -24,7 +23,6 @@ __all__ = [
     "Completion",
     "MalformedModelResponse",
     "ModelClient",
-    "ModelConfig",
     "ModelError",
     "ModelNotConfigured",
     "ModelRateLimited",
@@ -35,5 +33,4 @@ __all__ = [
     "TextPart",
     "Usage",
     "json_schema_format",
-    "not_configured_message",
 ]

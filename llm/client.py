@@ -28,7 +28,6 @@ from typing import Any, NoReturn
 import httpx
 import orjson
 
-from llm.config import REASONING_TOKENS, ModelConfig
 from llm.errors import (
     AnswerBrokeOff,
     MalformedModelResponse,
@@ -52,6 +51,7 @@ from llm.wire import (
     request_body,
 )
 from retry_rules import Clock, RetryPolicy, retry_after_seconds
+from settings.language_model import REASONING_TOKENS, ModelConfig
 
 log = logging.getLogger("llm")
 

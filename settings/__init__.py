@@ -10,9 +10,9 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from db.cache.client import RedisTarget, parse_sentinels
-from llm.config import REASONING_TOKENS, ModelConfig
 from request_types.identity import parse_networks
+from settings.language_model import REASONING_TOKENS, ModelConfig
+from settings.redis_target import RedisTarget, parse_sentinels
 
 # Written into feeds and links as is: a scheme, a host and a path, nothing that needs escaping.
 _PUBLIC_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d{1,5})?(?:/[A-Za-z0-9._~/-]*)?$")

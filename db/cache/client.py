@@ -9,8 +9,7 @@ and passwords come from the URL in all three; Sentinels may have a password of t
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -26,48 +25,15 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry as SyncRetry
 from redis.sentinel import Sentinel as SyncSentinel
 
+from settings.redis_target import RedisTarget
+
 RedisClient = aioredis.Redis | RedisCluster
 # What a Redis call may raise besides a timeout: a Cluster client's own failures (no node reachable, a slot no
 # primary serves) are not RedisErrors.
 REDIS_ERRORS: Final = (RedisError, RedisClusterException, OSError)
-Topology = Literal["single", "sentinel", "cluster"]
 
 # Sentinels are asked for the primary on every new connection: they answer at once or not at all.
 SENTINEL_TIMEOUT_S: Final = 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class RedisTarget:
-    """Where Redis is. `url`: the server (single), any node (cluster), or with sentinels what is not an address:
-    `rediss://` for TLS, the user and password, the database (its host is not used)."""
-
-    url: str | None = None
-    sentinels: tuple[tuple[str, int], ...] = ()
-    sentinel_master: str | None = None
-    sentinel_password: str | None = None
-    cluster: bool = False
-
-    @property
-    def topology(self) -> Topology:
-        if self.cluster:
-            return "cluster"
-        return "sentinel" if self.sentinels else "single"
-
-
-def parse_sentinels(spec: str) -> tuple[tuple[str, int], ...]:
-    """`host:port,host:port` (an IPv6 host in brackets); ValueError naming what is wrong."""
-    found = []
-    for item in (s.strip() for s in spec.split(",")):
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        host = host.removeprefix("[").removesuffix("]")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"{item!r} is not host:port")
-        found.append((host, int(port)))
-    if not found:
-        raise ValueError("no sentinel given")
-    return tuple(found)
 
 
 def create_redis(target: RedisTarget | str, *, timeout_s: float, max_connections: int = 16) -> RedisClient:

@@ -9,13 +9,11 @@ within one key's hash slot. Every key carries a TTL; a position that is gone rea
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from db.cache import keys
+from db.cache.guarded import GuardedRedis, Unavailable
 from db.cache.scripts import RedisClient, Script
-
-if TYPE_CHECKING:  # the store checks what its values were read from with the functions below
-    from db.cache.store import CacheStore, Unavailable
 
 # A write whose position could not be read: no replica counts as having replayed it (the reads it concerns go to the
 # primary, and no replica fills a cache with what it tagged, until the key expires).
@@ -34,6 +32,13 @@ return 1
 """)
 
 
+class BatchedReads(Protocol):
+    """What positions are read through: the cache store (db/cache/store.py), whose MGET joins every key asked for in
+    one loop turn. Named by what it does, not imported: the store checks what it fills against these positions."""
+
+    async def mget(self, keys: list[str]) -> list[bytes | None] | Unavailable: ...
+
+
 def encode(position: int) -> bytes:
     return b"%016x" % min(max(position, 0), UNKNOWN)
 
@@ -48,7 +53,7 @@ def decode(raw: bytes | None) -> int:
         return UNKNOWN
 
 
-async def raise_positions(cache: CacheStore, names: Sequence[str], position: int, ttl_s: int) -> bool:
+async def raise_positions(cache: GuardedRedis, names: Sequence[str], position: int, ttl_s: int) -> bool:
     """Raise each key of `names` to at least `position`, in one pipeline; False when Redis did not take them."""
     if not names:
         return True
@@ -63,7 +68,7 @@ async def raise_on(redis: RedisClient, names: Sequence[str], position: int, ttl_
     return True
 
 
-async def read_positions(cache: CacheStore, names: Sequence[str]) -> list[int] | Unavailable:
+async def read_positions(cache: BatchedReads, names: Sequence[str]) -> list[int] | Unavailable:
     """The positions under `names` (read with every other key asked for in this loop turn)."""
     got = await cache.mget(list(names))
     if not isinstance(got, list):
@@ -79,7 +84,7 @@ async def record_invalidation(redis: RedisClient, tag_keys: Sequence[str], posit
         await raise_on(redis, names, UNKNOWN if position is None else position, INVALIDATION_TTL_S)
 
 
-async def replayed_invalidations(cache: CacheStore, tag_keys: Sequence[str], replayed: int) -> bool:
+async def replayed_invalidations(cache: BatchedReads, tag_keys: Sequence[str], replayed: int) -> bool:
     """Whether a server that has replayed the WAL to `replayed` has every write that invalidated one of these tags
     lately; False when Redis cannot say."""
     found = await read_positions(cache, [keys.invalidated_position(t) for t in tag_keys])

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import asyncpg
 
 from db.connection import Conn
-from db.queries.writes.papers import UPDATE_MATCHED_COUNTS, add_people_of_papers
+from db.queries.paper_people import UPDATE_MATCHED_COUNTS, add_people_of_papers
 from db.records import Touched
 
 SELECT_PAIR = """

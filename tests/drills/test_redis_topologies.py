@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 import localservers
-from db.cache.client import RedisTarget, parse_sentinels
+from settings.redis_target import RedisTarget, parse_sentinels
 from tests.drills.load import site_calls
 from tests.drills.redis_servers import (
     PASSWORD,

@@ -20,10 +20,11 @@ import httpx
 import orjson
 
 from db.cache import keys
-from db.cache.client import RedisTarget, create_redis, parse_sentinels, slot
+from db.cache.client import create_redis, slot
 from db.cache.invalidation import invalidate
 from db.cache.store import CacheStore
 from db.records import Touched
+from settings.redis_target import RedisTarget, parse_sentinels
 from tests.drills.load import Load, site_calls
 from tests.drills.redis_servers import LocalCluster, LocalSentinel, Node
 from tests.drills.scenarios import HITS, DrillResult, metric, until

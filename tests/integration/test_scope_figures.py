@@ -18,9 +18,10 @@ from db.queries.aggregates import fetch_researcher_stats
 from db.queries.figures import fetch_career_figures, refresh_figures
 from db.queries.ingest_state import tombstone_papers
 from db.queries.merges import merge_researchers
+from db.queries.paper_people import add_people_of_papers
 from db.queries.writes.citations import update_citations
 from db.queries.writes.matches import apply_authorship_matches
-from db.queries.writes.papers import add_people_of_papers, upsert_papers
+from db.queries.writes.papers import upsert_papers
 from db.queries.writes.researchers import replace_researcher_works, upsert_researchers
 from db.records import AuthorRecord, AuthorshipMatch, CitationRecord, PaperRecord, ResearcherRecord, Touched, WorkRecord
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from db.queries.writes.papers import add_people_of_papers
+from db.queries.paper_people import add_people_of_papers
 from db.queries.writes.staging import stage
 from db.records import Touched
 

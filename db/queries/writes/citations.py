@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from db.queries.writes.papers import add_people_of_papers
+from db.queries.paper_people import add_people_of_papers
 from db.queries.writes.staging import ids_of, stage
 from db.records import CitationRecord, Touched
 

@@ -11,7 +11,7 @@ from db.connection import Conn
 from db.queries.corrections import CorrectionRow, ProfileRow, fetch_profiles
 from db.queries.figures import MARK_MODIFIED, refresh_figures
 from db.queries.merges import merge_researchers
-from db.queries.writes.papers import UPDATE_MATCHED_COUNTS, add_people_of_papers
+from db.queries.paper_people import UPDATE_MATCHED_COUNTS, add_people_of_papers
 from db.records import Touched
 
 

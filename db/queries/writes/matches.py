@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 
 from db.ids import normalize_ror
-from db.queries.writes.papers import UPDATE_MATCHED_COUNTS, add_people_of_papers
+from db.queries.paper_people import UPDATE_MATCHED_COUNTS, add_people_of_papers
 from db.queries.writes.staging import ids_of, stage
 from db.records import AuthorshipMatch, Touched, UnlinkedAuthor
 

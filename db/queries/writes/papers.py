@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 
-from db.connection import Conn
+from db.queries.paper_people import UPDATE_MATCHED_COUNTS, add_people_of_papers
 from db.queries.writes.staging import ids_of, stage
 from db.records import PaperRecord, Touched
 from db.slugs import paper_slug
@@ -182,38 +182,11 @@ WITH old AS (
 )
 SELECT paper_id, researcher_id FROM old
 """
-UPDATE_MATCHED_COUNTS = """
-UPDATE papers p SET matched_count = m.n, modified_at = now()
-FROM (SELECT b.id, count(a.researcher_id)::integer AS n
-      FROM unnest($1::bigint[]) AS b(id) LEFT JOIN authorships a ON a.paper_id = b.id GROUP BY b.id) m
-WHERE p.id = m.id AND p.matched_count <> m.n
-"""
-# The people of papers, and the papers' arXiv ids (what their cached responses are tagged by).
-SELECT_PEOPLE_OF_PAPERS = """
-SELECT 'r' AS kind, researcher_id AS id, NULL AS key FROM authorships
-WHERE paper_id = any($1::bigint[]) AND researcher_id IS NOT NULL
-UNION
-SELECT 'i', institution_id, NULL FROM authorship_institutions WHERE paper_id = any($1::bigint[])
-UNION ALL
-SELECT 'p', id, arxiv_id FROM papers WHERE id = any($1::bigint[])
-"""
 SELECT_OLD_PEOPLE = """
 SELECT 'r' AS kind, researcher_id AS id FROM stg_old_authors WHERE researcher_id IS NOT NULL
 UNION
 SELECT 'i', institution_id FROM stg_old_affiliations
 """
-
-
-async def add_people_of_papers(conn: Conn, paper_ids: Iterable[int], touched: Touched) -> None:
-    """Add the researchers and institutions of these papers, and the papers' arXiv ids."""
-    ids = sorted(set(paper_ids))
-    if not ids:
-        return
-    for r in await conn.fetch(SELECT_PEOPLE_OF_PAPERS, ids):
-        if r["kind"] == "p":
-            touched.paper_keys.add(r["key"])
-        else:
-            (touched.researchers if r["kind"] == "r" else touched.institutions).add(r["id"])
 
 
 def _paper_row(p: PaperRecord) -> tuple[Any, ...]:

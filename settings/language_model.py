@@ -1,4 +1,4 @@
-"""Where the model is: read from the environment by settings/, handed to the client here."""
+"""Where the language model is: read from the environment by settings/, handed to the client in llm/."""
 
 from __future__ import annotations
 
