@@ -272,7 +272,6 @@ async def test_institution_researchers_and_papers(g: Graph) -> None:
     assert inst["papers"]["totalCount"] == len(keep)
 
 
-
 @pytest.mark.parametrize("sort", ["NEWEST", "OLDEST", "MOST_CITED"])
 async def test_institution_papers_page_by_page_in_each_sort(g: Graph, sort: str) -> None:
     # Each page is chosen by id before its rows are read: pages of two, in order, none skipped or repeated.
@@ -289,6 +288,7 @@ async def test_institution_papers_page_by_page_in_each_sort(g: Graph, sort: str)
         assert papers["totalCount"] == len(keep)
         seen += [n["arxivId"] for n in papers["nodes"]]
     assert seen == keep
+
 
 async def test_cursor_walk_is_stable_under_inserts(make_database) -> None:
     seeded = await seeded_database(make_database, "graph_inserts")
