@@ -153,16 +153,23 @@ def owners_page(
     source: str,
     limit: int,
     offset: int,
+    by_id: bool = False,
 ) -> tuple[str, list[object]]:
     """The same page for each owner, in one statement: one LATERAL subquery per owner id, `owner.sql` tying rows
-    to `k.owner_id`. Returns the statement and its arguments; each row starts with its owner's id."""
+    to `k.owner_id`. Returns the statement and its arguments; each row starts with its owner's id.
+
+    `by_id`: the page's ids are chosen first, reading only what the filter and sort need (from a covering index,
+    where there is one), and only the page's rows are then read whole by id: an owner with 200k rows otherwise
+    has every one of them read whole to sort them."""
     where, args = compose(clauses, offset=1)
     n = len(args) + 1
     alias = source.split()[-1]
+    rows = f" FROM {source} WHERE {owner.sql} AND {where} ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}"
+    if by_id:
+        rows = f" FROM {source} WHERE {alias}.id = ANY (ARRAY(SELECT {alias}.id{rows}))"
     sql, keys = keyed(
         f"SELECT k.owner_id, {columns} FROM {{keys_ord}} AS k(owner_id, ord)"
-        f" CROSS JOIN LATERAL (SELECT {columns} FROM {source} WHERE {owner.sql} AND {where}"
-        f" ORDER BY {sort.order_by} LIMIT ${n + 1} OFFSET ${n + 2}) {alias}"
+        f" CROSS JOIN LATERAL (SELECT {columns}{rows}) {alias}"
         f" ORDER BY k.ord, {sort.order_by}",
         owner_ids,
     )

@@ -26,9 +26,12 @@ async def page_of_owners(
     source: str,
     limit: int,
     offset: int,
+    by_id: bool = False,
 ) -> dict[int, list[T]]:
     """The same page of `source` rows (`columns`, built by `shape`) for each owner, every owner listed."""
-    sql, args = owners_page(owner, owner_ids, clauses, sort, columns=columns, source=source, limit=limit, offset=offset)
+    sql, args = owners_page(
+        owner, owner_ids, clauses, sort, columns=columns, source=source, limit=limit, offset=offset, by_id=by_id
+    )
     pages: dict[int, list[T]] = {owner_id: [] for owner_id in owner_ids}
     records = await conn.fetch(sql, *args)
     if records:

@@ -294,6 +294,8 @@ async def page_papers_of_owners(
         source="papers p",
         limit=limit,
         offset=offset,
+        # The page chosen from migration 0026's covering index: an institution has up to 200k papers to sort.
+        by_id=True,
     )
 
 
