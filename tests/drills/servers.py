@@ -32,8 +32,26 @@ def _user() -> pwd.struct_passwd | None:
     return entry
 
 
+class _Addressed:
+    """Where a drill's server keeps its data and how to reach it."""
+
+    root: Path
+    port: int
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def admin_dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def dsn(self, database: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+
 @dataclass
-class DrillPostgres:
+class DrillPostgres(_Addressed):
     """`initdb` + `pg_ctl` of the embedded PostgreSQL in a temporary directory, on 127.0.0.1:`port`."""
 
     root: Path
@@ -56,17 +74,6 @@ class DrillPostgres:
             )
         server.start()
         return server
-
-    @property
-    def data(self) -> Path:
-        return self.root / "data"
-
-    @property
-    def admin_dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def dsn(self, database: str) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     def _run(self, tool: str, *args: str, timeout: float = 60) -> None:
         kwargs: dict[str, object] = {}
@@ -98,7 +105,7 @@ class DrillPostgres:
 
 
 @dataclass
-class DrillReplica:
+class DrillReplica(_Addressed):
     """A hot standby of a DrillPostgres: `pg_basebackup -R` (with a replication slot, so that it catches up after
     any stop) into a directory of its own, on 127.0.0.1:`port`, run as the same non-root user."""
 
@@ -121,17 +128,6 @@ class DrillReplica:
             conf.write(f"port = {replica.port}\nunix_socket_directories = '{root}'\n")
         replica.start()
         return replica
-
-    @property
-    def data(self) -> Path:
-        return self.root / "data"
-
-    @property
-    def admin_dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def dsn(self, database: str) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     def start(self) -> None:
         self.primary._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "-t", "30", "start")
