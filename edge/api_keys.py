@@ -30,7 +30,8 @@ from starlette.types import Scope
 from db.pool import PoolExhausted
 from db.queries.api_keys import ApiKeyRow, use_api_key
 from edge.errors import EdgeError
-from edge.ratelimit import RateCharge, rate_limited
+from edge.gcra import rate_limited
+from edge.ratelimit import RateCharge
 from edge.request import header
 from request_types.identity import ApiKey
 from request_types.state import found_state

@@ -34,13 +34,9 @@ from db.cache.client import RedisClient, slot
 from db.cache.scripts import Script
 from db.cache.store import CacheStore, Unavailable
 from edge.gcra import LOCAL_SUBJECTS, PERIOD_MS, LocalLimiter, decide
-
-# The rule's names, where the rest of the edge finds them.
-from edge.gcra import PERIOD_S as PERIOD_S
-from edge.gcra import rate_limited as rate_limited
 from edge.leases import LEASE_S, Lease, lease_size
 from request_types.identity import Identity
-from request_types.rate import Decision as Decision
+from request_types.rate import Decision
 
 # Charges of one batch, in order: KEYS[i] the i-th client's theoretical arrival time (ms, kept exact: rounding it on
 # every write would add up), ARGV[1] the period (ms), then points, limit and lease of each charge. Returns {allowed,

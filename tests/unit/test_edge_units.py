@@ -11,7 +11,7 @@ from edge.cache_tags import CDN_TAG_BYTES, CdnPolicy
 from edge.conditional import not_modified
 from edge.entity_keys import entity_key, paper_key
 from edge.errors import EdgeError
-from edge.ratelimit import PERIOD_S, LocalLimiter, decide
+from edge.gcra import PERIOD_S, LocalLimiter, decide
 from edge.request import parse_get, parse_post
 
 
