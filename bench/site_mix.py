@@ -177,12 +177,10 @@ async def fetch_rows(conn: asyncpg.Connection, u: Universe, wanted: dict[str, se
         u.paper_by_id = {r["id"]: r["arxiv_id"] for r in rows}
 
 
-async def ensure_viewers(conn: asyncpg.Connection, viewers: int, seed: int) -> None:
+async def seed_viewers(conn: asyncpg.Connection, viewers: int, seed: int) -> None:
     """Signed-in readers `traffic-reader-N`, each following 1 to 30 researchers (popular ones more often) and a
-    quarter of them an institution; created once, kept (re-runs find them)."""
-    have = await conn.fetchval("SELECT count(*) FROM viewers WHERE id LIKE $1", VIEWER_PREFIX + "%")
-    if have >= viewers:
-        return
+    quarter of them an institution. Their follows are drawn again from the seed at every run: the Follow class adds
+    more than it removes, so readers kept from earlier runs would follow more each time and their feeds cost more."""
     async with conn.transaction():
         await conn.execute("SELECT setseed($1)", (seed % 1000) / 1000)
         await conn.execute(
@@ -190,6 +188,8 @@ async def ensure_viewers(conn: asyncpg.Connection, viewers: int, seed: int) -> N
             VIEWER_PREFIX,
             viewers,
         )
+        await conn.execute("DELETE FROM follows WHERE viewer_id LIKE $1", VIEWER_PREFIX + "%")
+        await conn.execute("DELETE FROM institution_follows WHERE viewer_id LIKE $1", VIEWER_PREFIX + "%")
         # Popular researchers (most papers) are followed more: the rank is drawn as n^u (Zipf with exponent 1).
         await conn.execute(
             """INSERT INTO follows (viewer_id, researcher_id)

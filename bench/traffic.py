@@ -6,7 +6,7 @@ CPU each request costs the API and PostgreSQL.
 
 It starts `wovepaper serve` (one worker unless `--workers`; Redis on: `--redis-url`, else a throwaway
 redis-server), a fake model for chat (tests/fake_model.py, answering at once), signed-in readers (HS256 tokens
-with a secret it gives the server, readers and their follows seeded in the database once: `traffic-reader-N`),
+with a secret it gives the server, readers `traffic-reader-N` whose follows are drawn again from the seed at every run),
 then:
 
 1. `--rate auto`: the saturation rate, closed-loop: `--saturation-concurrency` requests of the mix always in
@@ -26,8 +26,8 @@ Output: one JSON line per class (`class`, `sent`, `errors`, `p50_ms`, `p99_ms`, 
 `not_modified`, `error_kinds`), then one with `"class": "all"` adding `rate_rps`, `saturation_rps`,
 `server_cpu_ms_per_req`, `pg_cpu_ms_per_req` (the backends of the API's pool, told apart by `application_name`),
 the response cache's hit rate and the machine's other load; the whole result in bench/results/traffic-<stamp>.json.
-Every run starts with an empty cache (a Redis namespace of its own). The database gains the readers, their follows
-and what `--ingest` loads; use a copy (`createdb -T`) when that matters.
+Every run starts with an empty cache (a Redis namespace of its own). The database gains the readers (their follows
+reset at each run) and what `--ingest` loads; use a copy (`createdb -T`) when that matters.
 """
 
 from __future__ import annotations
@@ -63,11 +63,11 @@ from bench.site_mix import (
     DEFAULT_SHARES,
     Drawer,
     Site,
-    ensure_viewers,
     fetch_rows,
     load_universe,
     parse_shares,
     schedule,
+    seed_viewers,
     wanted_rows,
 )
 
@@ -244,7 +244,7 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
     rng = random.Random(args.seed)
     shares = parse_shares(args.shares)
     admin = await asyncpg.connect(args.database_url)
-    await ensure_viewers(admin, args.viewers, args.seed)
+    await seed_viewers(admin, args.viewers, args.seed)
     universe = await load_universe(admin, args.viewers, args.seed)
     drawer = Drawer(universe, shares, args.zipf, rng, hybrid_share=args.hybrid_share, crawlers=args.crawlers)
     secret = secrets.token_hex(32)
