@@ -11,6 +11,7 @@ from strawberry.dataloader import DataLoader
 
 from db.connection import Conn
 from db.filters import FEED_FILTERS, PAPER_SORTS, Clause, paper_filter_clauses
+from db.queries.feed import page_feed
 from db.queries.follows import (
     FOLLOWED_SORTS,
     FollowKind,
@@ -20,7 +21,6 @@ from db.queries.follows import (
     page_followed_researchers,
 )
 from db.queries.institutions import InstitutionRow
-from db.queries.feed import page_feed
 from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
 from db.queries.viewers import feed_token

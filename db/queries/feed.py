@@ -69,7 +69,9 @@ ORDER BY p.published DESC, p.id DESC LIMIT $3::int OFFSET $4::int"""
     return sql, args
 
 
-async def page_feed(conn: Conn, viewer_id: str, clauses: Sequence[Clause], *, limit: int, offset: int = 0) -> list[PaperRow]:
+async def page_feed(
+    conn: Conn, viewer_id: str, clauses: Sequence[Clause], *, limit: int, offset: int = 0
+) -> list[PaperRow]:
     """A page of the reader's feed, newest first (the sort `papers(sort: NEWEST)` has)."""
     sql, args = feed_statement(clauses)
     return PAPERS.build_all(await conn.fetch(sql, viewer_id, limit + offset, limit, offset, *args))
