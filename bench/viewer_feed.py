@@ -11,11 +11,15 @@ have statistics as on a site with readers. Readers measured, created for the run
 - quiet: 20 researchers with 2 to 5 papers each
 - institutions: the 5 institutions with most papers
 - mixed: the 300 most prolific researchers and 2 of the biggest institutions
+- `--follows R,I` (repeatable): R researchers with 3 papers or more and I institutions, the largest among them
+(`--readers` picks which of the four above run, none with `--readers` alone).
 For each: the first page (25 rows fetched for 24 shown, the statement the API runs:
-resolvers.viewer.page_followed_papers), a page 10 cursors deep, and the first page read each way whatever the
-estimate says (collect: the followed papers' ids, then those papers; walk: newest papers first, kept when a
-followed author or institution is on them, the collected set answering when the walk finds too few), each timed
-`--runs` times on a warm connection; median and p95 in ms, and the way the estimate picked.
+resolvers.viewer.page_followed_papers, db/queries/feed.py) and a page 10 cursors deep, each beside the statement
+the feed ran before migration 0028 (`_before`: walk or collect as the estimate says; the same rows, checked), and
+the first page read by that statement each way whatever the estimate says (collect: the followed papers' ids,
+then those papers; walk: newest papers first, kept when a followed author or institution is on them, the collected
+set answering when the walk finds too few), each timed `--runs` times on a warm connection; median and p95 in ms,
+and the way the estimate picked.
 --calibrate: the same for families of readers following k researchers (prolific, modest, retired ones).
 --graphql: ViewerFeed through the app in process, with its statement count.
 """
@@ -124,6 +128,17 @@ READERS = {
     "institutions": (NONE, "SELECT id FROM institutions ORDER BY paper_count DESC, id LIMIT 5"),
     "mixed": (PROLIFIC.format(k=300), "SELECT id FROM institutions ORDER BY paper_count DESC, id LIMIT 2"),
 }
+# --follows R,I: a reader as the site's accumulate them, following R researchers with a few papers or more and I
+# institutions, the largest among them (a fixed pseudo-random pick, the same on every run and database).
+SOME_RESEARCHERS = "SELECT id FROM researchers WHERE paper_count >= 3 ORDER BY md5(id::text) LIMIT {k}"
+SOME_INSTITUTIONS = """(SELECT id FROM institutions ORDER BY paper_count DESC, id LIMIT least({k}, 1))
+    UNION (SELECT id FROM institutions WHERE paper_count > 0 ORDER BY md5(id::text) LIMIT greatest({k} - 1, 0))"""
+
+
+def follow_mix(spec: str) -> tuple[str, tuple[str, str]]:
+    researchers, institutions = (int(n) for n in spec.split(","))
+    name = f"r{researchers}+i{institutions}"
+    return name, (SOME_RESEARCHERS.format(k=researchers), SOME_INSTITUTIONS.format(k=institutions))
 
 
 async def followed_papers(conn: asyncpg.Connection, viewer: str) -> tuple[int, int, bool]:
@@ -165,13 +180,39 @@ async def deep_cursor(conn: asyncpg.Connection, viewer: str, pages: int) -> Clau
     return after
 
 
+def walk_or_collect(conn: asyncpg.Connection, viewer: str, after: Clause | None) -> Awaitable[list[PaperRow]]:
+    """The statement the feed ran before migration 0028's listings: walk or collect, as the estimate says."""
+    return page_papers_scanning(
+        conn,
+        matches=Clause(FEED_FILTERS["followed_count"], (viewer,)),
+        scan=Clause(FEED_FILTERS["followed_scan"], (viewer,)),
+        collect=Clause(FEED_FILTERS["followed"], (viewer,)),
+        clauses=[after] if after is not None else [],
+        sort=FEED_SORT,
+        limit=ROWS,
+    )
+
+
 async def measure_reader(conn: asyncpg.Connection, name: str, viewer: str, runs: int) -> dict[str, Any]:
     m, distinct, scans = await followed_papers(conn, viewer)
-    out: dict[str, Any] = {"reader": name, "M": m, "papers": distinct, "plan": "walk" if scans else "collect"}
+    follows = await conn.fetchval(
+        "SELECT (SELECT count(*) FROM follows WHERE viewer_id = $1) + "
+        "(SELECT count(*) FROM institution_follows WHERE viewer_id = $1)",
+        viewer,
+    )
+    out: dict[str, Any] = {"reader": name, "follows": follows, "M": m, "papers": distinct}
+    out["plan_before"] = "walk" if scans else "collect"
     out["first_page"] = stats(await timed(lambda: page_followed_papers(conn, viewer, [], None, limit=ROWS), runs))
+    out["first_page_before"] = stats(await timed(lambda: walk_or_collect(conn, viewer, None), runs))
+    first = await page_followed_papers(conn, viewer, [], None, limit=ROWS)
+    assert [r.id for r in first] == [r.id for r in await walk_or_collect(conn, viewer, None)]
     after = await deep_cursor(conn, viewer, 9)
     if after is not None:
         out["page_10"] = stats(await timed(lambda: page_followed_papers(conn, viewer, [], after, limit=ROWS), runs))
+        out["page_10_before"] = stats(await timed(lambda: walk_or_collect(conn, viewer, after), runs))
+        assert [r.id for r in await page_followed_papers(conn, viewer, [], after, limit=ROWS)] == [
+            r.id for r in await walk_or_collect(conn, viewer, after)
+        ]
     for plan in ("collect", "walk"):
         out[f"forced_{plan}"] = stats(await timed(await forced(conn, viewer, plan), max(3, runs // 5)))
     return out
@@ -266,7 +307,9 @@ async def main_async(args: argparse.Namespace) -> None:
         if args.calibrate:
             await calibrate(conn, args.runs)
             return
-        viewers = {name: await make_reader(conn, name, r, i) for name, (r, i) in READERS.items()}
+        readers = {name: READERS[name] for name in args.readers} if args.readers is not None else dict(READERS)
+        readers.update(follow_mix(spec) for spec in args.follows)
+        viewers = {name: await make_reader(conn, name, r, i) for name, (r, i) in readers.items()}
         try:
             for name, viewer in viewers.items():
                 print(await measure_reader(conn, name, viewer, args.runs), flush=True)
@@ -285,6 +328,10 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=20_000, help="background readers (kept between runs)")
     parser.add_argument("--calibrate", action="store_true")
     parser.add_argument("--graphql", action="store_true")
+    parser.add_argument("--readers", nargs="*", choices=list(READERS), help="of the fixed readers, only these")
+    parser.add_argument(
+        "--follows", action="append", default=[], metavar="R,I", help="also a reader of R researchers, I institutions"
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

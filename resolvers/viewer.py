@@ -11,6 +11,7 @@ from strawberry.dataloader import DataLoader
 
 from db.connection import Conn
 from db.filters import FEED_FILTERS, PAPER_SORTS, Clause, paper_filter_clauses
+from db.queries.feed import page_feed
 from db.queries.follows import (
     FOLLOWED_SORTS,
     FollowKind,
@@ -20,7 +21,7 @@ from db.queries.follows import (
     page_followed_researchers,
 )
 from db.queries.institutions import InstitutionRow
-from db.queries.papers import PaperRow, page_papers_scanning
+from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
 from db.queries.viewers import feed_token
 from resolvers.context import Context, Info
@@ -134,7 +135,7 @@ async def resolve_viewer_feed(
     info: Info, args: PaperFilterArgs | None, *, first: int | None, after: str | None, page: int | None
 ) -> Connection[PaperRow]:
     """Papers by the researchers or at the institutions the reader follows, newest first, each once: one
-    statement for the page whatever they follow (db/queries/papers.py page_papers_scanning)."""
+    statement for the page, about a page of rows per follow (db/queries/feed.py)."""
     ctx = info.context
     vid = require_viewer(ctx)
     request = page_request(FEED_SORT, first=first, after=after, page=page)
@@ -153,14 +154,5 @@ async def resolve_viewer_feed(
 async def page_followed_papers(
     conn: Conn, vid: str, clauses: Sequence[Clause], after: Clause | None, *, limit: int, offset: int = 0
 ) -> list[PaperRow]:
-    """The statement behind the reader's feed, in GraphQL and in RSS."""
-    return await page_papers_scanning(
-        conn,
-        matches=Clause(FEED_FILTERS["followed_count"], (vid,)),
-        scan=Clause(FEED_FILTERS["followed_scan"], (vid,)),
-        collect=Clause(FEED_FILTERS["followed"], (vid,)),
-        clauses=[*clauses, after] if after is not None else clauses,
-        sort=FEED_SORT,
-        limit=limit,
-        offset=offset,
-    )
+    """The statement behind the reader's feed, in GraphQL and in RSS (db/queries/feed.py)."""
+    return await page_feed(conn, vid, [*clauses, after] if after is not None else clauses, limit=limit, offset=offset)

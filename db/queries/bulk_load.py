@@ -105,8 +105,9 @@ async def fill_researcher_institutions(conn: asyncpg.Connection) -> None:
 
 async def rebuild_derived(conn: asyncpg.Connection) -> None:
     """Tables the papers' triggers keep (disabled during the load): built again from the papers, once."""
-    if await conn.fetchval("SELECT to_regproc('wp_rebuild_paper_listing') IS NOT NULL"):
-        await conn.execute("SELECT wp_rebuild_paper_listing()")
+    for rebuild in ("wp_rebuild_paper_listing", "wp_rebuild_feed_listing"):
+        if await conn.fetchval("SELECT to_regproc($1::text) IS NOT NULL", rebuild):
+            await conn.execute(f"SELECT {rebuild}()")
 
 
 async def is_empty(conn: asyncpg.Connection, tables: Sequence[str]) -> bool:
