@@ -107,6 +107,9 @@ async def rebuild_derived(conn: asyncpg.Connection) -> None:
     """Tables the papers' triggers keep (disabled during the load): built again from the papers, once."""
     if await conn.fetchval("SELECT to_regproc('wp_rebuild_paper_listing') IS NOT NULL"):
         await conn.execute("SELECT wp_rebuild_paper_listing()")
+    # Institutions' papers, fields and members (migration 0027), from the live definitions at once.
+    if await conn.fetchval("SELECT to_regproc('wp_rebuild_institution_figures') IS NOT NULL"):
+        await conn.execute("SELECT wp_rebuild_institution_figures()")
 
 
 async def is_empty(conn: asyncpg.Connection, tables: Sequence[str]) -> bool:
