@@ -389,24 +389,29 @@ BEGIN
     FROM institution_papers ip JOIN papers p ON p.id = ip.paper_id AND NOT p.withdrawn
     CROSS JOIN unnest(p.categories) AS c(c)
     GROUP BY 1, 2 ORDER BY 1, 2;
+    -- Counted first, then joined to the researchers for their ranking keys (one probe per member, not per ref).
     INSERT INTO institution_members (institution_id, researcher_id, refs, h_index, citation_count)
-    SELECT m.institution_id, m.researcher_id, sum(m.n)::integer, r.h_index, r.citation_count
-    FROM (SELECT ri.institution_id, ri.researcher_id, 1 AS n FROM researcher_institutions ri
-          UNION ALL
-          SELECT ai.institution_id, a.researcher_id, 1
-          FROM authorship_institutions ai
-          JOIN authorships a ON a.paper_id = ai.paper_id AND a.position = ai.position
-          WHERE a.researcher_id IS NOT NULL) m
+    SELECT m.institution_id, m.researcher_id, m.n, r.h_index, r.citation_count
+    FROM (SELECT x.institution_id, x.researcher_id, sum(x.n)::integer AS n
+          FROM (SELECT ri.institution_id, ri.researcher_id, 1 AS n FROM researcher_institutions ri
+                UNION ALL
+                SELECT ai.institution_id, a.researcher_id, 1
+                FROM authorship_institutions ai
+                JOIN authorships a ON a.paper_id = ai.paper_id AND a.position = ai.position
+                WHERE a.researcher_id IS NOT NULL) x
+          GROUP BY 1, 2) m
     JOIN researchers r ON r.id = m.researcher_id
-    GROUP BY m.institution_id, m.researcher_id, r.h_index, r.citation_count
     ORDER BY 1, 2;
     INSERT INTO institution_figures (institution_id, paper_count, member_count, affiliated_count)
-    SELECT i.id,
-           coalesce((SELECT count(*) FROM institution_papers ip JOIN papers p ON p.id = ip.paper_id AND NOT p.withdrawn
-                     WHERE ip.institution_id = i.id), 0),
-           coalesce((SELECT count(*) FROM institution_members m WHERE m.institution_id = i.id), 0),
-           coalesce((SELECT count(*) FROM researcher_institutions ri WHERE ri.institution_id = i.id), 0)
+    SELECT i.id, coalesce(p.n, 0), coalesce(m.n, 0), coalesce(a.n, 0)
     FROM institutions i
+    LEFT JOIN (SELECT ip.institution_id, count(*)::integer AS n
+               FROM institution_papers ip JOIN papers p ON p.id = ip.paper_id AND NOT p.withdrawn GROUP BY 1) p
+           ON p.institution_id = i.id
+    LEFT JOIN (SELECT institution_id, count(*)::integer AS n FROM institution_members GROUP BY 1) m
+           ON m.institution_id = i.id
+    LEFT JOIN (SELECT institution_id, count(*)::integer AS n FROM researcher_institutions GROUP BY 1) a
+           ON a.institution_id = i.id
     ORDER BY i.id;
 END $$;
 
