@@ -53,14 +53,18 @@ async def run(dsn: str, rounds: int, matches: int, seed: int) -> None:
                 t_researchers = time.perf_counter()
                 await refresh_institution_figures(conn, sorted(touched.institutions))
                 t_refresh = time.perf_counter()
-                for table, ids in (("papers", touched.papers), ("researchers", touched.researchers),
-                                   ("institutions", touched.institutions)):
+                for table, ids in (
+                    ("papers", touched.papers),
+                    ("researchers", touched.researchers),
+                    ("institutions", touched.institutions),
+                ):
                     if ids:
                         await conn.execute(MARK_MODIFIED[table], sorted(ids))
             took.append((time.perf_counter() - t) * 1000)
             print(
                 f"round {k}: {took[-1]:.0f} ms: matches {(t_match - t) * 1000:.0f}, researchers' refresh"
-                f" {(t_researchers - t_match) * 1000:.0f}, institutions' refresh {(t_refresh - t_researchers) * 1000:.0f},"
+                f" {(t_researchers - t_match) * 1000:.0f},"
+                f" institutions' refresh {(t_refresh - t_researchers) * 1000:.0f},"
                 f" rest and commit {(time.perf_counter() - t_refresh) * 1000:.0f}"
                 f" ({len(touched.institutions)} institutions, {len(touched.researchers)} researchers touched)"
             )

@@ -101,6 +101,7 @@ RETURNING i.id
 _SOME_INSTITUTIONS = "ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id)"
 _ALL_INSTITUTIONS = "ids AS (SELECT id FROM institutions)"
 
+
 async def fold(conn: Conn) -> None:
     """Fold the transaction's noted changes into the stored figures now (rather than at commit)."""
     await conn.execute(FOLD)

@@ -62,15 +62,34 @@ class World:
         )
 
     async def new_researchers(self) -> None:
-        self.rids.update(await upsert_researchers(self.conn, [ResearcherRecord(f"R {k}", s2_author_id=k) for k in self.keys]))
+        self.rids.update(
+            await upsert_researchers(self.conn, [ResearcherRecord(f"R {k}", s2_author_id=k) for k in self.keys])
+        )
 
     async def step(self, touched: Touched) -> str:
         rng, conn = self.rng, self.conn
         live = list(self.papers)
         op = rng.choice(
-            ["new", "new", "reauthor", "match", "match", "match", "withdraw", "sql_cats", "sql_unwithdraw",
-             "cite", "merge", "del_researcher", "del_paper", "del_span", "add_span", "del_aff", "unlink",
-             "new_researchers"]
+            [
+                "new",
+                "new",
+                "reauthor",
+                "match",
+                "match",
+                "match",
+                "withdraw",
+                "sql_cats",
+                "sql_unwithdraw",
+                "cite",
+                "merge",
+                "del_researcher",
+                "del_paper",
+                "del_span",
+                "add_span",
+                "del_aff",
+                "unlink",
+                "new_researchers",
+            ]
         )
         if op == "new_researchers" and len(self.rids) < 16:
             self.keys += [f"k{len(self.keys) + i}" for i in range(2)]
@@ -148,9 +167,7 @@ class World:
                 pid,
             )
         elif op == "unlink":
-            await conn.execute(
-                "UPDATE authorships SET researcher_id = NULL WHERE paper_id = $1 AND position = 1", pid
-            )
+            await conn.execute("UPDATE authorships SET researcher_id = NULL WHERE paper_id = $1 AND position = 1", pid)
         return op
 
 
@@ -221,8 +238,16 @@ async def test_two_transactions_writing_one_institution_both_commit(world: tuple
         await upsert_papers(
             conn,
             [
-                PaperRecord(f"2202.0000{k}", 1, "P", "", ["hep-th", "gr-qc"], T, T, [AuthorRecord(1, "R a"),
-                                                                                   AuthorRecord(2, "R b")])
+                PaperRecord(
+                    f"2202.0000{k}",
+                    1,
+                    "P",
+                    "",
+                    ["hep-th", "gr-qc"],
+                    T,
+                    T,
+                    [AuthorRecord(1, "R a"), AuthorRecord(2, "R b")],
+                )
                 for k in range(4)
             ],
         )
