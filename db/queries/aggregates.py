@@ -149,35 +149,18 @@ SELECT (SELECT coalesce(jsonb_agg(jsonb_build_array(n.id, n.depth,
  WHERE r.id = $1
 """
 
-# Every read here is index only (migration 0026): the institution's paper ids, then each paper's categories by id
-# (`= ANY (ARRAY(...))`, so PostgreSQL looks up those papers rather than scanning all of them), its authorships'
-# researchers by (paper, position), and the researchers' figures by id. On 2.5M papers, its 195,853: 1 s, not
-# past the 5 s statement timeout.
-SELECT_INSTITUTION_STATS = f"""
-WITH inst_papers AS MATERIALIZED (
-    SELECT p.categories, p.primary_category
-      FROM papers p
-     WHERE p.id = ANY (ARRAY(SELECT ai.paper_id FROM authorship_institutions ai WHERE ai.institution_id = $1))
-       AND NOT p.withdrawn
-),
-inst_researchers AS MATERIALIZED (
-    SELECT ri.researcher_id FROM researcher_institutions ri WHERE ri.institution_id = $1
-    UNION
-    SELECT a.researcher_id
-      FROM authorship_institutions ai
-      JOIN authorships a ON a.paper_id = ai.paper_id AND a.position = ai.position
-     WHERE ai.institution_id = $1 AND a.researcher_id IS NOT NULL
-)
+# An institution's figures as every write keeps them (migration 0027, db/queries/institution_figures.py): a few
+# index lookups, whatever its size; the top researchers walk its members in ranking order and stop at $2.
+SELECT_INSTITUTION_STATS = """
 SELECT i.id,
-       (SELECT count(*) FROM inst_papers) AS paper_count,
-       (SELECT count(*) FROM inst_researchers) AS researcher_count,
-       (SELECT {FIELDS_OF.format(papers="inst_papers")}) AS fields,
-       (SELECT coalesce(array_agg(t.id ORDER BY t.h_index DESC, t.citation_count DESC, t.id), '{{}}')
-          FROM (SELECT r.id, r.h_index, r.citation_count
-                  FROM researchers r WHERE r.id = ANY (ARRAY(SELECT ir.researcher_id FROM inst_researchers ir))
-                 ORDER BY r.h_index DESC, r.citation_count DESC, r.id
-                 LIMIT $2) t) AS top_researcher_ids
-  FROM institutions i
+       coalesce(f.paper_count, 0) AS paper_count,
+       coalesce(f.member_count, 0) AS researcher_count,
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(x.category, x.papers, x.primary_papers)
+                                  ORDER BY x.papers DESC, x.primary_papers DESC, x.category), '[]'::jsonb)
+          FROM institution_fields x WHERE x.institution_id = i.id) AS fields,
+       ARRAY(SELECT m.researcher_id FROM institution_members m WHERE m.institution_id = i.id
+              ORDER BY m.h_index DESC, m.citation_count DESC, m.researcher_id LIMIT $2) AS top_researcher_ids
+  FROM institutions i LEFT JOIN institution_figures f ON f.institution_id = i.id
  WHERE i.id = $1
 """
 
@@ -344,7 +327,7 @@ def _work_figures(raw: dict[str, list[int]], scope: str) -> WorkFiguresRow:
     return WorkFiguresRow(*(int(x) for x in v)) if v else NO_WORKS
 
 
-def _fields(raw: Any) -> list[FieldCountRow]:
+def fields_from_json(raw: Any) -> list[FieldCountRow]:
     return [FieldCountRow(category=str(c), count=int(n), primary_count=int(pn)) for c, n, pn in _json(raw)]
 
 
@@ -368,7 +351,7 @@ async def fetch_researcher_stats(conn: ConnOrPool, *, researcher_id: int) -> Res
         matched_papers=r["matched_papers"],
         citation_total=int(r["citation_total"]),
         papers_with_counts=r["papers_with_counts"],
-        fields=_fields(r["fields"]),
+        fields=fields_from_json(r["fields"]),
         most_cited_paper_id=r["most_cited_paper_id"],
         s2_reported=ReportedFiguresRow(
             h_index=r["s2_h_index"],
@@ -420,6 +403,6 @@ async def fetch_institution_stats(
         institution_id=r["id"],
         paper_count=r["paper_count"],
         researcher_count=r["researcher_count"],
-        fields=_fields(r["fields"]),
+        fields=fields_from_json(r["fields"]),
         top_researcher_ids=list(r["top_researcher_ids"]),
     )

@@ -105,7 +105,12 @@ async def fill_researcher_institutions(conn: asyncpg.Connection) -> None:
 
 async def rebuild_derived(conn: asyncpg.Connection) -> None:
     """Tables the papers' triggers keep (disabled during the load): built again from the papers, once."""
-    for rebuild in ("wp_rebuild_paper_listing", "wp_rebuild_feed_listing"):
+    for rebuild in (
+        "wp_rebuild_paper_listing",
+        "wp_rebuild_feed_listing",
+        # Institutions' papers, fields and members (migration 0027), from the live definitions at once.
+        "wp_rebuild_institution_figures",
+    ):
         if await conn.fetchval("SELECT to_regproc($1::text) IS NOT NULL", rebuild):
             await conn.execute(f"SELECT {rebuild}()")
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from db.connection import Conn
+from db.queries.institution_figures import refresh_stored_counts
 from db.records import Touched
 
 # Every researcher in scope; a statement defines `ids(id)` first, then appends these CTEs:
@@ -177,28 +178,6 @@ SELECT s.scope, coalesce(f.works_count, 0) AS works_count, coalesce(f.citation_c
 FROM unnest(ARRAY['career', 'archive', 's2', 'openalex']) AS s(scope) LEFT JOIN figures f USING (scope)
 """
 
-REFRESH_INSTITUTION_FIGURES = """
-WITH {ids},
-fresh AS (
-    SELECT ids.id,
-           (SELECT count(DISTINCT ai.paper_id)
-            FROM authorship_institutions ai JOIN papers p ON p.id = ai.paper_id AND NOT p.withdrawn
-            WHERE ai.institution_id = ids.id)::integer AS paper_count,
-           (SELECT count(*) FROM researcher_institutions ri WHERE ri.institution_id = ids.id)::integer
-               AS researcher_count
-    FROM ids
-)
-UPDATE institutions i
-SET paper_count = fresh.paper_count, researcher_count = fresh.researcher_count, modified_at = now()
-FROM fresh
-WHERE i.id = fresh.id
-  AND (i.paper_count, i.researcher_count) IS DISTINCT FROM (fresh.paper_count, fresh.researcher_count)
-RETURNING i.id
-"""
-_SOME_INSTITUTIONS = "ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id)"
-_ALL_INSTITUTIONS = "ids AS (SELECT id FROM institutions)"
-
-
 # The write path keeps papers' author and match counts as it goes; this recomputes them from the
 # authorships (None: every paper), e.g. after a repair by hand.
 REFRESH_PAPER_COUNTS = """
@@ -247,14 +226,10 @@ async def refresh_researcher_figures(conn: Conn, researcher_ids: Sequence[int] |
 
 
 async def refresh_institution_figures(conn: Conn, institution_ids: Sequence[int] | None) -> set[int]:
-    """Recompute institutions' paper and researcher counts (None: all of them); return the ids that changed."""
-    if institution_ids is None:
-        rows = await conn.fetch(REFRESH_INSTITUTION_FIGURES.format(ids=_ALL_INSTITUTIONS))
-    elif not institution_ids:
-        return set()
-    else:
-        rows = await conn.fetch(REFRESH_INSTITUTION_FIGURES.format(ids=_SOME_INSTITUTIONS), list(institution_ids))
-    return {r["id"] for r in rows}
+    """Bring institutions' stored paper and researcher counts up to the write (None: all of them); return the ids
+    that changed. The figures are kept incrementally (migration 0027): this folds the transaction's changes and
+    copies the counts, whatever the institutions' sizes."""
+    return await refresh_stored_counts(conn, institution_ids)
 
 
 async def refresh_paper_counts(conn: asyncpg.Connection, paper_ids: Sequence[int] | None) -> set[int]:
