@@ -32,6 +32,13 @@ async def page_of_owners(
     sql, args = owners_page(
         owner, owner_ids, clauses, sort, columns=columns, source=source, limit=limit, offset=offset, by_id=by_id
     )
+    return await read_pages(conn, shape, owner_ids, sql, args)
+
+
+async def read_pages(
+    conn: Conn, shape: RowShape[T], owner_ids: Sequence[int], sql: str, args: Sequence[object]
+) -> dict[int, list[T]]:
+    """Run a statement whose rows start with their owner's id: each owner's rows, every owner listed."""
     pages: dict[int, list[T]] = {owner_id: [] for owner_id in owner_ids}
     records = await conn.fetch(sql, *args)
     if records:

@@ -12,9 +12,9 @@ import asyncpg
 from db.connection import Conn
 from db.filters import Clause, Fragment, Sort, compose
 from db.keys import Keyed
-from db.queries import category_lists
+from db.queries import category_lists, owner_listings
 from db.queries.institutions import InstitutionRow
-from db.queries.owners import count_of_owners, page_of_owners
+from db.queries.owners import count_of_owners, page_of_owners, read_pages
 from db.queries.researchers import RESEARCHER_COLUMNS_R_, RESEARCHERS, ResearcherRow
 from db.rows import CountedRows, RowShape, select_list
 
@@ -283,6 +283,11 @@ async def page_papers_of_owners(
     offset: int = 0,
 ) -> dict[int, list[PaperRow]]:
     """The same page of papers for each owner (a researcher's or an institution's papers), in one statement."""
+    listed = owner_listings.page_statement(
+        owner, owner_ids, clauses, sort, columns=PAPER_COLUMNS, limit=limit, offset=offset
+    )
+    if listed is not None:
+        return await read_pages(conn, PAPERS, owner_ids, *listed)
     return await page_of_owners(
         conn,
         PAPERS,
@@ -302,6 +307,9 @@ async def page_papers_of_owners(
 async def count_papers_of_owners(
     conn: Conn, owner: Fragment, owner_ids: Sequence[int], clauses: Sequence[Clause]
 ) -> dict[int, int]:
+    listed = owner_listings.count_statement(owner, owner_ids, clauses)
+    if listed is not None:
+        return {record[0]: record[1] for record in await conn.fetch(listed[0], *listed[1])}
     return await count_of_owners(conn, owner, owner_ids, clauses, source="papers p")
 
 

@@ -13,8 +13,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from db.filters import PAPER_FILTERS, Clause, compose
+from db.filters import OWNER_FILTERS, PAPER_FILTERS, PAPER_SORTS, Clause, compose
 from db.migrate import migrate
+from db.queries import owner_listings
+from db.queries.owners import count_of_owners, page_of_owners
+from db.queries.papers import PAPER_COLUMNS, count_papers_of_owners, page_papers_of_owners
+from db.queries.papers import PAPERS as PAPERS_SHAPE
 from resolvers.viewer import FEED_SORT, page_followed_papers
 
 PAPERS = 1500
@@ -201,3 +205,32 @@ async def test_every_page_is_the_reference_query_s_to_the_end(
                         r.id for r in await page_followed_papers(conn, viewer, clauses, None, limit=size, offset=offset)
                     ]
                 assert by_number == expected, (viewer, size)
+
+
+@pytest.mark.parametrize("sort", ["NEWEST", "OLDEST"])
+@pytest.mark.parametrize("filters", ["none", "not_withdrawn", "withdrawn"])
+async def test_owner_pages_from_the_listings_are_the_generic_statement_s(
+    world: tuple[asyncpg.Connection, list[str]], sort: str, filters: str
+) -> None:
+    """A researcher's or an institution's papers by date (db/queries/owner_listings.py) page for page and count
+    for count as the generic statements over the papers answer them."""
+    conn, _ = world
+    clauses = FILTERS[filters]
+    for kind, owner_ids in (("researcher", [1, 7, 40, 299, 10_000]), ("institution", [1, 2, 5, 25, 10_000])):
+        owner = OWNER_FILTERS[kind]
+        assert owner_listings.page_statement(
+            owner, owner_ids, clauses, PAPER_SORTS[sort], columns=PAPER_COLUMNS, limit=1, offset=0
+        )
+        generic_counts = await count_of_owners(conn, owner, owner_ids, clauses, source="papers p")
+        assert await count_papers_of_owners(conn, owner, owner_ids, clauses) == generic_counts
+        assert any(generic_counts.values())
+        for size in (1, 7, 25):
+            for offset in range(0, max(generic_counts.values()) + size, size):
+                listed = await page_papers_of_owners(
+                    conn, owner, owner_ids, clauses, PAPER_SORTS[sort], limit=size, offset=offset
+                )
+                generic = await page_of_owners(
+                    conn, PAPERS_SHAPE, owner, owner_ids, clauses, PAPER_SORTS[sort],
+                    columns=PAPER_COLUMNS, source="papers p", limit=size, offset=offset,
+                )  # fmt: skip
+                assert listed == generic, (kind, size, offset)

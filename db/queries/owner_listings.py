@@ -1,0 +1,78 @@
+"""A researcher's or an institution's papers by date, and their count, from the owner's listing (migration 0028).
+
+`researcher_papers` and `institution_papers` hold each (owner, published, paper id) once, with the paper's
+withdrawal, kept by triggers. A page whose filter is at most the withdrawn filter, sorted by date, takes its ids
+from the owner's listing in the index's order (25 rows read, not the 195,853 papers of the largest institution
+sorted), then reads those papers whole; its count is an index-only count of the listing. Any other page takes the
+generic statements (db/filters.py, owners_page).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from db.filters import OWNER_FILTERS, PAPER_FILTERS, Clause, Fragment, Sort
+from db.keys import keyed
+
+# The owner conditions that have a listing: (table, its owner column).
+_LISTINGS = (
+    (OWNER_FILTERS["researcher"], ("researcher_papers", "researcher_id")),
+    (OWNER_FILTERS["institution"], ("institution_papers", "institution_id")),
+)
+_DIRECTION = {"NEWEST": "DESC", "OLDEST": "ASC"}
+_WITHDRAWN = ((PAPER_FILTERS["not_withdrawn"], "NOT l.withdrawn"), (PAPER_FILTERS["withdrawn"], "l.withdrawn"))
+
+
+def _listing(owner: Fragment, clauses: Sequence[Clause]) -> tuple[str, str, str] | None:
+    """(table, owner column, condition) when the owner has a listing and the clauses are at most a withdrawn
+    filter."""
+    listing = next((found for fragment, found in _LISTINGS if fragment is owner), None)
+    if listing is None or len(clauses) > 1:
+        return None
+    if not clauses:
+        return (*listing, "true")
+    condition = next((sql for fragment, sql in _WITHDRAWN if fragment is clauses[0].fragment), None)
+    return None if condition is None else (*listing, condition)
+
+
+def page_statement(
+    owner: Fragment,
+    owner_ids: Sequence[int],
+    clauses: Sequence[Clause],
+    sort: Sort,
+    *,
+    columns: str,
+    limit: int,
+    offset: int,
+) -> tuple[str, list[object]] | None:
+    """The page of papers (`columns` over `p`) of each owner, or None when the listing cannot serve it."""
+    listing = _listing(owner, clauses)
+    direction = _DIRECTION.get(sort.name)
+    if listing is None or direction is None:
+        return None
+    table, column, condition = listing
+    sql, keys = keyed(
+        f"SELECT k.owner_id, {columns} FROM {{keys_ord}} AS k(owner_id, ord)"
+        f" CROSS JOIN LATERAL (SELECT {columns} FROM papers p WHERE p.id = ANY (ARRAY("
+        f"SELECT l.paper_id FROM {table} l WHERE l.{column} = k.owner_id AND {condition}"
+        f" ORDER BY l.published {direction}, l.paper_id {direction} LIMIT $2 OFFSET $3))) p"
+        f" ORDER BY k.ord, {sort.order_by}",
+        owner_ids,
+    )
+    return sql, [keys, limit, offset]
+
+
+def count_statement(
+    owner: Fragment, owner_ids: Sequence[int], clauses: Sequence[Clause]
+) -> tuple[str, list[object]] | None:
+    """Each owner's number of papers, or None when the listing cannot count them."""
+    listing = _listing(owner, clauses)
+    if listing is None:
+        return None
+    table, column, condition = listing
+    sql, keys = keyed(
+        f"SELECT k.owner_id, (SELECT count(*) FROM {table} l WHERE l.{column} = k.owner_id AND {condition})"
+        " FROM {keys} AS k(owner_id)",
+        owner_ids,
+    )
+    return sql, [keys]
