@@ -99,7 +99,7 @@ async def build_category_indexes(
         raise LookupError("paper_category_vectors does not exist (no pgvector, or migration 0027 not applied)")
     counts = [(r["category"], int(r["n"])) for r in await conn.fetch(COUNT_BY_CATEGORY)]
     existing = {r["name"]: bool(r["valid"]) for r in await conn.fetch(SELECT_INDEXES)}
-    await conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
+    await conn.execute("SELECT set_config('maintenance_work_mem', $1::text, false)", maintenance_work_mem)
     built: list[str] = []
     building = 0.0
     indexed = 0
