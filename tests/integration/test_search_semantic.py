@@ -343,6 +343,7 @@ async def test_category_vectors_route_and_upkeep(conn, embedded, monkeypatch) ->
     for mode, text, clauses in [
         ("SEMANTIC", "protein folding", cs_lg),
         ("HYBRID", "graph attention", cs_lg),
+        ("SEMANTIC", "graph attention", paper_filter_clauses(PaperFilterSpec(category="cs.LG", primary_only=True))),
         ("SEMANTIC", "protein folding", paper_filter_clauses(PaperFilterSpec(category=small))),
     ]:
         routed = await run(conn, mode, text, clauses=clauses, with_facets=True)

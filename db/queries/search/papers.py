@@ -206,7 +206,9 @@ async def search_papers(
 async def _category_route(conn: Conn, mode: Mode, clauses: Sequence[Clause]) -> Route | None:
     if mode == "KEYWORD" or not CATEGORY_VECTORS:
         return None
-    category = next((c.args[0] for c in clauses if c.fragment == PAPER_FILTERS["category"]), None)
+    # A primary category is one of the paper's categories too: its rows, the rest filtered out as they come.
+    routed = (PAPER_FILTERS["category"], PAPER_FILTERS["primary_category"])
+    category = next((c.args[0] for c in clauses if c.fragment in routed), None)
     if not isinstance(category, str):
         return None
     return await category_route(conn, category)
