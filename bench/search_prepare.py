@@ -8,7 +8,8 @@ million papers on this 2-core CPU would take hours, so the rest get synthetic ve
 (chosen by paper id) plus noise, normalised (`--resynthesise` replaces those of an earlier run). That keeps the
 HNSW graph's shape realistic (clustered, 384 dimensions) for timing; results are meaningless for relevance, which
 the tests cover.
-The HNSW index is dropped during the load and built once at the end. The name look-up's table is brought to the
+The HNSW index is dropped during the load and built once at the end, then the per-category indexes
+(`wovepaper semantic-indexes`). The name look-up's table is brought to the
 size the demo generator makes for that many papers (686k researchers for a million), so autocomplete is timed on a
 realistic index. Every stage is skipped when already done, so running it again only finishes what is missing.
 """
@@ -27,6 +28,7 @@ import demo
 import localservers
 from db.admin import create_database
 from db.migrate import migrate
+from db.queries.search.category_vectors import build_category_indexes
 from db.queries.writes.researchers import upsert_researchers
 from ingest.embed import embed_missing
 
@@ -135,6 +137,13 @@ async def prepare(admin_dsn: str, papers: int, real: int, embedded_target: int, 
             " USING hnsw (embedding vector_cosine_ops)"
         )
         print(f"HNSW index ready in {time.perf_counter() - started:.0f}s", flush=True)
+        # Semantic search within a category reads the category's own index (migration 0029), as served.
+        started = time.perf_counter()
+        built = await build_category_indexes(conn)
+        print(
+            f"category indexes: {built.indexed} ({len(built.built)} built now) in {time.perf_counter() - started:.0f}s",
+            flush=True,
+        )
         await conn.execute("VACUUM ANALYZE")
         counts = await conn.fetchrow(
             "SELECT (SELECT count(*) FROM papers) p, (SELECT count(*) FROM paper_embeddings) e"

@@ -13,9 +13,13 @@ since a filter that rejects most neighbours is what makes approximate search har
 statement with PostgreSQL's index scans off, so pgvector's HNSW index is not used and the neighbours are the exact
 ones; recall@10 is the share of the reference's first ten papers in the first ten served. Variants:
 
-- `served`: as the API runs it (pgvector's iterative index scans, `relaxed_order`, ef_search 200, up to 10,000
-  tuples, and the exact scan when a filter leaves too few neighbours: db/queries/search/statement.py);
-- `no-iterative`: the same with `hnsw.iterative_scan = off` (what pgvector before 0.8 did), for comparison;
+- `served`: as the API runs it: a category listed by `wovepaper semantic-indexes` (migration 0029) reads its own
+  vectors, through its partial HNSW index or exactly when small; otherwise pgvector's iterative index scans over
+  every vector (`relaxed_order`, ef_search 200, up to 10,000 tuples, and the exact scan when a filter leaves too
+  few neighbours: db/queries/search/statement.py);
+- `single-index`: always the index over every vector (as served before migration 0029);
+- `no-iterative`: that with `hnsw.iterative_scan = off` (what pgvector before 0.8 did), for comparison;
+- `category-ef400`: `served` with `hnsw.ef_search = 400`;
 - `ef400`, `scan40k`, `ef400-scan40k`: a wider graph search (`hnsw.ef_search = 400`), a longer iterative scan
   (`hnsw.max_scan_tuples = 40000`) before the exact scan takes over, both.
 
@@ -43,17 +47,25 @@ from db.filters import PAPER_FILTERS, Clause
 from db.queries.search.statement import RELEVANCE_SORT, SEMANTIC_SESSION
 
 ROOT = Path(__file__).resolve().parent.parent
+_EF400 = SEMANTIC_SESSION.replace("hnsw.ef_search = 200", "hnsw.ef_search = 400")
+_SCAN40K = SEMANTIC_SESSION.replace("hnsw.max_scan_tuples = 10000", "hnsw.max_scan_tuples = 40000")
+# name: (session, whether a category listed by `wovepaper semantic-indexes` reads its own vectors)
 VARIANTS = {
-    "served": SEMANTIC_SESSION,
-    "no-iterative": SEMANTIC_SESSION.replace("hnsw.iterative_scan = relaxed_order", "hnsw.iterative_scan = off"),
-    # Candidates for a change: a wider search, a longer iterative scan before the exact one takes over, both.
-    "ef400": SEMANTIC_SESSION.replace("hnsw.ef_search = 200", "hnsw.ef_search = 400"),
-    "scan40k": SEMANTIC_SESSION.replace("hnsw.max_scan_tuples = 10000", "hnsw.max_scan_tuples = 40000"),
-    "ef400-scan40k": SEMANTIC_SESSION.replace("hnsw.ef_search = 200", "hnsw.ef_search = 400").replace(
-        "hnsw.max_scan_tuples = 10000", "hnsw.max_scan_tuples = 40000"
+    "served": (SEMANTIC_SESSION, True),
+    # Before migration 0029: the one index over all vectors, whatever the category.
+    "single-index": (SEMANTIC_SESSION, False),
+    "no-iterative": (
+        SEMANTIC_SESSION.replace("hnsw.iterative_scan = relaxed_order", "hnsw.iterative_scan = off"),
+        False,
     ),
+    # Candidates for a change: a wider search, a longer iterative scan before the exact one takes over, both.
+    "ef400": (_EF400, False),
+    "scan40k": (_SCAN40K, False),
+    "ef400-scan40k": (_EF400.replace("hnsw.max_scan_tuples = 10000", "hnsw.max_scan_tuples = 40000"), False),
+    "category-ef400": (_EF400, True),
 }
-EXACT = SEMANTIC_SESSION + "; SET LOCAL enable_indexscan = off"
+# The reference: every vector of the filter's papers, full precision, no index.
+EXACT = (SEMANTIC_SESSION + "; SET LOCAL enable_indexscan = off", False)
 STOP = {"a", "an", "and", "for", "from", "in", "of", "on", "the", "to", "with", "via", "by", "at", "is"}
 
 
@@ -93,9 +105,10 @@ async def categories(conn: asyncpg.Connection) -> list[tuple[str, str, float]]:
 
 
 async def one(
-    conn: asyncpg.Connection, session: str, mode: str, vector: list[float], text: str, category: str
+    conn: asyncpg.Connection, variant: tuple[str, bool], mode: str, vector: list[float], text: str, category: str
 ) -> tuple[float, list[int]]:
-    search_module.SEMANTIC_SESSION = session  # read by search_papers at each call
+    # read by search_papers at each call
+    search_module.SEMANTIC_SESSION, search_module.CATEGORY_VECTORS = variant
     started = time.perf_counter()
     result = await search_module.search_papers(
         conn,
@@ -135,7 +148,8 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 recalls: dict[str, list[float]] = {v: [] for v in variants}
                 for i, (vector, text) in enumerate([*asked[: args.warmup], *asked]):
                     _, exact = await one(conn, EXACT, mode, vector, text, category)
-                    for variant in variants:
+                    # Rotated: the first statement after the reference pays for what the reference evicted.
+                    for variant in variants[i % len(variants) :] + variants[: i % len(variants)]:
                         ms, served = await one(conn, VARIANTS[variant], mode, vector, text, category)
                         if i < args.warmup:
                             continue
@@ -162,7 +176,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     lines.append(line)
         return [info, *lines]
     finally:
-        search_module.SEMANTIC_SESSION = SEMANTIC_SESSION
+        search_module.SEMANTIC_SESSION, search_module.CATEGORY_VECTORS = SEMANTIC_SESSION, True
         await conn.close()
 
 
@@ -172,7 +186,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--modes", default="HYBRID,SEMANTIC")
-    parser.add_argument("--variants", default="served,no-iterative")
+    parser.add_argument("--variants", default="served,single-index")
     parser.add_argument("--seed", type=int, default=35)
     args = parser.parse_args()
     if not args.database_url:

@@ -116,3 +116,34 @@ def keys_revoke(prefix_or_id: str = typer.Argument(..., help="The key's prefix (
         typer.echo(f"error: no key {prefix_or_id!r}", err=True)
         raise typer.Exit(1)
     typer.echo(f"revoked key {row.prefix or row.id} ({row.name})")
+
+
+@app.command("semantic-indexes")
+def semantic_indexes(
+    min_vectors: int = typer.Option(
+        5_000, "--min-vectors", min=1, help="A category with at least this many vectors gets an HNSW index of its own."
+    ),
+    maintenance_work_mem: str = typer.Option("1GB", "--maintenance-work-mem", help="For each index build."),
+) -> None:
+    """Build the per-category HNSW indexes semantic search uses within a category (migration 0029), concurrently:
+    search and ingest go on. Smaller categories are scanned exactly. Run after `migrate`, and again after large
+    ingests (a category grown past --min-vectors gets its index; one never listed is searched through the index
+    over all vectors)."""
+    from db.queries.search.category_vectors import build_category_indexes
+
+    dsn = database_url_or_exit(settings_or_exit())
+
+    async def work(conn: asyncpg.Connection) -> None:
+        done = await build_category_indexes(
+            conn, min_vectors=min_vectors, maintenance_work_mem=maintenance_work_mem, progress=typer.echo
+        )
+        typer.echo(
+            f"{done.indexed} categories with their own index ({len(done.built)} built now, "
+            f"{done.seconds_building:.0f}s), {done.scanned} scanned exactly"
+        )
+
+    try:
+        asyncio.run(_with_connection(dsn, work))
+    except LookupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc

@@ -199,7 +199,7 @@ async def test_without_pgvector_semantic_is_unavailable_and_keyword_works(make_d
     try:
         await migrate(conn)
         # The state of a server without pgvector: migration 0003 then creates no embedding table.
-        await conn.execute("DROP TABLE IF EXISTS paper_embeddings")
+        await conn.execute("DROP TABLE IF EXISTS paper_category_vectors, paper_embeddings")
         assert not await has_embeddings(conn)
         with pytest.raises(semantic.EmbeddingsUnavailable):
             await embed_missing(conn)
@@ -253,7 +253,7 @@ async def test_graphql_without_pgvector(make_database) -> None:
     dsn = await make_database("search_api_novector")
     corpus = await load_corpus(dsn)
     conn = await asyncpg.connect(dsn)
-    await conn.execute("DROP TABLE IF EXISTS paper_embeddings")
+    await conn.execute("DROP TABLE IF EXISTS paper_category_vectors, paper_embeddings")
     await conn.close()
     async with api_for(dsn) as api:
         for mode in ("SEMANTIC", "HYBRID"):
@@ -316,3 +316,67 @@ async def test_chat_retrieval_is_hybrid_when_the_model_and_pgvector_are_there(em
         await pool.close()
     assert keys(embedded, [p.id for p in hybrid])[0] == "grav_waves"
     assert embedded.paper_ids["grav_waves"] not in {p.id for p in keyword}
+
+
+async def test_category_vectors_route_and_upkeep(conn, embedded, monkeypatch) -> None:
+    """Migration 0029: a category's own vectors (its partial HNSW index, or an exact scan when small) give what the
+    index over all vectors gives; the triggers keep them in step with papers and vectors."""
+    import db.queries.search.papers as search_module
+    from db.queries.search.category_vectors import build_category_indexes, category_route
+
+    cs_lg = paper_filter_clauses(PaperFilterSpec(category="cs.LG"))
+    counts = dict(await conn.fetch("SELECT category, count(*) FROM paper_category_vectors GROUP BY 1"))
+    tagged = await conn.fetchval("SELECT count(*) FROM papers WHERE categories @> ARRAY['cs.LG']")
+    assert counts["cs.LG"] == tagged
+    assert await category_route(conn, "cs.LG") is None  # not listed yet: the index over all vectors
+    # cs.LG gets an index of its own, every smaller category is scanned.
+    done = await build_category_indexes(conn, min_vectors=tagged)
+    assert done.indexed >= 1 and "cs.LG" in done.built
+    route = await category_route(conn, "cs.LG")
+    assert route is not None and route.indexed and route.literal == "'cs.LG'"
+    small = next(c for c, n in counts.items() if n < tagged)
+    assert (await category_route(conn, small)) == type(route)(f"'{small}'", False)
+    assert await category_route(conn, "cs.LG'; --") is None
+    again = await build_category_indexes(conn, min_vectors=tagged)
+    assert again.built == [] and again.indexed == done.indexed
+
+    for mode, text, clauses in [
+        ("SEMANTIC", "protein folding", cs_lg),
+        ("HYBRID", "graph attention", cs_lg),
+        ("SEMANTIC", "graph attention", paper_filter_clauses(PaperFilterSpec(category="cs.LG", primary_only=True))),
+        ("SEMANTIC", "protein folding", paper_filter_clauses(PaperFilterSpec(category=small))),
+    ]:
+        routed = await run(conn, mode, text, clauses=clauses, with_facets=True)
+        monkeypatch.setattr(search_module, "CATEGORY_VECTORS", False)
+        single = await run(conn, mode, text, clauses=clauses, with_facets=True)
+        monkeypatch.setattr(search_module, "CATEGORY_VECTORS", True)
+        assert [h.paper.id for h in routed.hits] == [h.paper.id for h in single.hits]
+        assert [h.score for h in routed.hits] == pytest.approx([h.score for h in single.hits])
+        assert routed.total == single.total and routed.facets == single.facets
+
+    # A paper moved out of cs.LG leaves its vectors; a re-embedded one is replaced; a deleted one is gone.
+    pid = embedded.paper_ids["protein"]
+    rows = "SELECT category FROM paper_category_vectors WHERE paper_id = $1 ORDER BY 1"
+    before = await conn.fetchval("SELECT categories FROM papers WHERE id = $1", pid)
+    await conn.execute("UPDATE papers SET categories = ARRAY['q-bio.BM'] WHERE id = $1", pid)
+    assert [r[0] for r in await conn.fetch(rows, pid)] == ["q-bio.BM"]
+    moved = await run(conn, "SEMANTIC", "protein folding", clauses=cs_lg)
+    assert pid not in {h.paper.id for h in moved.hits}
+    await conn.execute("UPDATE papers SET categories = $2 WHERE id = $1", pid, before)
+    assert sorted(r[0] for r in await conn.fetch(rows, pid)) == sorted(set(before))
+    await conn.execute(
+        "UPDATE paper_embeddings SET embedding = (SELECT embedding FROM paper_embeddings WHERE paper_id = $2)"
+        " WHERE paper_id = $1",
+        pid,
+        embedded.paper_ids["gat"],
+    )
+    assert await conn.fetchval(
+        "SELECT bool_and(c.embedding = e.embedding::halfvec(384)) FROM paper_category_vectors c"
+        " JOIN paper_embeddings e ON e.paper_id = $2 WHERE c.paper_id = $1",
+        pid,
+        embedded.paper_ids["gat"],
+    )
+    await conn.execute("DELETE FROM paper_embeddings WHERE paper_id = $1", pid)
+    assert await conn.fetch(rows, pid) == []
+    assert await embed_missing(conn) == 1
+    assert sorted(r[0] for r in await conn.fetch(rows, pid)) == sorted(set(before))

@@ -10,9 +10,10 @@ import asyncpg
 import orjson
 
 from db.connection import Conn
-from db.filters import Clause, Sort, compose
+from db.filters import PAPER_FILTERS, Clause, Sort, compose
 from db.queries.embeddings import vector_literal
 from db.queries.papers import PaperRow, paper_from_record
+from db.queries.search.category_vectors import Route, category_route
 from db.queries.search.estimate import Scanned, estimate_matches
 from db.queries.search.statement import (
     EXCLUSION,
@@ -32,6 +33,9 @@ from db.queries.search.statement import (
 # heap fetch, a ts_rank_cd and its facet values, a few microseconds: on a million papers a capped statement takes
 # about 15 ms with 1,000 (30 ms with 3,000, measured side by side; bench/RESULTS.md).
 KEYWORD_CAP = 1_000
+# Semantic search within a category reads that category's own vectors when `wovepaper semantic-indexes` has listed
+# it (migration 0029). False: always the index over all vectors (bench/semantic_search.py's `single-index`).
+CATEGORY_VECTORS = True
 
 
 class SemanticSearchUnavailable(Exception):
@@ -131,8 +135,17 @@ async def search_papers(
     where, filter_args = compose(clauses, offset=FIXED_PARAMS)
     after_sql, after_args = compose([after] if after else [], offset=FIXED_PARAMS + len(filter_args))
     phrase = mode != "SEMANTIC" and has_phrase(text)
-    sql = build_search_sql(mode, sort, where, after_sql, phrase=phrase)
-    exact_sql = build_search_sql(mode, sort, where, after_sql, exact=True, phrase=phrase) if clauses else None
+    route = await _category_route(conn, mode, clauses)
+    literal = route.literal if route else None
+    # A small category is scanned exactly at once: its few vectors are quicker to read than a graph walk.
+    sql = build_search_sql(
+        mode, sort, where, after_sql, phrase=phrase, category=literal, exact=route is not None and not route.indexed
+    )
+    exact_sql = (
+        build_search_sql(mode, sort, where, after_sql, exact=True, phrase=phrase, category=literal)
+        if clauses and (route is None or route.indexed)
+        else None
+    )
     candidates = SEMANTIC_CANDIDATES if mode == "SEMANTIC" else HYBRID_CANDIDATES
     args = [
         limit,
@@ -188,6 +201,17 @@ async def search_papers(
         cap,
     )
     return SearchResult(total=first["total"], hits=hits, facets=facets, matches=matches, matches_estimated=estimated)
+
+
+async def _category_route(conn: Conn, mode: Mode, clauses: Sequence[Clause]) -> Route | None:
+    if mode == "KEYWORD" or not CATEGORY_VECTORS:
+        return None
+    # A primary category is one of the paper's categories too: its rows, the rest filtered out as they come.
+    routed = (PAPER_FILTERS["category"], PAPER_FILTERS["primary_category"])
+    category = next((c.args[0] for c in clauses if c.fragment in routed), None)
+    if not isinstance(category, str):
+        return None
+    return await category_route(conn, category)
 
 
 def _neighbours_found(mode: Mode, first: asyncpg.Record) -> int:

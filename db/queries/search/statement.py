@@ -119,11 +119,23 @@ _SEMANTIC_NEIGHBOURS = """
     LIMIT $7::int"""
 # `+ 0` hides the distance from the HNSW index: an exact scan of the (few) papers a narrow filter leaves.
 _EXACT = " + 0"
+# Within a category listed in semantic_categories (migration 0029): its own vectors, through its partial HNSW index
+# (the literal `{category}` lets the planner use it) or scanned exactly when small, then re-ranked by the full
+# vectors, so that the distances (and scores) are the exact ones. The filter (the category's own clause included)
+# still reads papers: the iterative scan keeps walking while withdrawn or out-of-range papers are rejected.
+_CATEGORY_NEIGHBOURS = """
+    SELECT v.id, e.embedding <=> $6::text::vector AS dist
+    FROM (SELECT c.paper_id AS id
+          FROM paper_category_vectors c JOIN papers p ON p.id = c.paper_id
+          WHERE c.category = {category} AND {where}
+          ORDER BY (c.embedding <=> $6::text::halfvec(384)){exact}
+          LIMIT $7::int) v
+    JOIN paper_embeddings e ON e.paper_id = v.id"""
 
 _SEMANTIC_MATCHES = f"""
 capped AS (SELECT NULL::tid AS tid, false AS tiered WHERE false),
 probe AS (SELECT NULL::tid AS tid WHERE false),
-sem AS MATERIALIZED ({_SEMANTIC_NEIGHBOURS}
+sem AS MATERIALIZED ({{neighbours}}
 ),
 m AS MATERIALIZED (
     SELECT {_MATCHED_COLUMNS}, (1 - s.dist)::float8 AS score
@@ -139,7 +151,7 @@ kw AS MATERIALIZED (
 ),
 sem AS MATERIALIZED (
     SELECT n.id, row_number() OVER (ORDER BY n.dist, n.id) AS r
-    FROM ({_SEMANTIC_NEIGHBOURS}
+    FROM ({{neighbours}}
     ) n
 ),
 fused AS (
@@ -260,8 +272,17 @@ def is_ordered(mode: Mode, sort: Sort, phrase: bool) -> bool:
 
 
 def build_search_sql(
-    mode: Mode, sort: Sort, where: str, after: str, *, exact: bool = False, phrase: bool = False
+    mode: Mode,
+    sort: Sort,
+    where: str,
+    after: str,
+    *,
+    exact: bool = False,
+    phrase: bool = False,
+    category: str | None = None,
 ) -> str:
+    """`category`: the SQL literal of a category listed in semantic_categories (category_vectors.Route), whose own
+    vectors the semantic neighbours are read from."""
     page_order = sort.order_by.replace("p.", "pg.")
     if phrase:
         # The row address comes from inside the phrase's source subquery.
@@ -271,7 +292,10 @@ def build_search_sql(
     else:
         capped = _TIERED_CAPPED
     capped = capped.format(where=where, source=_PHRASE_SOURCE.format(where=where), order=sort.order_by)
-    matches = _MATCHES[mode].format(capped=capped, where=where, exact=_EXACT if exact else "")
+    neighbours = (_CATEGORY_NEIGHBOURS if category else _SEMANTIC_NEIGHBOURS).format(
+        where=where, exact=_EXACT if exact else "", category=category
+    )
+    matches = _MATCHES[mode].format(capped=capped, neighbours=neighbours)
     return _SEARCH_TEMPLATE.format(
         matches=matches,
         neighbours="0" if mode == "KEYWORD" else "(SELECT count(*) FROM sem)",
