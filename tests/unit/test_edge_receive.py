@@ -49,8 +49,8 @@ async def test_a_timeout_cancels_the_receive_where_it_waits() -> None:
 
 
 async def test_a_future_awaited_part_way() -> None:
-    future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
     pending = future.__await__()
     waiting = pending.send(None)
-    asyncio.get_running_loop().call_later(0.01, future.set_result, "done")
-    assert await _resumed(pending, waiting) == "done"
+    asyncio.get_running_loop().call_later(0.01, future.set_result, {"type": "http.disconnect"})
+    assert await _resumed(pending, waiting) == {"type": "http.disconnect"}
