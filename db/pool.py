@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from types import TracebackType
@@ -82,16 +82,22 @@ _budget: contextvars.ContextVar[ConnectionBudget | None] = contextvars.ContextVa
 )
 
 
-@contextlib.contextmanager
-def connection_budget(max_connections: int) -> Iterator[ConnectionBudget]:
+class connection_budget:  # noqa: N801 (used as a function: `with connection_budget(n) as budget`)
     """Everything awaited inside (and every task started inside) shares one budget of connections, and counts its
-    statements and cache answers into the budget's `stats`."""
-    budget = ConnectionBudget(asyncio.Semaphore(max_connections), RequestStats())
-    token = _budget.set(budget)
-    try:
-        yield budget
-    finally:
-        _budget.reset(token)
+    statements and cache answers into the budget's `stats`. A class rather than a generator-based context manager:
+    it runs once per request."""
+
+    __slots__ = ("budget", "token")
+
+    def __init__(self, max_connections: int) -> None:
+        self.budget = ConnectionBudget(asyncio.Semaphore(max_connections), RequestStats())
+
+    def __enter__(self) -> ConnectionBudget:
+        self.token = _budget.set(self.budget)
+        return self.budget
+
+    def __exit__(self, *exc: object) -> None:
+        _budget.reset(self.token)
 
 
 def current_connection_budget() -> ConnectionBudget | None:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Iterable, Mapping
+import types
+from collections.abc import Coroutine, Generator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from starlette.middleware.cors import CORSMiddleware
@@ -262,18 +263,27 @@ class Front:
             nonlocal complete
             if complete:
                 return await receive()
+            # A part already there (a body the server read whole, as most are) is taken without a timer; only a
+            # receive that has to wait is timed, from where it waits.
+            pending = receive().__await__()
             try:
-                async with asyncio.timeout(timeout):
-                    message = await receive()
-            except TimeoutError:
-                complete = True
-                count_rejection("REQUEST_TIMEOUT")
-                if not out.started:
-                    late = EdgeError(408, "REQUEST_TIMEOUT", f"The request's body did not arrive within {timeout:g} s.")
-                    late.headers = CLOSE
-                    await send_error(send, late, self._media(scope))
-                out.closed = True
-                return {"type": "http.disconnect"}
+                waiting = pending.send(None)
+            except StopIteration as ready:
+                message = _message(ready)
+            else:
+                try:
+                    async with asyncio.timeout(timeout):
+                        message = await _resumed(pending, waiting)
+                except TimeoutError:
+                    complete = True
+                    count_rejection("REQUEST_TIMEOUT")
+                    if not out.started:
+                        text = f"The request's body did not arrive within {timeout:g} s."
+                        late = EdgeError(408, "REQUEST_TIMEOUT", text)
+                        late.headers = CLOSE
+                        await send_error(send, late, self._media(scope))
+                    out.closed = True
+                    return {"type": "http.disconnect"}
             if message["type"] != "http.request" or not message.get("more_body", False):
                 complete = True
             return message
@@ -304,6 +314,33 @@ class Front:
         state.rate_charge = charge
         if charge.enabled:
             out.charge = charge
+
+
+@types.coroutine
+def _resumed(pending: Generator[Any, Any, Message], waiting: Any) -> Generator[Any, Any, Message]:
+    """Awaits `pending`, an awaitable's iterator already run to its first wait (`waiting`, what it yielded): what
+    `await` does, from there on (`yield from` cannot start part way)."""
+    while True:
+        try:
+            sent = yield waiting
+        except GeneratorExit:
+            pending.close()
+            raise
+        except BaseException as exc:  # a cancellation (the timeout's) goes on to where the coroutine waits
+            try:
+                waiting = pending.throw(exc)
+            except StopIteration as done:
+                return _message(done)
+        else:
+            try:
+                waiting = pending.send(sent)
+            except StopIteration as done:
+                return _message(done)
+
+
+def _message(done: StopIteration) -> Message:
+    message: Message = done.value
+    return message
 
 
 class _Out:

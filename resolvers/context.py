@@ -127,19 +127,21 @@ class Context:
     ) -> Context:
         """Who asks, their rate-limit charge and the request's id come from the request's state when the edge made
         one (`identity` otherwise)."""
-        ctx = cls(pool, settings, Loaders(pool), redis, request, response, cache)
+        state = found_state(request.scope) if request is not None else None
+        if state is not None and state.request_id:
+            # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors:
+            # given, so that no id of its own is drawn (a uuid4 a request).
+            ctx = cls(pool, settings, Loaders(pool), redis, request, response, cache, state.request_id)
+        else:
+            ctx = cls(pool, settings, Loaders(pool), redis, request, response, cache)
         ctx.chat = chat
         ctx.purge = purge
         ctx.primary = pool
         ctx.replicas = replicas
-        state = found_state(request.scope) if request is not None else None
         if state is not None:
             ctx.state = state
             ctx.rate_charge = state.rate_charge
             identity = state.identity or identity
-            # The id the request's log line and X-Request-Id carry (telemetry/requests.py), also in masked errors.
-            if state.request_id:
-                ctx.request_id = state.request_id
         if identity is not None:
             ctx.identity = identity
         return ctx

@@ -30,6 +30,7 @@ from schema.changes import ChangesQuery
 from schema.chat import ChatMutation
 from schema.corrections import CorrectionMutation
 from schema.errors import RETRYABLE_CODES, ErrorCode, is_unexpected
+from schema.extension_hooks import ExtensionsRunner
 from schema.extensions import default_extensions
 from schema.fast_executor import FastExecutor
 from schema.follows import FollowMutation
@@ -102,6 +103,11 @@ class Schema(strawberry.Schema):
             state.operation = operation_name or _first_operation_name(query)
             state.error_codes = sorted(codes)
         return result
+
+    def create_extensions_runner(
+        self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
+    ) -> ExtensionsRunner:
+        return ExtensionsRunner(execution_context=execution_context, extensions=extensions)
 
     def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
         # Expected errors (bad input, not found, validation) are the caller's business, not the log's;

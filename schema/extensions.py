@@ -195,17 +195,22 @@ class Caches:
         """The parse of a document that ran before (it is valid): the same object each time."""
         return self.documents.get(query) if query is not None else None
 
-    def measure(self, ec: Any, document: DocumentNode) -> Measure:
-        """The document's measure: remembered by the sizes of the variables it reads (their values as the measure
+    def remembered(self, ec: Any) -> Measure | None:
+        """The measure of a document that ran before with variables of the same sizes (their values as the measure
         sees them: a number, a list's length, or neither), so that what a client sends adds nothing to its key."""
         query, operation_name = ec.query, ec.operation_name
         if query is not None:
             names = self.reads.get((query, operation_name))
             if names is not None:
-                found = self.measured.get((query, operation_name, sizes(names, ec.variables)))
-                if found is not None:
-                    return found
-        return measure(ec.schema._schema, document, operation_name=operation_name, variables=ec.variables or {})
+                return self.measured.get((query, operation_name, sizes(names, ec.variables)))
+        return None
+
+    def measure(self, ec: Any, document: DocumentNode) -> Measure:
+        """The document's measure: remembered (`remembered`), or worked out."""
+        found = self.remembered(ec)
+        if found is not None:
+            return found
+        return measure(ec.schema._schema, document, operation_name=ec.operation_name, variables=ec.variables or {})
 
     def keep(self, ec: Any, document: DocumentNode, m: Measure) -> None:
         """Remembers a document that ran, and its measure, once its request has been charged."""
@@ -258,6 +263,8 @@ class DocumentGuard(SchemaExtension):
         # The document as parsed (a dry run cuts it down before it runs), and whether it ran before.
         self.document: DocumentNode | None = None
         self.known = False
+        # Whether its measure was remembered too (nothing to keep once it runs).
+        self.remembered = False
         # With replicas configured: an operation it lets through is routed (schema/routing.py) before it executes.
         self.routes = routes
 
@@ -288,7 +295,10 @@ class DocumentGuard(SchemaExtension):
         document = self.document = ec.graphql_document
         assert document is not None
         schema = ec.schema._schema
-        m = self.caches.measure(ec, document)
+        remembered = self.caches.remembered(ec)
+        # A document and measure found are kept already (their reads moved them up): `on_execute` adds nothing.
+        self.remembered = remembered is not None and self.known
+        m = remembered if remembered is not None else self.caches.measure(ec, document)
         self.measure = m
         errors = self.limits.structure_errors(m)
         if not errors and not self.known:
@@ -326,7 +336,7 @@ class DocumentGuard(SchemaExtension):
                     if response is not None:
                         response.status_code = 429
                         response.headers["retry-after"] = str(decision.retry_after)
-            if allowed and self.document is not None:
+            if allowed and self.document is not None and not self.remembered:
                 self.caches.keep(ec, self.document, m)
             if dry_run and ec.result is None and ec.graphql_document is not None:
                 ec.graphql_document = only_rate_limit(ec.graphql_document, ec.operation_name)

@@ -9,9 +9,7 @@ has no allowance and keeps its own bounds.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-from collections.abc import Iterator
 
 from request_types.stats import RedisAllowance
 
@@ -20,15 +18,19 @@ _current: contextvars.ContextVar[RedisAllowance | None] = contextvars.ContextVar
 )
 
 
-@contextlib.contextmanager
-def request_allowance() -> Iterator[RedisAllowance]:
-    """Everything awaited inside (and every task started inside) shares one allowance."""
-    allowance = RedisAllowance()
-    token = _current.set(allowance)
-    try:
-        yield allowance
-    finally:
-        _current.reset(token)
+class request_allowance:  # noqa: N801 (used as a function: `with request_allowance() as allowance`)
+    """Everything awaited inside (and every task started inside) shares one allowance. A class rather than a
+    generator-based context manager: it runs once per request."""
+
+    __slots__ = ("allowance", "token")
+
+    def __enter__(self) -> RedisAllowance:
+        self.allowance = allowance = RedisAllowance()
+        self.token = _current.set(allowance)
+        return allowance
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self.token)
 
 
 def current_allowance() -> RedisAllowance | None:
