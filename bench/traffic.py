@@ -14,8 +14,9 @@ then:
 2. The run: requests of the mix (bench/site_mix.py: classes, shares, Zipf draws, the simulated CDN) sent at
    `--fraction` (0.7) of the saturation rate, or at `--rate N` a second, as a Poisson process (`--arrivals
    uniform` spaces them evenly), for `--duration` seconds; each latency counted from the request's intended send
-   time (bench/loadgen.py). With `--ingest N`, `wovepaper ingest arxiv` loads N new records and `wovepaper ingest
-   enrich` enriches them meanwhile, from fake upstreams in the real formats (bench/traffic_ingest.py).
+   time (bench/loadgen.py), after `--warmup` seconds of the same mix, not measured. With `--ingest N`,
+   `wovepaper ingest arxiv` loads N new records and `wovepaper ingest enrich` enriches them meanwhile, from fake
+   upstreams in the real formats (bench/traffic_ingest.py).
 3. Every answer checked (status, no GraphQL errors, the entity asked for), and the pages' `modifiedAt` against the
    database afterwards (bench/truth.py): `wrong` counts answers older than a change committed `--truth-grace`
    seconds before they were asked for (commit times need `track_commit_timestamp = on`; without it a change's
@@ -307,6 +308,12 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             print(json.dumps({"phase": "saturation", **result["saturation"]}), file=sys.stderr, flush=True)
 
         # The run.
+        if args.warmup:
+            # The same mix at the same rate, not measured: a server that has just started answers its first
+            # seconds from cold plans, pools and buffers, which a site serving all day does not.
+            warm_drawn, warm_jobs = schedule(drawer, arrival_times(rate, args.warmup, rng, poisson=True))
+            await fetch_rows(admin, universe, wanted_rows([d for _, d in warm_drawn]))
+            await open_loop(warm_jobs(site), {}, grace_s=args.timeout)
         times = arrival_times(rate, args.duration, rng, poisson=args.arrivals == "poisson")
         drawn, jobs = schedule(drawer, times)
         await fetch_rows(admin, universe, wanted_rows([d for _, d in drawn]))
@@ -456,6 +463,9 @@ def main() -> None:
         "--revalidate", type=float, default=0.8, help="chance that a page the CDN holds is revalidated (default 0.8)"
     )
     parser.add_argument("--hybrid-share", type=float, default=0.0, help="share of searches in HYBRID mode")
+    parser.add_argument(
+        "--warmup", type=float, default=0, help="seconds of the mix at the run's rate before it is measured (default 0)"
+    )
     parser.add_argument("--viewers", type=int, default=2000, help="signed-in readers (default 2000)")
     parser.add_argument("--crawlers", type=int, default=4, help="crawlers walking the sitemap (default 4)")
     parser.add_argument("--arrivals", choices=("poisson", "uniform"), default="poisson")
