@@ -21,6 +21,7 @@ import logging
 import os
 import weakref
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Final, Protocol
 
 from redis.asyncio.cluster import RedisCluster
@@ -52,6 +53,8 @@ def attach_purge(cache: CacheStore, purge: Purge) -> None:
 
 # Entities per script call: bounds the time Redis spends in one script.
 CHUNK: Final = 200
+# Entities per call of an invalidation (each call's commands written in a few hundred KB).
+BATCH: Final = 2000
 
 # KEYS: the members of dropped tag sets under one hash tag (a Cluster's step 3).
 _DELETE = Script("""
@@ -188,14 +191,23 @@ async def _drop(cache: CacheStore | None, touched: Touched, position: int | None
         *(("institution", i) for i in sorted(todo.institutions)),
     ]
     names = _dropped_alone(todo)
-    # With replicas, each of its three writing steps may wait a timeout for one's acknowledgement.
-    done = await cache.call(
-        lambda r: _run(r, cache, entities, names, position), round_trips=5 if replicated(cache.redis) else 2
-    )
-    if isinstance(done, Unavailable):
-        cache.metrics.invalidation_failures += 1
-        cache.pending_invalidation.update(todo)
-        log.warning("cache invalidation deferred for %d entities: Redis unavailable", len(entities))
+    # A page of the harvest touches thousands of entities: in calls of BATCH entities, each bounded by a round trip
+    # per CHUNK of them besides the fixed ones (a bound of a fixed few for all of them never let such a page
+    # through, and deferred, it only grew with each page after). With replicas, each writing step may wait a timeout
+    # for one's acknowledgement.
+    for start in range(0, max(len(entities), 1), BATCH):
+        batch = entities[start : start + BATCH]
+        calls = 2 + -(-len(batch) // CHUNK)
+        done = await cache.call(
+            partial(_run, cache=cache, entities=batch, names=names if start == 0 else [], position=position),
+            round_trips=calls * (2 if replicated(cache.redis) else 1),
+        )
+        if isinstance(done, Unavailable):
+            cache.metrics.invalidation_failures += 1
+            # All of it again next time: dropping what was already dropped is harmless.
+            cache.pending_invalidation.update(todo)
+            log.warning("cache invalidation deferred for %d entities: Redis unavailable", len(entities))
+            return
 
 
 async def _run(

@@ -290,3 +290,27 @@ async def test_tag_sets_outlive_every_entry_they_list(store) -> None:
     assert await store.redis.ttl(tag) > 3000
     await invalidate(store, Touched(researchers={424242}))
     assert await store.redis.exists(long_key, short_key, tag) == 0
+
+
+async def test_a_harvest_page_s_thousands_of_entities_are_dropped_not_deferred(
+    logged_pool, cache_db, redis_url, cache_namespace
+) -> None:
+    """A page of the harvest touches thousands of entities: its invalidation gets a round trip's time per chunk of
+    them, so it goes through instead of being deferred (and growing with every page after)."""
+    pool, _ = logged_pool
+    ids = cache_db[1]
+    # A timeout short enough that the 101 calls for 20,000 entities cannot fit a bound of a fixed few.
+    store = CacheStore(
+        create_redis(redis_url, timeout_s=0.05), namespace=f"{cache_namespace}-c{next(_ns_counter)}", ttl_s=600
+    )
+    try:
+        assert await load_researcher_stats(pool, store, ids["A"]) is not None
+        key = keys.researcher_stats(store.namespace, ids["A"])
+        assert await store.redis.exists(key)
+        touched = Touched(researchers={ids["A"], *range(10_000_000, 10_020_000)})
+        await invalidate(store, touched)
+        assert store.metrics.invalidation_failures == 0
+        assert not store.pending_invalidation
+        assert not await store.redis.exists(key)
+    finally:
+        await store.aclose()
