@@ -224,7 +224,8 @@ async def test_owner_pages_from_the_listings_are_the_generic_statement_s(
         generic_counts = await count_of_owners(conn, owner, owner_ids, clauses, source="papers p")
         assert await count_papers_of_owners(conn, owner, owner_ids, clauses) == generic_counts
         assert any(generic_counts.values())
-        for size in (1, 7, 25):
+        # Pages of one (a cut at every row, through every tie) for the default list; larger pages for the rest.
+        for size in (1, 25) if (filters, sort) == ("not_withdrawn", "NEWEST") else (7, 25):
             for offset in range(0, max(generic_counts.values()) + size, size):
                 listed = await page_papers_of_owners(
                     conn, owner, owner_ids, clauses, PAPER_SORTS[sort], limit=size, offset=offset
