@@ -396,7 +396,11 @@ async def fetch_institution_stats(
     conn: ConnOrPool, *, institution_id: int, top: int = MAX_TOP_RESEARCHERS
 ) -> InstitutionStatsRow | None:
     """Papers, researchers, fields and top researchers (by career h-index) of an institution."""
-    r = await conn.fetchrow(SELECT_INSTITUTION_STATS, institution_id, top)
+    return institution_stats_row(await conn.fetchrow(SELECT_INSTITUTION_STATS, institution_id, top))
+
+
+def institution_stats_row(r: Any) -> InstitutionStatsRow | None:
+    """An institution's stats from a row of SELECT_INSTITUTION_STATS's columns (stored or live)."""
     if r is None:
         return None
     return InstitutionStatsRow(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from db.connection import Conn
-from db.queries.aggregates import FIELDS_OF, InstitutionStatsRow, fetch_institution_stats, fields_from_json
+from db.queries.aggregates import FIELDS_OF, InstitutionStatsRow, fetch_institution_stats, institution_stats_row
 
 # paper_count = distinct non-withdrawn papers with an affiliation to the institution; researcher_count = its
 # researcher_institutions rows and the researchers linked at its affiliated authorship positions, each once;
@@ -135,16 +135,7 @@ async def fetch_live_institution_stats(
     conn: asyncpg.Connection, *, institution_id: int, top: int
 ) -> InstitutionStatsRow | None:
     """An institution's stats computed from the base tables (slow on a large institution: for checks)."""
-    r = await conn.fetchrow(LIVE_INSTITUTION_STATS, institution_id, top)
-    if r is None:
-        return None
-    return InstitutionStatsRow(
-        institution_id=r["id"],
-        paper_count=r["paper_count"],
-        researcher_count=r["researcher_count"],
-        fields=fields_from_json(r["fields"]),
-        top_researcher_ids=list(r["top_researcher_ids"]),
-    )
+    return institution_stats_row(await conn.fetchrow(LIVE_INSTITUTION_STATS, institution_id, top))
 
 
 async def check_institution_figures(conn: asyncpg.Connection, *, top: int = 100) -> list[FigureMismatch]:
