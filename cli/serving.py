@@ -25,10 +25,10 @@ REDIS_CHECK_TIMEOUT_S = 2.0
 
 def protocol(settings: Settings) -> dict[str, Any]:
     """How uvicorn serves the app: answers from memory without the ASGI exchange (edge/protocol.py), unless
-    WOVEPAPER_EDGE_PROTOCOL is off (uvicorn's stock httptools protocol); and the client address behind a proxy found
-    by the edge (WOVEPAPER_TRUSTED_PROXIES), not by uvicorn."""
+    WOVEPAPER_EDGE_PROTOCOL is off (uvicorn's stock httptools protocol); the client address behind a proxy found
+    by the edge (WOVEPAPER_TRUSTED_PROXIES), not by uvicorn; idle connections closed after WOVEPAPER_KEEP_ALIVE_S."""
     http = "edge.protocol:EdgeHttpProtocol" if settings.edge_protocol else "httptools"
-    return {"http": http, "proxy_headers": False}
+    return {"http": http, "proxy_headers": False, "timeout_keep_alive": settings.keep_alive_s}
 
 
 @app.command()
@@ -73,7 +73,6 @@ def serve(
             workers=workers,
             log_level="info",
             log_config=None,
-            timeout_keep_alive=5,
             **protocol(settings),
             timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_s)),
         )
@@ -258,7 +257,6 @@ def up(
                 host=host,
                 port=port,
                 log_level="info",
-                timeout_keep_alive=5,
                 **protocol(settings),
             )
     except localservers.LocalServiceError as exc:

@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     # then stop accepting and give in-flight requests at most shutdown_grace_s.
     shutdown_drain_s: float = Field(5.0, ge=0)
     shutdown_grace_s: float = Field(20.0, gt=0)
+    # How long an idle keep-alive connection stays open. Behind a proxy that keeps idle connections to the API, set
+    # it above the proxy's own idle timeout: otherwise the API may close a connection just as the proxy sends on it.
+    keep_alive_s: float = Field(5.0, gt=0, le=3600)
     # The two fast paths, each on private internals of a pinned library, each with a way out should an upgrade break
     # them: graphql-core's executor with plain fields read straight off their source (schema/fast_executor/; off:
     # Strawberry's own execution), and uvicorn's HTTP protocol answering from memory before the ASGI exchange
@@ -199,7 +202,6 @@ class Settings(BaseSettings):
             raise ValueError("REDIS_URL must be redis:// or rediss:// for a cluster or Sentinel")
         return self
 
-
     @model_validator(mode="after")
     def _writers_outlast_lag(self) -> Settings:
         # Once a writer's hold ends, any replica in the rotation is at most the maximum lag behind: it must have the
@@ -210,7 +212,6 @@ class Settings(BaseSettings):
                 f"WOVEPAPER_REPLICA_MAX_LAG_S ({self.replica_max_lag_s:g})"
             )
         return self
-
 
     @field_validator("redis_sentinels")
     @classmethod

@@ -32,11 +32,17 @@ LONG_RUNNING = {
     "ingest",
 }
 WOVEPAPER = {"migrate", "api", "ingest"}
-# Settings the compose file sets for the read replicas and Sentinel, which settings.py reads once issues 32
-# (PostgreSQL read replicas) and 33 (Redis Sentinel) land; remove this set then, and the test checks them too.
 # Read from the environment outside Settings: by prometheus_client or by the ingest's loop.
 OTHER_VARIABLES = {"PROMETHEUS_MULTIPROC_DIR", "INGEST_AT_UTC"}
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|API_KEY")
+
+
+def _haproxy_seconds(directive: str) -> float:
+    """A `timeout` of deploy/haproxy/haproxy.cfg, in seconds (`60s`, `500ms`, `2m`)."""
+    config = (DEPLOY / "haproxy" / "haproxy.cfg").read_text()
+    match = re.search(rf"^\s*{re.escape(directive)}\s+(\d+)(ms|s|m)\s*$", config, re.MULTILINE)
+    assert match, f"haproxy.cfg has no `{directive}`"
+    return int(match[1]) * {"ms": 0.001, "s": 1.0, "m": 60.0}[match[2]]
 
 
 def setting_names() -> set[str]:
@@ -126,6 +132,9 @@ def test_the_wovepaper_services_read_settings_that_exist_and_parse(
     grace = int(api["stop_grace_period"].removesuffix("s"))
     assert grace > settings.shutdown_drain_s + settings.shutdown_grace_s
     assert api["command"] == ["serve", "--host", "0.0.0.0", "--port", "8000"]
+    # The proxy never sends on a connection the API is closing: the API keeps idle ones longer than the proxy does.
+    monkeypatch.setenv("WOVEPAPER_KEEP_ALIVE_S", environment(api)["WOVEPAPER_KEEP_ALIVE_S"])
+    assert load_settings().keep_alive_s > _haproxy_seconds("timeout server")
 
 
 def test_only_the_api_keeps_metrics_files_and_on_a_tmpfs(compose: dict[str, Any]) -> None:

@@ -97,6 +97,9 @@ def test_the_api_probes_and_a_shutdown_that_drains(name: str) -> None:
     pre_stop = float(command[1])
     assert pre_stop >= drain
     assert pod["terminationGracePeriodSeconds"] >= pre_stop + drain + grace
+    # Idle connections from the ingress outlive its own idle timeout (ingress-nginx's upstream keep-alive, a cloud
+    # load balancer's: 60 s), so the API never closes one as the ingress sends on it.
+    assert float(settings["WOVEPAPER_KEEP_ALIVE_S"]) > 60
     # A rollout keeps the old pods serving until the new ones are ready; the autoscaler owns the count.
     assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
     assert "replicas" not in deployment["spec"]

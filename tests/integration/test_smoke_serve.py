@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import socket
+import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from tests.server_process import server_process, wovepaper_command
+
+KEEP_ALIVE_S = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +27,7 @@ def served(
         "REDIS_URL": redis_url,
         "WOVEPAPER_SEMANTIC_PRELOAD": "false",
         "WOVEPAPER_CACHE_NAMESPACE": cache_namespace,
+        "WOVEPAPER_KEEP_ALIVE_S": str(KEEP_ALIVE_S),
     }
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with server_process([*wovepaper_command(), "serve"], env, log) as server:
@@ -60,3 +66,18 @@ def test_graphiql_is_served_to_a_browser(served: str) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
     assert "graphiql" in response.text.lower()
+
+
+def test_an_idle_connection_stays_open_for_the_keep_alive_setting_then_closes(served: str) -> None:
+    """What a proxy in front relies on (docs/configuration.md, WOVEPAPER_KEEP_ALIVE_S)."""
+    url = urlsplit(served)
+    request = f"GET /healthz HTTP/1.1\r\nHost: {url.netloc}\r\n\r\n".encode()
+    with socket.create_connection((url.hostname, url.port), timeout=10) as conn:
+        conn.sendall(request)
+        assert conn.recv(65536).startswith(b"HTTP/1.1 200")
+        time.sleep(KEEP_ALIVE_S / 2)
+        conn.sendall(request)  # still open: answered on the same connection
+        assert conn.recv(65536).startswith(b"HTTP/1.1 200")
+        idle_from = time.monotonic()
+        assert conn.recv(1) == b""  # then closed by the server once idle for the setting
+        assert KEEP_ALIVE_S * 0.9 <= time.monotonic() - idle_from < KEEP_ALIVE_S + 4

@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from bench.loadgen import Client, Record, arrival_times, encode_request, open_loop, zipf_rank
+from bench.loadgen import Client, Record, TransportError, arrival_times, encode_request, open_loop, zipf_rank
 from bench.site_mix import DEFAULT_SHARES, parse_shares, search_terms
 from bench.traffic import API_APP, INGEST_APP, Backends
 from bench.traffic_ingest import World
@@ -70,6 +70,64 @@ async def test_latency_counts_from_the_intended_send_time_so_queueing_behind_a_s
         assert latency_ms >= (stall - at) * 1000 - 5, (at, latency_ms)
     summary = record.summary()
     assert summary["p99_ms"] >= (stall - 0.05) * 1000 - 5
+
+
+async def _closing_server(answers_per_connection: int) -> tuple[asyncio.Server, int, list[int]]:
+    """An HTTP/1.1 server that answers this many requests on a connection, then closes it as the next one arrives
+    (an idle timeout firing as a request is on its way). Returns the server, its port, and the requests each
+    connection answered."""
+    answered: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answered.append(0)
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                if answered[-1] == answers_per_connection:
+                    break
+                answered[-1] += 1
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], answered
+
+
+async def test_a_reused_connection_closed_before_answering_is_retried_once_on_a_new_one() -> None:
+    server, port, answered = await _closing_server(1)
+    client = Client("127.0.0.1", port, max_connections=1)
+    raw = encode_request("GET", "/", client.authority)
+    async with server:
+        statuses = [(await client.request(raw)).status for _ in range(3)]
+        client.close()
+    assert statuses == [200, 200, 200]
+    assert answered == [1, 1, 1]  # each reused connection failed unanswered; its request went out again
+
+
+async def test_a_new_connection_closed_before_answering_is_a_transport_error() -> None:
+    server, port, _ = await _closing_server(0)
+    client = Client("127.0.0.1", port, max_connections=1)
+    async with server:
+        with pytest.raises(TransportError):
+            await client.request(encode_request("GET", "/", client.authority))
+        client.close()
+
+
+async def test_a_connection_idle_too_long_is_not_reused() -> None:
+    server, port, answered = await _closing_server(10)
+    client = Client("127.0.0.1", port, max_connections=1, idle_s=0.1)
+    raw = encode_request("GET", "/", client.authority)
+    async with server:
+        await client.request(raw)
+        await client.request(raw)  # at once: the same connection
+        await asyncio.sleep(0.15)
+        await client.request(raw)  # idle too long: a new one
+        client.close()
+        await asyncio.sleep(0.05)
+    assert answered == [2, 1]
 
 
 def test_arrival_times_keep_the_rate_and_stay_within_the_duration() -> None:
