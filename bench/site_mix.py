@@ -20,9 +20,10 @@ Classes (the defaults are shares of the requests that reach the API, behind the 
 Entities are drawn Zipf-like by popularity rank (researchers and institutions by papers, papers by citations,
 categories by papers, search terms and names by their rank in a sample), so that caches see a realistic hit rate;
 `--zipf` sets the exponent. Pages are anonymous persisted GETs from many visitors' addresses (`X-Forwarded-For`
-from loopback, which the API trusts by default). The client plays the CDN: once it holds an answer's `ETag`, a
-later request for the same URL is a revalidation (`If-None-Match`) with probability `--revalidate`, else a plain
-GET (another edge location's miss).
+from loopback, which the API trusts by default); a signed-in reader's requests come from the reader's own address
+(rate limits are per address: readers sharing one would be limited as one). The client plays the CDN: once it
+holds an answer's `ETag`, a later request for the same URL is a revalidation (`If-None-Match`) with probability
+`--revalidate`, else a plain GET (another edge location's miss).
 
 Every answer is checked where it is cheap: the status, no GraphQL `errors`, the entity asked for (its id in the
 answer), and for pages their `modifiedAt`, kept (with the time the request left) for `truth.py`'s check against
@@ -346,6 +347,12 @@ class Site:
     def _visitor(self) -> str:
         return f"10.{self.rng.randrange(256)}.{self.rng.randrange(256)}.{self.rng.randrange(1, 255)}"
 
+    @staticmethod
+    def _reader_address(viewer: str) -> str:
+        """A signed-in reader's own address, the same at every request (the site forwards it, as for any visitor)."""
+        n = int(viewer.removeprefix(VIEWER_PREFIX))
+        return f"100.{64 + n // 65536 % 64}.{n // 256 % 256}.{n % 256}"
+
     def _crawler_address(self, crawler: int) -> str:
         return f"66.249.{crawler % 256}.{1 + self.rng.randrange(60)}"  # a crawler's few addresses
 
@@ -413,6 +420,7 @@ class Site:
             ("Content-Type", "application/json"),
             ("Accept", "application/graphql-response+json, application/json;q=0.9"),
             ("Authorization", f"Bearer {self._token(viewer)}"),
+            ("X-Forwarded-For", self._reader_address(viewer)),
         ]
         response = await self.client.request(encode_request("POST", "/graphql", self.client.authority, headers, body))
         return _checked(response, expect)
@@ -522,7 +530,11 @@ class Site:
         body: dict[str, Any] = {"question": f"What do these papers say about {words}?"}
         if arxiv_id is not None:
             body = {"question": "What does this paper show?", "scope": {"paper": arxiv_id}}
-        headers = [("Content-Type", "application/json"), ("Authorization", f"Bearer {self._token(viewer)}")]
+        headers = [
+            ("Content-Type", "application/json"),
+            ("Authorization", f"Bearer {self._token(viewer)}"),
+            ("X-Forwarded-For", self._reader_address(viewer)),
+        ]
         raw = encode_request("POST", "/chat", self.client.authority, headers, orjson.dumps(body))
         response = await self.client.request(raw)
         if response.status != 200:

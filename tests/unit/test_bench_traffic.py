@@ -8,6 +8,7 @@ never runs in production. These tests hold both to what the benchmark claims.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import random
 from collections import Counter
@@ -15,7 +16,7 @@ from collections import Counter
 import pytest
 
 from bench.loadgen import Client, Record, TransportError, arrival_times, encode_request, open_loop, zipf_rank
-from bench.site_mix import DEFAULT_SHARES, parse_shares, search_terms
+from bench.site_mix import DEFAULT_SHARES, VIEWER_PREFIX, Site, parse_shares, search_terms
 from bench.traffic import API_APP, INGEST_APP, Backends
 from bench.traffic_ingest import World
 from ingest.locks import run_name
@@ -161,6 +162,15 @@ def test_shares_override_the_defaults_and_are_normalised() -> None:
     assert parse_shares(None).keys() == DEFAULT_SHARES.keys()
     with pytest.raises(ValueError, match="unknown class"):
         parse_shares("Nope=1")
+
+
+def test_each_signed_in_reader_comes_from_an_address_of_its_own() -> None:
+    """Rate limits are per address: readers sent from one would be refused as one client."""
+    readers = [f"{VIEWER_PREFIX}{i}" for i in range(1, 100_001)]
+    addresses = [Site._reader_address(r) for r in readers]
+    assert len(set(addresses)) == len(readers)
+    assert all(ipaddress.ip_address(a).version == 4 for a in addresses[::997])
+    assert Site._reader_address(readers[41]) == Site._reader_address(f"{VIEWER_PREFIX}42")
 
 
 def test_search_terms_are_words_and_pairs_most_frequent_first() -> None:
