@@ -87,7 +87,9 @@ class NearResponses:
         self._clock = clock
         self.namespace = namespace
         self._entries: OrderedDict[str, Held] = OrderedDict()
-        self._by_tag: dict[str, set[str]] = {}
+        # The keys holding each tag: one key as itself, several as a set. Most tags are held by one entry, and a
+        # set per tag would put tens of thousands of objects in every full pass of the collector.
+        self._by_tag: dict[str, str | set[str]] = {}
         self._bytes = 0
         self._pubsub: PubSub | None = None
         self._client: redis.Redis | None = None
@@ -126,8 +128,15 @@ class NearResponses:
         self._remove(key)
         self._entries[key] = Held(body, cost, tuple(tags), strong_etag(body), self._clock() + self.max_age_s, size)
         self._bytes += size
+        by_tag = self._by_tag
         for tag in tags:
-            self._by_tag.setdefault(tag, set()).add(key)
+            held_by = by_tag.get(tag)
+            if held_by is None:
+                by_tag[tag] = key
+            elif isinstance(held_by, set):
+                held_by.add(key)
+            elif held_by != key:
+                by_tag[tag] = {held_by, key}
         while self._bytes > self.max_bytes and self._entries:
             self._remove(next(iter(self._entries)))
 
@@ -222,7 +231,8 @@ class NearResponses:
             self.seq += 1
             # The tags as a CDN names them (`researcher:7`, `lists`), as each entry holds them.
             for tag in bytes(message["data"]).decode().split():
-                for key in self._by_tag.pop(tag, ()):
+                held_by = self._by_tag.pop(tag, None)
+                for key in (held_by,) if isinstance(held_by, str) else held_by or ():
                     self._remove(key)
         elif kind == "pong":
             self._last_pong = self._clock()
@@ -254,9 +264,12 @@ class NearResponses:
         if held is None:
             return
         self._bytes -= held.size
+        by_tag = self._by_tag
         for tag in held.tags:
-            members = self._by_tag.get(tag)
-            if members is not None:
-                members.discard(key)
-                if not members:
-                    del self._by_tag[tag]
+            held_by = by_tag.get(tag)
+            if held_by == key:
+                del by_tag[tag]
+            elif isinstance(held_by, set):
+                held_by.discard(key)
+                if len(held_by) == 1:
+                    by_tag[tag] = held_by.pop()

@@ -69,6 +69,10 @@ class Context:
         if self.primary is not None and self.pool is not self.primary:
             self.again_on_primary = True
 
+    def close(self) -> None:
+        """The request is answered: what it read is freed now rather than by the collector (`Loaders.close`)."""
+        self.loaders.close()
+
     @property
     def write_pool(self) -> asyncpg.Pool:
         return self.primary if self.primary is not None else self.pool

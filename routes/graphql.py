@@ -168,14 +168,17 @@ class GraphQLView(GraphQL[Context, None]):
         return orjson.dumps(data)
 
     async def execute_operation(self, *args: Any, **kwargs: Any) -> Any:
+        context = kwargs.get("context")
         try:
             async with asyncio.timeout(self.settings.operation_timeout_s) as deadline:
-                context = kwargs.get("context")
                 if isinstance(context, Context):
                     context.operation_deadline = deadline
                 return await super().execute_operation(*args, **kwargs)
         except TimeoutError:
             raise OperationTimeout from None
+        finally:
+            if isinstance(context, Context):
+                context.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":

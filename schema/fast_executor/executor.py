@@ -11,7 +11,7 @@ from graphql.execution.collect_fields import FieldDetailsList, GroupedFieldSet
 from graphql.execution.executor import to_nodes
 from graphql.pyutils import Path, Undefined
 from graphql.pyutils.gather_with_cancel import gather_with_cancel
-from graphql.type import GraphQLField
+from graphql.type import GraphQLField, GraphQLResolveInfoHelpers
 from orjson import Fragment
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
@@ -58,6 +58,13 @@ async def _gather_items(completed: list[Any], awaitable_indices: list[int]) -> l
     return completed
 
 
+def _untracked(values: Any) -> None:
+    """Work handed over after the answer is built: nothing is waiting for it any more."""
+
+
+_DETACHED_HELPERS = GraphQLResolveInfoHelpers(gather=gather_with_cancel, track=_untracked)
+
+
 class FastExecutor(StrawberryGraphQLCoreExecutionContext):
     """Strawberry's execution context with the fast path: the executor the schema installs (unless
     WOVEPAPER_FAST_EXECUTOR is off)."""
@@ -81,6 +88,15 @@ class FastExecutor(StrawberryGraphQLCoreExecutionContext):
         self._passes_times = self._fast_enabled and hasattr(self.context_value, "passes_json")
         if self._passes_times:
             self.context_value.passes_json = True
+
+    def build_response(self, data: dict[str, Any] | None) -> Any:
+        """The answer, and the executor's one reference cycle broken: graphql-core keeps helpers bound to the
+        executor on it, so that the executor, the request's context and everything they hold would wait for the
+        collector's full pass. No resolver starts after this; work still settling in the background holds its own
+        references."""
+        response = super().build_response(data)
+        self.async_helpers = _DETACHED_HELPERS
+        return response
 
     def collect_subfields(self, return_type: GraphQLObjectType, field_details_list: FieldDetailsList) -> Any:
         common = self._shared

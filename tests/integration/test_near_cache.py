@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -204,6 +205,41 @@ async def test_an_entrys_tags_count_against_the_bound(redis_url, cache_namespace
         held = [i for i in range(20) if near.get(f"k{i}") is not None]
         assert 0 < len(held) < 20 and held == list(range(20 - len(held), 20))
     finally:
+        near.close()
+
+
+async def test_the_index_by_tag_follows_every_keep_eviction_and_invalidation(redis_url, cache_namespace) -> None:
+    """Entries sharing tags, replaced, evicted by the bound and invalidated, against a plain model: an invalidated
+    tag drops every entry holding it and no other, and nothing is left indexed once nothing is held."""
+    ns = f"{cache_namespace}-near{next(_ns)}"
+    near = NearResponses(redis_url, ns, max_bytes=64 * 1024, max_age_s=600, timeout_s=1.0)
+    assert await near.connect()
+    publisher = aioredis.Redis.from_url(redis_url)
+    rng = random.Random(7)
+    try:
+        for _ in range(300):
+            key = f"k{rng.randrange(40)}"
+            tags = sorted({f"researcher:{rng.randrange(12)}" for _ in range(rng.randrange(1, 4))})
+            near.keep(key, b"x" * rng.randrange(100, 6000), cost=1, tags=tags, since=near.mark())
+            if rng.random() < 0.2:
+                tag = f"researcher:{rng.randrange(12)}"
+                held = {k: near._entries[k].tags for k in list(near._entries)}
+                await publisher.publish(keys.invalidations(ns), tag)
+                await publisher.ping()
+                await asyncio.sleep(0)
+                expected = {k for k, t in held.items() if tag not in t}
+                assert set(near._entries) == expected
+            model: dict[str, set[str]] = {}
+            for k, held_entry in near._entries.items():
+                for t in held_entry.tags:
+                    model.setdefault(t, set()).add(k)
+            index = {t: {v} if isinstance(v, str) else v for t, v in near._by_tag.items()}
+            assert index == model
+        for key in list(near._entries):
+            near._remove(key)
+        assert near._by_tag == {}
+    finally:
+        await publisher.aclose()
         near.close()
 
 
