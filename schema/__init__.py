@@ -120,7 +120,9 @@ LOST_CONNECTION_RETRY_DELAY_S = 0.25
 RETRY_AFTER_S = 1
 
 
-_OPERATION_NAME = re.compile(r"^\s*(?:query|mutation|subscription)\s+([_A-Za-z][_0-9A-Za-z]*)")
+# The first operation's name, past what GraphQL ignores before it: white space, commas and comments (the site's
+# documents open with a comment naming their page). Possessive: a client's `###...` cannot make it backtrack.
+_OPERATION_NAME = re.compile(r"^(?:[\s,\ufeff]|#[^\n\r]*+)*+(?:query|mutation|subscription)\s+([_A-Za-z][_0-9A-Za-z]*)")
 
 
 def _codes(result: ExecutionResult) -> set[str]:

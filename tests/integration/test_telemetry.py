@@ -222,7 +222,10 @@ async def test_ingest_progress_is_exported_from_the_database(make_database) -> N
     assert any(line.startswith('wovepaper_db_pool_connections{state="open"}') for line in lines)
 
 
-ARCHIVE_H_INDEX = "query ArchiveHIndex($id: String!) { researcher(id: $id) { hIndexInArchive } }"
+# As the site's documents are written: a comment first, then the one operation (its name is not sent apart).
+ARCHIVE_H_INDEX = """# the archive's h-index
+
+query ArchiveHIndex($id: String!) { researcher(id: $id) { hIndexInArchive } }"""
 
 
 async def test_the_request_line_carries_what_each_layer_learned(
