@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from math import isfinite
 from typing import Any
 
@@ -58,11 +58,15 @@ async def _gather_items(completed: list[Any], awaitable_indices: list[int]) -> l
     return completed
 
 
-def _untracked(values: Any) -> None:
+def _gather(values: Sequence[Awaitable[Any]]) -> Awaitable[list[Any]]:
+    return gather_with_cancel(*values)
+
+
+def _untracked(values: Sequence[Any]) -> None:
     """Work handed over after the answer is built: nothing is waiting for it any more."""
 
 
-_DETACHED_HELPERS = GraphQLResolveInfoHelpers(gather=gather_with_cancel, track=_untracked)
+_DETACHED_HELPERS = GraphQLResolveInfoHelpers(gather=_gather, track=_untracked)
 
 
 class FastExecutor(StrawberryGraphQLCoreExecutionContext):
