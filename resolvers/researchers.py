@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from db.connection import Conn
 from db.filters import RESEARCHER_FILTERS, RESEARCHER_OWNER_FILTERS, RESEARCHER_SORTS, Clause, Sort
-from db.queries.institutions import AffiliationRow, InstitutionRow
+from db.queries.institutions import AffiliationRow, InstitutionRow, fetch_researcher_counts
 from db.queries.researchers import (
     ResearcherRow,
     count_researchers,
@@ -151,6 +151,9 @@ async def _institution_rows(
 
 
 async def _institution_counts(conn: Conn, head: InstitutionPageKey, owner_ids: list[int]) -> dict[int, int]:
+    if not head.clauses:
+        # Unfiltered: the count every institution keeps.
+        return await fetch_researcher_counts(conn, owner_ids)
     owner = RESEARCHER_OWNER_FILTERS["institution"]
     return await count_researchers_of_owners(conn, owner, owner_ids, list(head.clauses))
 

@@ -272,6 +272,30 @@ async def test_institution_researchers_and_papers(g: Graph) -> None:
     assert inst["papers"]["totalCount"] == len(keep)
 
 
+async def test_an_institution_s_researcher_count_is_the_live_count(g: Graph) -> None:
+    """An institution's researchers are counted from its stored figure (kept by every write: test_institution_figures):
+    what counting the rows gives, for every institution, in one request (the counts batched)."""
+    conn = await asyncpg.connect(g.seeded.dsn)
+    try:
+        live = {
+            record[0]: record[1]
+            for record in await conn.fetch(
+                """SELECT i.id, (SELECT count(*) FROM researchers r WHERE r.id IN
+                       (SELECT ri.researcher_id FROM researcher_institutions ri WHERE ri.institution_id = i.id))
+                   FROM institutions i"""
+            )
+        }
+    finally:
+        await conn.close()
+    fields = " ".join(
+        f'i{n}: institution(id: "{iid}") {{ databaseId researchers(first: 1) {{ totalCount }} }}'
+        for n, iid in enumerate(sorted(live))
+    )
+    data = await g.data(f"{{ {fields} }}")
+    assert {v["databaseId"]: v["researchers"]["totalCount"] for v in data.values()} == live
+    assert any(total > 0 for total in live.values())
+
+
 @pytest.mark.parametrize("sort", ["NEWEST", "OLDEST", "MOST_CITED"])
 async def test_institution_papers_page_by_page_in_each_sort(g: Graph, sort: str) -> None:
     # Each page is chosen by id before its rows are read: pages of two, in order, none skipped or repeated.
