@@ -65,6 +65,7 @@ class Context:
     def renew(self) -> None:
         """Fresh loaders, to run the operation again: the first run's cached failures must not answer it. A run
         that read from a replica runs again on the primary."""
+        self.loaders.close()
         self.loaders = Loaders(self.pool)
         if self.primary is not None and self.pool is not self.primary:
             self.again_on_primary = True

@@ -316,6 +316,8 @@ def _endpoint(
             source, feed = await _read(ctx, request, resolve, fmt, limit)
         except FeedError as exc:
             return PlainTextResponse(exc.reason + "\n", exc.status, headers={"x-content-type-options": "nosniff"})
+        finally:
+            ctx.close()  # what the feed read, freed now (Loaders.close)
         return _respond(request, fmt, feed, PERSONAL if source.personal else PUBLIC)
 
     return endpoint
