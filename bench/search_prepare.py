@@ -70,7 +70,14 @@ WHERE p.id BETWEEN $2::bigint AND $3::bigint
 """
 
 
-async def prepare(admin_dsn: str, papers: int, real: int, embedded_target: int, resynthesise: bool = False) -> str:
+async def prepare(
+    admin_dsn: str,
+    papers: int,
+    real: int,
+    embedded_target: int,
+    resynthesise: bool = False,
+    index_memory: str = "3GB",
+) -> str:
     admin = await asyncpg.connect(admin_dsn)
     try:
         if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DB):
@@ -130,7 +137,9 @@ async def prepare(admin_dsn: str, papers: int, real: int, embedded_target: int, 
                 await conn.execute(SYNTHETIC, k, low, low + step - 1)
             print(f"synthetic embeddings up to id {max_id} in {time.perf_counter() - started:.0f}s", flush=True)
         started = time.perf_counter()
-        await conn.execute("SET maintenance_work_mem = '3GB'")
+        # The graph must fit in memory while it is built (2.5M vectors of 384 dimensions: about 5 GB); past that
+        # pgvector goes on building on disk, many times slower.
+        await conn.execute(f"SET maintenance_work_mem = '{index_memory}'")
         await conn.execute("SET max_parallel_maintenance_workers = 1")
         await conn.execute(
             "CREATE INDEX IF NOT EXISTS paper_embeddings_hnsw_idx ON paper_embeddings"
@@ -194,9 +203,10 @@ def main() -> None:
     parser.add_argument(
         "--resynthesise", action="store_true", help="replace the synthetic vectors (and rebuild the HNSW index)"
     )
+    parser.add_argument("--index-memory", default="3GB", help="maintenance_work_mem for the HNSW builds (8GB for 2.5M)")
     args = parser.parse_args()
     admin = args.admin_url or localservers.start_postgres(ROOT / ".wovepaper" / "bench-search")
-    asyncio.run(prepare(admin, args.papers, args.real, args.embedded, args.resynthesise))
+    asyncio.run(prepare(admin, args.papers, args.real, args.embedded, args.resynthesise, args.index_memory))
 
 
 if __name__ == "__main__":
