@@ -1,4 +1,5 @@
-"""Migration 0003 applies on a server without pgvector (no embedding table) and with it (table and HNSW)."""
+"""Migration 0003 applies on a server without pgvector (no embedding table) and with it (table and HNSW); the text
+indexes hold the categories too (0030)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,26 @@ async def test_migration_applies_without_pgvector(pg_admin_dsn: str) -> None:
         finally:
             await admin.close()
     pytest.skip("no PostgreSQL without pgvector reachable")
+
+
+async def test_the_text_indexes_hold_the_categories(make_database) -> None:
+    # A search within a category intersects it inside the text index (migration 0030) rather than reading every
+    # paper the text matches to reject it; the statement reads the cited tier's index by its name.
+    conn = await asyncpg.connect(await make_database("search_mig_categories"))
+    try:
+        await migrate(conn)
+        rows = await conn.fetch(
+            """SELECT c.relname AS name, array_agg(a.attname ORDER BY k.n) AS columns,
+                      pg_get_expr(i.indpred, i.indrelid) AS pred
+               FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+               CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k (attnum, n)
+               JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+               WHERE i.indrelid = 'papers'::regclass AND c.relname LIKE 'papers_search%'
+               GROUP BY c.relname, i.indpred, i.indrelid ORDER BY c.relname"""
+        )
+        assert [(r["name"], r["columns"], r["pred"]) for r in rows] == [
+            ("papers_search_cited_idx", ["search_vector", "categories"], "(cited_by_count >= 25)"),
+            ("papers_search_idx", ["search_vector", "categories"], None),
+        ]
+    finally:
+        await conn.close()
