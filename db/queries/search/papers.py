@@ -19,6 +19,7 @@ from db.queries.search.statement import (
     EXCLUSION,
     FIXED_PARAMS,
     HYBRID_CANDIDATES,
+    INDEXED_CATEGORY_SESSION,
     KEYWORD_SESSION,
     MAX_NAME_WORDS,
     SEMANTIC_CANDIDATES,
@@ -167,7 +168,10 @@ async def search_papers(
     else:
         try:
             async with conn.transaction(readonly=True):
-                await conn.execute(f"{KEYWORD_SESSION}; {SEMANTIC_SESSION}")
+                session = f"{KEYWORD_SESSION}; {SEMANTIC_SESSION}"
+                if mode == "SEMANTIC" and route is not None and route.indexed:
+                    session += f"; {INDEXED_CATEGORY_SESSION}"
+                await conn.execute(session)
                 records = await conn.fetch(sql, *args)
                 # A narrow filter (a researcher, a small category) leaves too few papers near the query for the
                 # graph walk to find within its budget: then the filtered papers are few, and an exact scan is
