@@ -51,8 +51,8 @@ def has_amx_bf16(cpu_flags: str | None = None) -> bool:
 def tiles_granted() -> bool:
     """Whether Linux lets this process use AMX's tile data: it must be asked for (`arch_prctl(ARCH_REQ_XCOMP_PERM,
     XFEATURE_XTILEDATA)`, as oneDNN asks), and kernels before 5.16 or a seccomp profile refuse. Refused, oneDNN
-    multiplies bfloat16 on AVX-512 instead, at a fifth of the speed: 63 papers/s against the int8 batch graph's
-    171 (bench/RESULTS.md, round 18)."""
+    multiplies bfloat16 on AVX-512 instead: 63 papers/s against 316 on the tiles and the int8 batch graph's 171
+    (bench/RESULTS.md, round 18)."""
     if sys.platform != "linux" or platform.machine() != "x86_64":
         return False
     libc = ctypes.CDLL(None, use_errno=True)

@@ -116,7 +116,7 @@ def test_the_graphs_are_chosen_by_what_the_cpu_multiplies_exactly(
     served = OnnxEmbedder(files)
     assert served.run_size == (bf16.RUN_SIZE if amx else onnx_runtime.RUN_SIZE)
     # AMX the kernel does not grant (before Linux 5.16, or refused by a seccomp profile): oneDNN would multiply
-    # bfloat16 on AVX-512 at a fifth of the speed, so batches stay on the int8 graph.
+    # bfloat16 on AVX-512 at a third of the int8 graph's speed, so batches stay on that graph.
     monkeypatch.setattr(bf16, "tiles_granted", lambda: False)
     assert bf16.batches_in_bf16() is False
     assert OnnxEmbedder(files).run_size == onnx_runtime.RUN_SIZE
