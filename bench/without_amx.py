@@ -17,10 +17,10 @@ import runpy
 import struct
 import sys
 
-# <linux/audit.h>, <asm/unistd_64.h>, <asm/prctl.h>, <linux/filter.h>, <linux/seccomp.h>, <linux/prctl.h>
+from semantic.bf16 import ARCH_REQ_XCOMP_PERM, SYS_ARCH_PRCTL
+
+# <linux/audit.h>, <linux/filter.h>, <linux/seccomp.h>, <linux/prctl.h>
 AUDIT_ARCH_X86_64 = 0xC000003E
-SYS_ARCH_PRCTL = 158
-ARCH_REQ_XCOMP_PERM = 0x1023
 LD_W_ABS, JEQ_K, RET_K = 0x20, 0x15, 0x06
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from semantic.embedder import Vectors
 
 # <asm/unistd_64.h>, <asm/prctl.h>: the request for AMX's tile data (state component 18)
-_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
+SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18
 # Texts per run: 16 beat 8, 32 and 64 here (fewer, larger products against less padding).
 RUN_SIZE = 16
 # Token counts rounded up to this: 16 rows fill an AMX tile, and fewer distinct shapes reach oneDNN.
@@ -56,7 +56,7 @@ def tiles_granted() -> bool:
     if sys.platform != "linux" or platform.machine() != "x86_64":
         return False
     libc = ctypes.CDLL(None, use_errno=True)
-    return bool(libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0)
+    return bool(libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0)
 
 
 def batches_in_bf16(cpu_flags: str | None = None) -> bool:

@@ -240,9 +240,10 @@ def _smooth(source: Path, target: Path) -> None:
     LayerNormalization's output read by the attention's projections or the feed-forward's first product is divided
     by s (one `Mul` a tensor) and the weights' matching rows multiplied by it, s = max|x|^a / max|w|^(1-a), so that
     the few channels whose values reach 28 (against a median of 1.6) no longer set one scale for the whole run.
-    Without AMX (AVX-512 VNNI) the re-embedded corpus's recall@10 went from 0.94 to 0.97 and the mean cosine from
-    0.9971 to 0.9990 for no measurable loss of speed (bench/RESULTS.md, round 18). The feed-forward's second
-    products stay float32 (`after_gelu`): smoothed and in int8 they still lost recall (0.91-0.94)."""
+    Without AMX (AVX-512 VNNI) the re-embedded corpus's recall@10 went from 0.93-0.94 to 0.96-0.97 and the mean
+    cosine from 0.9971 to 0.9990, for about 2 % fewer papers a second (bench/RESULTS.md, round 18). The
+    feed-forward's second products stay float32 (`after_gelu`): smoothed and in int8 they still lost recall
+    (0.91-0.94)."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
