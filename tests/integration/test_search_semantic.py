@@ -380,3 +380,41 @@ async def test_category_vectors_route_and_upkeep(conn, embedded, monkeypatch) ->
     assert await conn.fetch(rows, pid) == []
     assert await embed_missing(conn) == 1
     assert sorted(r[0] for r in await conn.fetch(rows, pid)) == sorted(set(before))
+
+
+async def test_indexed_category_neighbours_walk_their_index_and_the_search_may_sort(conn, embedded) -> None:
+    """Within a category with its own HNSW index, the neighbours are read by a statement of their own that walks
+    that index (sorting all the category's vectors is what the planner prefers for a small one, and is refused
+    there); the search's statement after it runs with sorts allowed again, as hybrid search's keyword half needs."""
+    import db.queries.search.papers as search_module
+    from db.queries.search.category_vectors import build_category_indexes, category_route, index_name
+    from db.queries.search.statement import INDEXED_CATEGORY_SESSION, SEMANTIC_SESSION, build_neighbours_sql
+
+    tagged = await conn.fetchval("SELECT count(*) FROM papers WHERE categories @> ARRAY['cs.LG']")
+    await build_category_indexes(conn, min_vectors=tagged)
+    route = await category_route(conn, "cs.LG")
+    assert route is not None and route.indexed
+    clauses = paper_filter_clauses(PaperFilterSpec(category="cs.LG"))
+    vector = semantic.embed_query("graph attention")
+    text = "[" + ",".join(map(repr, vector)) + "]"
+    where, args = search_module.compose(clauses, offset=search_module.NEIGHBOURS_PARAMS)
+    async with conn.transaction():
+        await conn.execute(f"{SEMANTIC_SESSION}; {INDEXED_CATEGORY_SESSION}")
+        plan = "\n".join(
+            r[0] for r in await conn.fetch(f"EXPLAIN {build_neighbours_sql(where, route.literal)}", text, 200, *args)
+        )
+    assert index_name("cs.LG") in plan, plan
+
+    async with conn.transaction():
+        ids, distances = await search_module._indexed_neighbours(conn, clauses, route.literal, text, 200)
+        assert await conn.fetchval("SHOW enable_sort") == "on"
+    exact = await conn.fetch(
+        "SELECT e.paper_id, e.embedding <=> $1::text::vector AS d FROM paper_embeddings e"
+        " JOIN papers p ON p.id = e.paper_id WHERE 'cs.LG' = ANY (p.categories) AND NOT p.withdrawn ORDER BY 2, 1",
+        text,
+    )
+    # This corpus's category has fewer than 200 papers: all of them, with their exact (full precision) distances.
+    assert len(exact) < 200
+    found = dict(zip(ids, distances, strict=True))
+    assert sorted(found) == sorted(r[0] for r in exact)
+    assert [found[r[0]] for r in exact] == pytest.approx([r[1] for r in exact])

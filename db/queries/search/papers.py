@@ -19,12 +19,15 @@ from db.queries.search.statement import (
     EXCLUSION,
     FIXED_PARAMS,
     HYBRID_CANDIDATES,
+    INDEXED_CATEGORY_DONE,
     INDEXED_CATEGORY_SESSION,
     KEYWORD_SESSION,
     MAX_NAME_WORDS,
+    NEIGHBOURS_PARAMS,
     SEMANTIC_CANDIDATES,
     SEMANTIC_SESSION,
     Mode,
+    build_neighbours_sql,
     build_search_sql,
     has_phrase,
     is_ordered,
@@ -138,26 +141,38 @@ async def search_papers(
     phrase = mode != "SEMANTIC" and has_phrase(text)
     route = await _category_route(conn, mode, clauses)
     literal = route.literal if route else None
-    # A small category is scanned exactly at once: its few vectors are quicker to read than a graph walk.
+    # A category with its own index: its neighbours are read first, by a statement of their own (INDEXED_CATEGORY_
+    # SESSION). A small category is scanned exactly at once: its few vectors are quicker to read than a graph walk.
+    read_first = route is not None and route.indexed
     sql = build_search_sql(
-        mode, sort, where, after_sql, phrase=phrase, category=literal, exact=route is not None and not route.indexed
+        mode,
+        sort,
+        where,
+        after_sql,
+        phrase=phrase,
+        category=literal,
+        exact=route is not None and not route.indexed,
+        neighbours_read=read_first,
     )
     exact_sql = (
         build_search_sql(mode, sort, where, after_sql, exact=True, phrase=phrase, category=literal)
-        if clauses and (route is None or route.indexed)
+        if clauses and route is None
         else None
     )
     candidates = SEMANTIC_CANDIDATES if mode == "SEMANTIC" else HYBRID_CANDIDATES
-    args = [
+    vector_text = vector_literal(vector) if vector is not None else None
+    args: list[object] = [
         limit,
         offset,
         with_facets,
         with_highlights,
         text,
-        vector_literal(vector) if vector is not None else None,
+        vector_text,
         candidates,
         cap,
         "" if EXCLUSION.search(text) or len(text.split()) > MAX_NAME_WORDS else text,
+        None,  # the neighbours' ids and distances, when read first
+        None,
         *filter_args,
         *after_args,
     ]
@@ -168,10 +183,10 @@ async def search_papers(
     else:
         try:
             async with conn.transaction(readonly=True):
-                session = f"{KEYWORD_SESSION}; {SEMANTIC_SESSION}"
-                if mode == "SEMANTIC" and route is not None and route.indexed:
-                    session += f"; {INDEXED_CATEGORY_SESSION}"
-                await conn.execute(session)
+                await conn.execute(f"{KEYWORD_SESSION}; {SEMANTIC_SESSION}")
+                if read_first:
+                    assert literal is not None and vector_text is not None
+                    args[9], args[10] = await _indexed_neighbours(conn, clauses, literal, vector_text, candidates)
                 records = await conn.fetch(sql, *args)
                 # A narrow filter (a researcher, a small category) leaves too few papers near the query for the
                 # graph walk to find within its budget: then the filtered papers are few, and an exact scan is
@@ -216,6 +231,20 @@ async def _category_route(conn: Conn, mode: Mode, clauses: Sequence[Clause]) -> 
     if not isinstance(category, str):
         return None
     return await category_route(conn, category)
+
+
+async def _indexed_neighbours(
+    conn: Conn, clauses: Sequence[Clause], category: str, vector: str, candidates: int
+) -> tuple[list[int], list[float]]:
+    """The nearest papers within a category that has its own HNSW index, walking that index (or, when the filter
+    leaves too few near the query for the walk to find, scanning exactly): their ids and distances."""
+    where, filter_args = compose(clauses, offset=NEIGHBOURS_PARAMS)
+    await conn.execute(INDEXED_CATEGORY_SESSION)
+    rows = await conn.fetch(build_neighbours_sql(where, category), vector, candidates, *filter_args)
+    if len(rows) < candidates:
+        rows = await conn.fetch(build_neighbours_sql(where, category, exact=True), vector, candidates, *filter_args)
+    await conn.execute(INDEXED_CATEGORY_DONE)
+    return [r["id"] for r in rows], [r["dist"] for r in rows]
 
 
 def _neighbours_found(mode: Mode, first: asyncpg.Record) -> int:

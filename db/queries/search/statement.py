@@ -24,10 +24,12 @@ SEMANTIC_SESSION = (
     "SET LOCAL hnsw.ef_search = 200; SET LOCAL hnsw.iterative_scan = relaxed_order;"
     " SET LOCAL hnsw.max_scan_tuples = 10000"
 )
-# Semantic search within a category that has its own HNSW index: the planner prices reading all of a small
-# category's vectors and sorting them below the graph walk (q-fin.ST, 7,800 vectors of 2.5M: 55 ms p50 against 11
-# through its index, with the same ten papers). Not for hybrid search, whose keyword half needs its sorts.
+# Within a category that has its own HNSW index, the neighbours are read by a statement of their own under this
+# setting: the planner prices reading all of a small category's vectors and sorting them below the graph walk
+# (q-fin.ST, 7,800 vectors of 2.5M: 55 ms p50 against 11 through its index, with the same ten papers). The search's
+# statement then runs with sorts allowed again (INDEXED_CATEGORY_DONE): hybrid search's keyword half needs them.
 INDEXED_CATEGORY_SESSION = "SET LOCAL enable_sort = off"
+INDEXED_CATEGORY_DONE = "SET LOCAL enable_sort = on"
 # The planner prices evaluating `@@` on each row far too low: with a LIMIT it picks a sequential scan that reads
 # tens of thousands of tsvectors. The text index is always the way in; and enough memory that the bitmap of a
 # common term stays exact (a lossy bitmap rechecks every row of its pages).
@@ -128,13 +130,19 @@ _EXACT = " + 0"
 # vectors, so that the distances (and scores) are the exact ones. The filter (the category's own clause included)
 # still reads papers: the iterative scan keeps walking while withdrawn or out-of-range papers are rejected.
 _CATEGORY_NEIGHBOURS = """
-    SELECT v.id, e.embedding <=> $6::text::vector AS dist
+    SELECT v.id, e.embedding <=> {vector}::text::vector AS dist
     FROM (SELECT c.paper_id AS id
           FROM paper_category_vectors c JOIN papers p ON p.id = c.paper_id
           WHERE c.category = {category} AND {where}
-          ORDER BY (c.embedding <=> $6::text::halfvec(384)){exact}
-          LIMIT $7::int) v
+          ORDER BY (c.embedding <=> {vector}::text::halfvec(384)){exact}
+          LIMIT {limit}::int) v
     JOIN paper_embeddings e ON e.paper_id = v.id"""
+# A category with its own index: its neighbours read before the search's statement (`build_neighbours_sql`, $1 the
+# query vector, $2 the candidates, the filter's parameters from $3), passed in as $10 and $11. The filter is the
+# one they were read with (every statement names all its parameters), checked again on those few rows by key.
+_READ_NEIGHBOURS = """
+    SELECT n.id, n.dist FROM unnest($10::bigint[], $11::float8[]) AS n(id, dist) JOIN papers p ON p.id = n.id
+    WHERE {where}"""
 
 _SEMANTIC_MATCHES = f"""
 capped AS (SELECT NULL::tid AS tid, false AS tiered WHERE false),
@@ -194,9 +202,11 @@ _ABSTRACT_HEADLINE = (
 )
 
 # Parameters: $1 limit, $2 offset, $3 facets wanted, $4 highlights wanted, $5 query text, $6 query vector,
-# $7 candidates; the filter's parameters follow, then the cursor's.
+# $7 candidates, $8 the keyword cap, $9 the text read the simple way, $10 and $11 the neighbours when read before
+# (ids, distances; else null); the filter's parameters follow, then the cursor's.
 _SEARCH_TEMPLATE = """
-WITH params AS (SELECT $5::text AS text, $6::text AS vector, $7::int AS candidates, $8::int AS cap, $9::text AS names),
+WITH params AS (SELECT $5::text AS text, $6::text AS vector, $7::int AS candidates, $8::int AS cap, $9::text AS names,
+                       $10::bigint[] AS neighbour_ids, $11::float8[] AS neighbour_distances),
 {matches},
 facets AS (
     -- unnest() in the select list and extract() for the year: per row they cost a third of a LATERAL function
@@ -242,7 +252,9 @@ LEFT JOIN (page pg JOIN papers p ON p.id = pg.id) ON true
 ORDER BY {page_order}
 """
 
-FIXED_PARAMS = 9
+FIXED_PARAMS = 11
+# The neighbours' own statement: $1 the query vector, $2 the candidates.
+NEIGHBOURS_PARAMS = 2
 
 
 # The score travels as repr() text, which round-trips a float exactly: the keyset comparison neither skips
@@ -284,9 +296,11 @@ def build_search_sql(
     exact: bool = False,
     phrase: bool = False,
     category: str | None = None,
+    neighbours_read: bool = False,
 ) -> str:
     """`category`: the SQL literal of a category listed in semantic_categories (category_vectors.Route), whose own
-    vectors the semantic neighbours are read from."""
+    vectors the semantic neighbours are read from; `neighbours_read`: they were read before (`build_neighbours_sql`)
+    and are passed in."""
     page_order = sort.order_by.replace("p.", "pg.")
     if phrase:
         # The row address comes from inside the phrase's source subquery.
@@ -296,9 +310,12 @@ def build_search_sql(
     else:
         capped = _TIERED_CAPPED
     capped = capped.format(where=where, source=_PHRASE_SOURCE.format(where=where), order=sort.order_by)
-    neighbours = (_CATEGORY_NEIGHBOURS if category else _SEMANTIC_NEIGHBOURS).format(
-        where=where, exact=_EXACT if exact else "", category=category
-    )
+    if neighbours_read:
+        neighbours = _READ_NEIGHBOURS.format(where=where)
+    elif category:
+        neighbours = build_neighbours_sql(where, category, exact=exact, vector="$6", limit="$7")
+    else:
+        neighbours = _SEMANTIC_NEIGHBOURS.format(where=where, exact=_EXACT if exact else "")
     matches = _MATCHES[mode].format(capped=capped, neighbours=neighbours)
     return _SEARCH_TEMPLATE.format(
         matches=matches,
@@ -309,4 +326,14 @@ def build_search_sql(
         paper_columns=PAPER_COLUMNS,
         title_headline=_TITLE_HEADLINE,
         abstract_headline=_ABSTRACT_HEADLINE,
+    )
+
+
+def build_neighbours_sql(
+    where: str, category: str, *, exact: bool = False, vector: str = "$1", limit: str = "$2"
+) -> str:
+    """The nearest papers (id, distance) within an indexed category, through its own index (or scanned when
+    `exact`): a statement of its own, or the search statement's part (`vector`, `limit` its parameters)."""
+    return _CATEGORY_NEIGHBOURS.format(
+        where=where, exact=_EXACT if exact else "", category=category, vector=vector, limit=limit
     )
