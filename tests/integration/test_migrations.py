@@ -73,3 +73,35 @@ async def test_migrate_command_from_two_processes_at_once(make_database) -> None
         assert await conn.fetchval("SELECT to_regclass('papers') IS NOT NULL")
     finally:
         await conn.close()
+
+
+async def test_tables_read_from_their_indexes_alone_are_vacuumed_soon_after_an_ingest(make_database) -> None:
+    """Migration 0031: the tables the site reads by index-only scans are vacuumed (their visibility maps brought
+    up to date) after inserts of 1 % of their rows, not PostgreSQL's 20 %: an ingest of a few per cent of the
+    archive would otherwise turn each of those reads into heap visits (round 19 in bench/RESULTS.md)."""
+    conn = await asyncpg.connect(await make_database("mig_vacuum"))
+    try:
+        await migrate(conn)
+        rows = await conn.fetch(
+            "SELECT c.relname, c.reloptions FROM pg_class c"
+            " WHERE c.relname = ANY($1::text[]) AND c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace",
+            list(INDEX_ONLY_READ),
+        )
+        options = {r["relname"]: dict(o.split("=", 1) for o in r["reloptions"] or []) for r in rows}
+        assert set(options) == INDEX_ONLY_READ
+        for table, opts in options.items():
+            assert float(opts["autovacuum_vacuum_insert_scale_factor"]) <= 0.01, table
+            assert float(opts["autovacuum_vacuum_scale_factor"]) <= 0.05, table
+    finally:
+        await conn.close()
+
+
+# Tables whose hot reads are index-only scans (migrations 0015, 0016, 0026, 0028).
+INDEX_ONLY_READ = {
+    "papers",
+    "authorships",
+    "authorship_institutions",
+    "paper_categories",
+    "researcher_papers",
+    "institution_papers",
+}
