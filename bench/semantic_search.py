@@ -140,7 +140,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         info = {"pgvector": version, "postgres": server, "papers": counts["papers"], "vectors": counts["vectors"]}
         print(json.dumps(info), flush=True)
         asked = await queries(conn, args.queries, args.seed)
-        buckets = await categories(conn)
+        buckets = [b for b in await categories(conn) if b[0] in args.filters.split(",")]
         variants = [v for v in args.variants.split(",") if v]
         lines = []
         for mode in args.modes.split(","):
@@ -188,6 +188,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--modes", default="HYBRID,SEMANTIC")
     parser.add_argument("--variants", default="served,single-index")
+    parser.add_argument("--filters", default="common,middling,small", help="which of the three category filters")
     parser.add_argument("--seed", type=int, default=35)
     parser.add_argument(
         "--no-reference",
