@@ -407,7 +407,7 @@ async def test_indexed_category_neighbours_walk_their_index_and_the_search_may_s
 
     async with conn.transaction():
         ids, distances = await search_module._indexed_neighbours(conn, clauses, route.literal, text, 200)
-        assert await conn.fetchval("SHOW enable_sort") == "on"
+        assert await conn.fetchval("SHOW enable_sort") == "on"  # the server's own setting
     exact = await conn.fetch(
         "SELECT e.paper_id, e.embedding <=> $1::text::vector AS d FROM paper_embeddings e"
         " JOIN papers p ON p.id = e.paper_id WHERE 'cs.LG' = ANY (p.categories) AND NOT p.withdrawn ORDER BY 2, 1",

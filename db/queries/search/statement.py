@@ -27,9 +27,10 @@ SEMANTIC_SESSION = (
 # Within a category that has its own HNSW index, the neighbours are read by a statement of their own under this
 # setting: the planner prices reading all of a small category's vectors and sorting them below the graph walk
 # (q-fin.ST, 7,800 vectors of 2.5M: 55 ms p50 against 11 through its index, with the same ten papers). The search's
-# statement then runs with sorts allowed again (INDEXED_CATEGORY_DONE): hybrid search's keyword half needs them.
+# statement then runs with the server's own setting again (INDEXED_CATEGORY_DONE): hybrid search's keyword half
+# needs its sorts.
 INDEXED_CATEGORY_SESSION = "SET LOCAL enable_sort = off"
-INDEXED_CATEGORY_DONE = "SET LOCAL enable_sort = on"
+INDEXED_CATEGORY_DONE = "SET LOCAL enable_sort TO DEFAULT"
 # The planner prices evaluating `@@` on each row far too low: with a LIMIT it picks a sequential scan that reads
 # tens of thousands of tsvectors. The text index is always the way in; and enough memory that the bitmap of a
 # common term stays exact (a lossy bitmap rechecks every row of its pages).
