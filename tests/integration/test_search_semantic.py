@@ -15,9 +15,9 @@ import pytest
 import localservers
 import semantic
 from db.admin import create_database
-from db.filters import PaperFilterSpec, paper_filter_clauses
+from db.filters import PaperFilterSpec, compose, paper_filter_clauses
 from db.migrate import migrate
-from db.queries.embeddings import count_embeddings, has_embeddings
+from db.queries.embeddings import count_embeddings, has_embeddings, vector_literal
 from db.queries.search.papers import SemanticSearchUnavailable, search_papers
 from db.queries.search.similar import fetch_similar_papers
 from db.queries.search.statement import SEARCH_SORTS
@@ -395,9 +395,8 @@ async def test_indexed_category_neighbours_walk_their_index_and_the_search_may_s
     route = await category_route(conn, "cs.LG")
     assert route is not None and route.indexed
     clauses = paper_filter_clauses(PaperFilterSpec(category="cs.LG"))
-    vector = semantic.embed_query("graph attention")
-    text = "[" + ",".join(map(repr, vector)) + "]"
-    where, args = search_module.compose(clauses, offset=search_module.NEIGHBOURS_PARAMS)
+    text = vector_literal(semantic.embed_query("graph attention"))
+    where, args = compose(clauses, offset=search_module.NEIGHBOURS_PARAMS)
     async with conn.transaction():
         await conn.execute(f"{SEMANTIC_SESSION}; {INDEXED_CATEGORY_SESSION}")
         plan = "\n".join(
