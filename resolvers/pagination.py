@@ -103,7 +103,7 @@ class PageInfo:
 class Connection(Generic[T]):
     """One page of a list. `total` is set when the query asked for it, else `count` computes it on demand."""
 
-    __slots__ = ("_count", "_sort", "first", "has_next_page", "nodes", "request", "total")
+    __slots__ = ("_count", "_sort", "first", "has_next_page", "nodes", "nodes_json", "request", "total")
 
     def __init__(
         self,
@@ -122,6 +122,8 @@ class Connection(Generic[T]):
         self.total = total
         self._sort = sort
         self._count = count
+        # (the `nodes` field node, the nodes as JSON PostgreSQL wrote for it): see schema/fast_executor/.
+        self.nodes_json: tuple[object, object] | None = None
 
     def cursor(self, node: T) -> str:
         return encode_cursor(self._sort.name, self._sort.cursor_key(node))

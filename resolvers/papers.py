@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from copy import copy
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from orjson import Fragment
 from strawberry.dataloader import DataLoader
@@ -32,7 +33,7 @@ from db.queries.papers import (
     page_papers,
     page_papers_of_owners,
 )
-from db.queries.written import PaperStatement, fetch_papers_written
+from db.queries.written import ListedPaper, PaperStatement, fetch_papers_written, page_papers_written
 from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput
 from resolvers.ids import PaperKeyKind, parse_paper_id
@@ -41,7 +42,7 @@ from resolvers.pages import ListQuery, OwnerLists, read_page, with_after
 from resolvers.pagination import NOTHING, Connection, Lookahead, PageRequest, page_request, wants_total
 from resolvers.paper_authors import AuthorsWanted, authors_loader, fetch_authors
 from resolvers.researchers import lookup_researcher_id
-from resolvers.written import PaperJson, paper_json
+from resolvers.written import NodesJson, PaperJson, nodes_json, paper_json
 
 MAX_CATEGORY_LENGTH = 40
 _EXTERNAL_KINDS: dict[PaperKeyKind, PaperExternalIdKind] = {
@@ -254,6 +255,14 @@ def _owner_lists(ctx: Context) -> OwnerLists[OwnerPageKey, PaperRow]:
     return OwnerLists("owner_paper_pages", _owner_rows, _owner_counts, after_read)
 
 
+def written_nodes(ctx: Context, look: Lookahead) -> NodesJson | None:
+    """How the page's `nodes` are written whole by PostgreSQL (resolvers/written.py): when the executor passes JSON
+    on and the list selects its papers once, as `nodes` only (`edges` would need the rows)."""
+    if not ctx.passes_json or look.selects("edges"):
+        return None
+    return nodes_json(look.only("nodes"), look.fragments)
+
+
 def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, look: Lookahead) -> ListQuery[PaperRow]:
     """Papers passing `clauses`; a page read on its own primes the loaders and prefetches what `look` selects: its
     authors written by the statement that reads the page when PostgreSQL can write them (resolvers/written.py),
@@ -275,6 +284,33 @@ def paper_list(ctx: Context, clauses: list[Clause], sort: Sort, look: Lookahead)
             await fetch_authors(ctx, nodes, wanted)
 
     return ListQuery(sort, rows, count_all, after_read)
+
+
+def written_paper_list(
+    rows_list: ListQuery[PaperRow], clauses: list[Clause], written: NodesJson, count: bool
+) -> ListQuery[PaperRow | ListedPaper]:
+    """`rows_list` with each paper of a page written as its node by the statement that reads the page; a page with
+    a paper that cannot be written is read as `rows_list` reads it."""
+    sort = rows_list.sort
+
+    async def rows(conn: Conn, after: Clause | None, limit: int, offset: int) -> Sequence[PaperRow | ListedPaper]:
+        listed = await page_papers_written(
+            conn, with_after(clauses, after), sort, written.statement, limit=limit, offset=offset, count=count
+        )
+        return listed if listed is not None else await rows_list.rows(conn, after, limit, offset)
+
+    async def after_read(nodes: list[PaperRow | ListedPaper]) -> None:
+        if rows_list.after_read is not None and nodes and type(nodes[0]) is PaperRow:
+            await rows_list.after_read(nodes)  # type: ignore[arg-type]  # rows, all of them
+
+    return ListQuery(sort, rows, rows_list.count, after_read)
+
+
+def _pass_written(page: Connection[Any], written: NodesJson | None) -> None:
+    """A page read as written nodes answers its `nodes` node with them, as one JSON array."""
+    node = written.node() if written is not None else None
+    if node is not None and page.nodes and type(page.nodes[0]) is ListedPaper:
+        page.nodes_json = (node, Fragment("[" + ",".join([p.node for p in page.nodes]) + "]"))
 
 
 async def resolve_papers(
@@ -300,10 +336,16 @@ async def resolve_papers(
     spec = await paper_filter_spec(ctx, args, researcher_id=researcher_id, institution_id=institution_id)
     look = Lookahead.of(info)
     want_total = wants_total(look)
-    query = paper_list(ctx, paper_filter_clauses(spec), sort_spec, look)
     owner_key = _owner_key(spec, researcher_id, institution_id, sort, request, want_total, AuthorsWanted.of(look))
     owned = (_owner_lists(ctx), owner_key) if owner_key is not None else None
-    return await read_page(ctx, query, request, want_total=want_total, owned=owned)
+    clauses = paper_filter_clauses(spec)
+    query: ListQuery[Any] = paper_list(ctx, clauses, sort_spec, look)
+    written = written_nodes(ctx, look) if owned is None else None
+    if written is not None:
+        query = written_paper_list(query, clauses, written, want_total)
+    listed = await read_page(ctx, query, request, want_total=want_total, owned=owned)
+    _pass_written(listed, written)
+    return listed
 
 
 def _owner_key(

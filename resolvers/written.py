@@ -10,13 +10,14 @@ every request of a document the same nodes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 from weakref import ref
 
-from graphql import FieldNode, SelectionSetNode
+from graphql import FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode, SelectionSetNode
 
-from db.queries.written import PAPER_KEYS, AuthorsStatement, PaperStatement, Shape, Value
+from db.queries.written import PAPER_KEYS, AuthorsStatement, NodesStatement, PaperStatement, Shape, Value
 
 _LEAVES: Final[dict[str, dict[str, Value]]] = {
     "Authorship": {
@@ -46,6 +47,39 @@ _LEAVES: Final[dict[str, dict[str, Value]]] = {
         "sizeKb": Value("column", "size_kb"),
         "sourceType": Value("column", "source_type"),
     },
+}
+# A paper's leaves: the field, its value in db/queries/written._PAPER.
+_PAPER_LEAVES: Final = {
+    "id": "node_id",
+    "databaseId": "id",
+    "arxivId": "arxiv_id",
+    "version": "version",
+    "slug": "slug",
+    "title": "title",
+    "abstract": "abstract",
+    "authorsText": "authors_text",
+    "categories": "categories",
+    "primaryCategory": "primary_category",
+    "published": "published",
+    "updated": "updated",
+    "absUrl": "abs_url",
+    "pdfUrl": "pdf_url",
+    "doi": "doi",
+    "journalRef": "journal_ref",
+    "comments": "comments",
+    "license": "license",
+    "withdrawn": "withdrawn",
+    "modifiedAt": "modified_at",
+    "citedByCount": "cited_by_count",
+    "summary": "summary",
+    "topics": "topics",
+    "paperType": "paper_type",
+    "researchField": "research_field",
+    "novelty": "novelty",
+    "significanceScore": "significance_score",
+    "analysed": "analysed",
+    "analysedAt": "analysed_at",
+    "analysisModel": "analysis_model",
 }
 # Authorship's object fields: the field, the type it holds.
 _NESTED: Final = {"researcher": "Researcher", "institutions": "Institution"}
@@ -85,6 +119,95 @@ def _of(node: FieldNode | None, type_name: str) -> Shape | None:
     if node is None or node.directives or node.arguments:
         return None
     return _shape(node.selection_set, type_name)
+
+
+def _paper_fields(
+    selection_set: SelectionSetNode | None, fragments: Mapping[str, FragmentDefinitionNode], seen: set[str]
+) -> list[FieldNode] | None:
+    """The fields a Paper's selection asks for, through fragments on Paper; None for anything else (directives, a
+    fragment on another type, a spread met twice)."""
+    if selection_set is None:
+        return None
+    found: list[FieldNode] = []
+    for s in selection_set.selections:
+        if s.directives:
+            return None
+        inner: list[FieldNode] | None
+        if isinstance(s, FieldNode):
+            found.append(s)
+            continue
+        if isinstance(s, InlineFragmentNode):
+            if s.type_condition is not None and s.type_condition.name.value != "Paper":
+                return None
+            inner = _paper_fields(s.selection_set, fragments, seen)
+        elif isinstance(s, FragmentSpreadNode):
+            fragment = fragments.get(s.name.value)
+            if fragment is None or s.name.value in seen or fragment.type_condition.name.value != "Paper":
+                return None
+            seen.add(s.name.value)
+            inner = _paper_fields(fragment.selection_set, fragments, seen)
+        else:
+            return None
+        if inner is None:
+            return None
+        found += inner
+    return found
+
+
+def _paper_shape(node: FieldNode, fragments: Mapping[str, FragmentDefinitionNode]) -> Shape | None:
+    """The shape of a list's `nodes` of papers: leaves of _PAPER_LEAVES, `__typename`, and one plain `authors`.
+    A response name asked twice must be the same leaf (GraphQL merges them; the first place holds)."""
+    if node.directives or node.arguments:
+        return None
+    selected = _paper_fields(node.selection_set, fragments, set())
+    if selected is None:
+        return None
+    fields: list[tuple[str, Value]] = []
+    names: dict[str, str] = {}
+    for s in selected:
+        key, name = (s.alias.value if s.alias else s.name.value), s.name.value
+        if s.arguments:
+            return None
+        if key in names:
+            if names[key] != name or s.selection_set is not None or name == "authors":
+                return None
+            continue
+        names[key] = name
+        if name == "__typename":
+            fields.append((key, Value("constant", "Paper")))
+        elif name in _PAPER_LEAVES and s.selection_set is None:
+            fields.append((key, Value("column", _PAPER_LEAVES[name])))
+        elif name == "authors" and (authors := _shape(s.selection_set, "Authorship")) is not None:
+            fields.append((key, Value("authors", shape=authors)))
+        else:
+            return None
+    return Shape(tuple(fields))
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class NodesJson:
+    """The statement writing a page's papers as the answers of one `nodes` field node (held weakly)."""
+
+    node: ref[FieldNode]
+    statement: NodesStatement
+
+
+_NODES: dict[int, tuple[ref[FieldNode], NodesJson | None]] = {}
+
+
+def nodes_json(node: FieldNode | None, fragments: Mapping[str, FragmentDefinitionNode]) -> NodesJson | None:
+    """How a page's papers are written as this `nodes` node's answer; None when its selection does not qualify."""
+    if node is None:
+        return None
+    hit = _NODES.get(id(node))
+    if hit is not None and hit[0]() is node:
+        return hit[1]
+    shape = _paper_shape(node, fragments)
+    made = NodesJson(ref(node), NodesStatement.of(shape)) if shape is not None else None
+    if len(_NODES) >= _MAX_MADE:
+        _NODES.clear()
+    _NODES[id(node)] = (ref(node), made)
+    return made
 
 
 @dataclass(frozen=True, eq=False, slots=True)

@@ -203,6 +203,11 @@ class Paper(Node):
         return isinstance(obj, PaperRow)
 
 
+def _connection_nodes(root: Connection[PaperRow]) -> list[PaperRow]:
+    # The page's rows; or, to the FastExecutor, its papers written as this field's answer (resolvers/papers.py).
+    return root.nodes
+
+
 @strawberry.type
 class PaperEdge:
     cursor: str
@@ -215,7 +220,11 @@ class PaperConnection:
     total_pages: int = total_pages_field()
     page_info: PageInfo
     edges: list[PaperEdge]
-    nodes: list[Paper]
+    nodes: list[PaperRow] = strawberry.field(
+        resolver=_connection_nodes,
+        graphql_type=list[Paper],
+        metadata={"prefetched": "nodes", "json": "nodes_json"},
+    )
 
 
 async def paper_page(

@@ -187,6 +187,34 @@ async def fetch_authorships(
     return rows
 
 
+def page_statement(
+    clauses: Sequence[Clause],
+    sort: Sort,
+    columns: str | None,
+    joins: str,
+    *,
+    limit: int,
+    offset: int,
+    count: bool,
+) -> tuple[str, list[object], bool]:
+    """A page's statement, its arguments, and whether its rows hold the list's total (`listed_total`, asked for by
+    `count`, read when the statement can). `columns` (None: PAPER_COLUMNS) and `joins` are over the page's papers
+    `p`: the joins run for the page's rows only."""
+    listed_columns = columns or PAPER_COLUMNS
+    listed = category_lists.page_statement(
+        clauses, sort, listed_columns, limit=limit, offset=offset, joins=joins, count=count
+    )
+    if listed is not None:
+        return listed[0], listed[1], count
+    where, args = compose(clauses)
+    n = len(args)
+    order = sort.order_by
+    sql = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE {where} ORDER BY {order} LIMIT ${n + 1} OFFSET ${n + 2}"
+    # With more than the paper's columns, the page first: they are written for its rows only.
+    page = sql if columns is None else f"SELECT {columns} FROM ({sql}) p {joins} ORDER BY {order}"
+    return page, [*args, limit, offset], False
+
+
 async def page_papers(
     conn: Conn,
     clauses: Sequence[Clause],
@@ -201,18 +229,9 @@ async def page_papers(
     into each row's `written_authors` (with `authors`, which says in what shape). `count`: the list's total too,
     when the statement can read it with the page (a category's list, from its stored count): the rows' `total`."""
     joins = authors.lateral if authors is not None else ""
-    columns = f"{PAPER_COLUMNS}, {authors.columns}" if authors is not None else PAPER_COLUMNS
-    listed = category_lists.page_statement(clauses, sort, columns, limit=limit, offset=offset, joins=joins, count=count)
-    counted = count and listed is not None
-    if listed is None:
-        where, args = compose(clauses)
-        n = len(args)
-        order = sort.order_by
-        sql = f"SELECT {PAPER_COLUMNS} FROM papers p WHERE {where} ORDER BY {order} LIMIT ${n + 1} OFFSET ${n + 2}"
-        # With authors, the page first: they are written for its rows only.
-        page = sql if authors is None else f"SELECT {columns} FROM ({sql}) p {joins} ORDER BY {order}"
-        listed = page, [*args, limit, offset]
-    records = await conn.fetch(listed[0], *listed[1])
+    columns = f"{PAPER_COLUMNS}, {authors.columns}" if authors is not None else None
+    sql, args, counted = page_statement(clauses, sort, columns, joins, limit=limit, offset=offset, count=count)
+    records = await conn.fetch(sql, *args)
     rows = CountedRows(PAPERS.build_all(records), records[0]["listed_total"] if counted and records else None)
     if authors is not None:
         for row, record in zip(rows, records, strict=True):

@@ -20,13 +20,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 import asyncpg
 
 from db.connection import Conn
+from db.filters import Clause, Sort
 from db.keys import Keyed
-from db.queries.papers import PAPER_COLUMNS, PaperRow, paper_from_record
+from db.queries.papers import PAPER_COLUMNS, PaperRow, page_statement, paper_from_record
+from db.rows import CountedRows
 
 _NAME: Final = re.compile(r"[_A-Za-z][_0-9A-Za-z]*")
 INT_MAX: Final = 2**31 - 1
@@ -46,6 +49,13 @@ def _slug(alias: str) -> str:
     # db/slugs.entity_slug
     slug = f"CASE WHEN {alias}.name_slug = '' THEN {alias}.id::text ELSE {alias}.id || '-' || {alias}.name_slug END"
     return f"to_json({slug})::text"
+
+
+def _global_id(type_name: str, key: str) -> str:
+    # db/paging.encode_global_id: urlsafe base64 of `Type:key` without padding (and base64's line breaks, which
+    # PostgreSQL adds every 76 characters, removed).
+    encoded = f"encode(convert_to('{type_name}:' || {key}, 'UTF8'), 'base64')"
+    return f"to_json(rtrim(translate({encoded}, E'+/\\n', '-_'), '='))::text"
 
 
 # Values of an authorship (a), its researcher (r), an institution (i) and a version (v), as JSON text.
@@ -76,6 +86,70 @@ _VERSION: Final = {
 }
 
 
+def _text(column: str) -> str:
+    return f"coalesce(to_json({column})::text, 'null')"
+
+
+def _float(column: str) -> str:
+    # float8's shortest text is Python's repr but for whole numbers (1 for 1.0). A real is widened first: the API
+    # reads it as the double it is (0.7 as 0.699999988079071).
+    return f"coalesce(regexp_replace({column}::float8::text, '^(-?[0-9]+)$', '\\1.0'), 'null')"
+
+
+def _bool(column: str) -> str:
+    return f"CASE WHEN {column} THEN 'true' ELSE 'false' END"
+
+
+def _texts(column: str) -> str:
+    return f"coalesce(array_to_json({column})::text, 'null')"
+
+
+# Values of a paper (p), and the test each needs for the row to be written as the API would answer it (an id past
+# a GraphQL Int, an infinite time, a NULL in a list of strings: rows answer those). The table's checks keep paper
+# types within the enum and scores within 0 to 1 (no NaN).
+_PAPER: Final = {
+    "node_id": _global_id("Paper", "p.arxiv_id"),
+    "id": "p.id::text",
+    "arxiv_id": "to_json(p.arxiv_id)::text",
+    "version": "p.version::text",
+    "slug": "to_json(p.slug)::text",
+    "title": "to_json(p.title)::text",
+    "abstract": "to_json(p.abstract)::text",
+    "authors_text": "to_json(p.authors_text)::text",
+    "categories": _texts("p.categories"),
+    "primary_category": "to_json(p.primary_category)::text",
+    "published": _timestamp("p.published"),
+    "updated": _timestamp("p.updated"),
+    "abs_url": "to_json('https://arxiv.org/abs/' || p.arxiv_id)::text",  # db/ids.arxiv_abs_url
+    "pdf_url": "to_json('https://arxiv.org/pdf/' || p.arxiv_id)::text",  # db/ids.arxiv_pdf_url
+    "doi": _text("p.doi"),
+    "journal_ref": _text("p.journal_ref"),
+    "comments": _text("p.comments"),
+    "license": _text("p.license"),
+    "withdrawn": _bool("p.withdrawn"),
+    "modified_at": _timestamp("p.modified_at"),
+    "cited_by_count": "coalesce(p.cited_by_count::text, 'null')",
+    "summary": _text("p.summary"),
+    "topics": _texts("p.topics"),
+    "paper_type": _text("p.paper_type"),
+    "research_field": _text("p.research_field"),
+    "novelty": _text("p.novelty"),
+    "significance_score": _float("p.significance_score"),
+    "analysed": _bool("p.analysed"),
+    "analysed_at": f"CASE WHEN p.analysed_at IS NULL THEN 'null' ELSE {_timestamp('p.analysed_at')} END",
+    "analysis_model": _text("p.analysis_model"),
+}
+_PAPER_GUARDS: Final = {
+    "id": f"p.id <= {INT_MAX}",
+    "categories": "array_position(p.categories, NULL) IS NULL",
+    "published": "isfinite(p.published)",
+    "updated": "isfinite(p.updated)",
+    "modified_at": "isfinite(p.modified_at)",
+    "topics": "array_position(p.topics, NULL) IS NULL",
+    "analysed_at": "(p.analysed_at IS NULL OR isfinite(p.analysed_at))",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Value:
     """One JSON value: `column` of the row, `global_id` of the row (`arg`: the type it names, as
@@ -98,14 +172,7 @@ class ShapeRefused(ValueError):
     """A shape names a value this module cannot write."""
 
 
-def _global_id(type_name: str, alias: str) -> str:
-    # db/paging.encode_global_id: urlsafe base64 of `Type:id` without padding (and base64's line breaks, which
-    # PostgreSQL adds every 76 characters, removed).
-    encoded = f"encode(convert_to('{type_name}:' || {alias}.id, 'UTF8'), 'base64')"
-    return f"to_json(rtrim(translate({encoded}, E'+/\\n', '-_'), '='))::text"
-
-
-def _object(shape: Shape, alias: str, columns: dict[str, str], nested: dict[str, str]) -> str:
+def _object(shape: Shape, alias: str, columns: dict[str, str], nested: dict[str, str], *, joined: bool = False) -> str:
     parts: list[str] = []
     for i, (key, value) in enumerate(shape.fields):
         if not _NAME.fullmatch(key):
@@ -114,13 +181,15 @@ def _object(shape: Shape, alias: str, columns: dict[str, str], nested: dict[str,
         if value.kind == "column" and value.arg in columns:
             parts.append(columns[value.arg])
         elif value.kind == "global_id" and _NAME.fullmatch(value.arg) and "id" in columns:
-            parts.append(_global_id(value.arg, alias))
+            parts.append(_global_id(value.arg, f"{alias}.id"))
         elif value.kind == "constant" and _NAME.fullmatch(value.arg):
             parts.append(f"'\"{value.arg}\"'")
         elif value.kind in nested and value.shape is not None:
             parts.append(nested[value.kind])
         else:
             raise ShapeRefused(f"{value.kind} {value.arg!r} is not a value of this object")
+    if joined:
+        return "concat(" + ", ".join([*parts, "'}'"]) + ")"
     return " || ".join([*parts, "'}'"])
 
 
@@ -196,6 +265,71 @@ class AuthorsStatement:
 
     def read(self, record: asyncpg.Record) -> str | None:
         return _authors(record)
+
+
+class ListedPaper:
+    """A page's paper written as its node's JSON (`node`), with the columns the list's cursors and sorts read."""
+
+    __slots__ = ("cited_by_count", "id", "node", "published")
+
+    def __init__(self, id: int, published: datetime, cited_by_count: int | None, node: str) -> None:
+        self.id = id
+        self.published = published
+        self.cited_by_count = cited_by_count
+        self.node = node
+
+
+@dataclass(frozen=True, slots=True)
+class NodesStatement:
+    """A page's papers each written as one node of the shape given (with its `authors`, when selected): `columns`
+    and `lateral` join a statement reading papers `p`; `read` makes a record a ListedPaper, None when the row
+    must be answered from its columns instead (a guard of _PAPER_GUARDS failed)."""
+
+    columns: str
+    lateral: str
+
+    @classmethod
+    def of(cls, shape: Shape) -> NodesStatement:
+        nested: dict[str, str] = {}
+        guards = [_PAPER_GUARDS[v.arg] for _, v in shape.fields if v.kind == "column" and v.arg in _PAPER_GUARDS]
+        lateral = ""
+        authors = next((v.shape for _, v in shape.fields if v.kind == "authors"), None)
+        if authors is not None:
+            nested["authors"] = "coalesce(aw.authors, '[]')"
+            guards.append(f"coalesce(aw.authors_top, 0) <= {INT_MAX}")
+            lateral = _authors_lateral(authors, "p.id")
+        node = _object(shape, "p", _PAPER, nested, joined=True)
+        ok = " AND ".join(dict.fromkeys(guards)) or "true"
+        columns = f"p.id, p.published, p.cited_by_count, {node} AS written_node, {ok} AS written_ok"
+        return cls(columns, lateral)
+
+    @staticmethod
+    def read(record: asyncpg.Record) -> ListedPaper | None:
+        if not record["written_ok"]:
+            return None
+        return ListedPaper(record["id"], record["published"], record["cited_by_count"], record["written_node"])
+
+
+async def page_papers_written(
+    conn: Conn,
+    clauses: Sequence[Clause],
+    sort: Sort,
+    statement: NodesStatement,
+    *,
+    limit: int,
+    offset: int = 0,
+    count: bool = False,
+) -> CountedRows[ListedPaper] | None:
+    """db/queries/papers.page_papers with each paper written as its node; None when a row cannot be (the page is
+    then read as rows)."""
+    sql, args, counted = page_statement(
+        clauses, sort, statement.columns, statement.lateral, limit=limit, offset=offset, count=count
+    )
+    records = await conn.fetch(sql, *args)
+    rows = [statement.read(r) for r in records]
+    if None in rows:
+        return None
+    return CountedRows(rows, records[0]["listed_total"] if counted and records else None)  # type: ignore[arg-type]
 
 
 async def fetch_authors_json(conn: Conn, statement: AuthorsStatement, paper_ids: Sequence[int]) -> dict[int, str]:

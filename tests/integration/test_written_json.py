@@ -141,7 +141,14 @@ async def archive(make_database: Any) -> AsyncIterator[dict[str, Any]]:
         errors = sorted((e.message, str(e.path)) for e in result.errors or [])
         return orjson.loads(orjson.dumps(result.data)), errors, written
 
-    yield {"run": run, "dsn": dsn, "papers": papers, "odd": odd, "counter": counter}
+    async def raw(document: str, variables: dict[str, Any]) -> Any:
+        """The FastExecutor's answer as it is sent (orjson.Fragments and all)."""
+        result = await schemas["json"].execute(
+            document, variable_values=variables, context_value=Context.create(pool, settings)
+        )
+        return result.data
+
+    yield {"run": run, "raw": raw, "dsn": dsn, "papers": papers, "odd": odd, "counter": counter}
     await pool.close()
 
 
@@ -323,3 +330,96 @@ def test_only_names_are_written_into_the_statement() -> None:
     ]:
         with pytest.raises(ShapeRefused):
             AuthorsStatement.of(shape)
+
+
+NODES = """query($sort: PaperSort) { papers(filter: {category: "cs.LG"}, sort: $sort, first: 10) {
+  totalCount nodes { ...Card databaseId version abstract updated absUrl pdfUrl doi journalRef comments license withdrawn
+    modifiedAt summary topics paperType researchField novelty significanceScore analysed analysedAt analysisModel
+    t: __typename again: title id } } }
+fragment Card on Paper { id arxivId slug title authorsText categories primaryCategory published citedByCount
+  authors { %s } }"""
+# Analysis values as awkward as the rows: a whole float, a real read as the double it is, one written with an
+# exponent, none; a topic that needs escaping; times with microseconds.
+ANALYSES = [
+    (1.0, "THEORY", [AWKWARD, "b"], "2024-02-03 04:05:06.000007+00", 12),
+    (0.7, "SURVEY", [], "2024-02-03 04:05:06+00", 0),
+    (1e-05, None, None, None, None),
+]
+
+
+async def _analyse(archive: dict[str, Any], analyses: list[tuple[Any, ...]]) -> None:
+    conn = await asyncpg.connect(archive["dsn"])
+    try:
+        for pid, (score, kind, topics, at, cited) in zip(archive["papers"], analyses, strict=True):
+            await conn.execute(
+                """UPDATE papers SET significance_score = $2, paper_type = $3, topics = $4::text[],
+                       analysed_at = $5::text::timestamptz, cited_by_count = $6, summary = $7::text, doi = $7::text,
+                       analysed = $4::text[] IS NOT NULL WHERE id = $1""",
+                pid, score, kind, topics, at, cited, AWKWARD if kind else None,
+            )  # fmt: skip
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("sort", ["NEWEST", "MOST_CITED"])
+async def test_a_page_of_papers_is_written_whole(archive: dict[str, Any], sort: str) -> None:
+    await _analyse(archive, ANALYSES)
+    document = NODES % FULL
+    rows, written, _ = await both(archive, document, {"sort": sort})
+    assert written == rows
+    nodes = (await archive["raw"](document, {"sort": sort}))["papers"]["nodes"]
+    assert type(nodes) is orjson.Fragment, "the page's papers, written by PostgreSQL as one answer"
+    papers = written[0]["papers"]["nodes"]
+    # The document's order: the fragment's fields where it is spread, a name asked twice where it first is.
+    assert len(papers) == 3 and list(papers[0])[:3] == ["id", "arxivId", "slug"]
+    assert list(papers[0])[-2:] == ["t", "again"] and "id" not in list(papers[0])[1:]
+    by_id = {p["arxivId"]: p for p in papers}
+    assert by_id["2401.00000"]["significanceScore"] == 1.0
+    assert by_id["2401.00000"]["analysedAt"].endswith(".000007+00:00")
+    assert by_id["2401.00001"]["significanceScore"] == 0.699999988079071  # a real, read as the double it is
+    # Whole floats keep their point, as the rows' answer writes them.
+    assert b'"significanceScore":1.0,' in orjson.dumps(nodes)
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ("topics = '{a,NULL}'", "non-nullable"),  # a null where the schema has none: GraphQL's error, from rows
+        ("updated = 'infinity'", None),
+    ],
+)
+async def test_a_row_that_cannot_be_written_reads_the_page_as_rows(
+    archive: dict[str, Any], change: str, error: str | None
+) -> None:
+    conn = await asyncpg.connect(archive["dsn"])
+    try:
+        await conn.execute(f"UPDATE papers SET {change} WHERE id = $1", archive["papers"][1])
+        document = NODES % "name"
+        rows, written, _ = await both(archive, document, {"sort": "OLDEST"})
+        assert written == rows
+        assert error is None or (rows[1] and error in rows[1][0][0]), rows[1]
+        nodes = (await archive["raw"](document, {"sort": "OLDEST"}))["papers"]["nodes"]
+        assert type(nodes) is not orjson.Fragment
+    finally:
+        await conn.execute("UPDATE papers SET updated = published WHERE id = $1", archive["papers"][1])
+        await conn.close()
+        await _analyse(archive, ANALYSES)
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [
+        "nodes { arxivId versions { version } }",  # a field written only for one paper
+        "nodes { arxivId @include(if: true) }",  # a directive
+        "nodes { arxivId ... on Node { id } }",  # a fragment on another type
+        "nodes { arxivId } edges { node { title } }",  # edges read the rows
+        "nodes { arxivId } n2: nodes { title }",  # two selections of the page
+        "nodes { arxivId a: title a: slug }",  # one name for two fields: GraphQL's own error
+    ],
+)
+async def test_other_pages_are_answered_from_rows(archive: dict[str, Any], selection: str) -> None:
+    document = f"query {{ papers(sort: OLDEST, first: 10) {{ {selection} }} }}"
+    rows, written, _ = await both(archive, document, {})
+    assert written == rows
+    data = await archive["raw"](document, {})
+    assert data is None or type(data["papers"]["nodes"]) is not orjson.Fragment
