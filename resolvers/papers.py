@@ -33,7 +33,13 @@ from db.queries.papers import (
     page_papers,
     page_papers_of_owners,
 )
-from db.queries.written import ListedPaper, PaperStatement, fetch_papers_written, page_papers_written
+from db.queries.written import (
+    ListedPaper,
+    PaperStatement,
+    fetch_papers_written,
+    page_papers_of_owners_written,
+    page_papers_written,
+)
 from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput
 from resolvers.ids import PaperKeyKind, parse_paper_id
@@ -224,29 +230,38 @@ class OwnerPageKey:
     request: PageRequest
     want_total: bool
     wanted: AuthorsWanted
+    written: NodesJson | None = None  # the page's papers written whole (written_nodes)
 
     @property
     def group(self) -> tuple[object, ...]:
-        return (self.owner, self.spec, self.sort, self.request, self.want_total)
+        return (self.owner, self.spec, self.sort, self.request, self.want_total, self.written)
 
 
-async def _owner_rows(conn: Conn, head: OwnerPageKey, owner_ids: list[int]) -> dict[int, list[PaperRow]]:
+async def _owner_rows(conn: Conn, head: OwnerPageKey, owner_ids: list[int]) -> dict[int, list[PaperRow | ListedPaper]]:
     clauses = with_after(paper_filter_clauses(head.spec), head.request.after)
     owner, sort = OWNER_FILTERS[head.owner], PAPER_SORTS[head.sort]
     limit, offset = head.request.first + 1, head.request.offset
-    return await page_papers_of_owners(conn, owner, owner_ids, clauses, sort, limit=limit, offset=offset)
+    if head.written is not None:
+        statement = head.written.statement
+        written = await page_papers_of_owners_written(
+            conn, owner, owner_ids, clauses, sort, statement, limit=limit, offset=offset
+        )
+        if written is not None:
+            return written  # type: ignore[return-value]  # (lists are invariant)
+    return await page_papers_of_owners(conn, owner, owner_ids, clauses, sort, limit=limit, offset=offset)  # type: ignore[return-value]
 
 
 async def _owner_counts(conn: Conn, head: OwnerPageKey, owner_ids: list[int]) -> dict[int, int]:
     return await count_papers_of_owners(conn, OWNER_FILTERS[head.owner], owner_ids, paper_filter_clauses(head.spec))
 
 
-def _owner_lists(ctx: Context) -> OwnerLists[OwnerPageKey, PaperRow]:
-    async def after_read(pages: list[tuple[OwnerPageKey, list[PaperRow]]]) -> None:
-        # Authors for every page of the batch at once, per lookahead shape (almost always one).
+def _owner_lists(ctx: Context) -> OwnerLists[OwnerPageKey, PaperRow | ListedPaper]:
+    async def after_read(pages: list[tuple[OwnerPageKey, list[PaperRow | ListedPaper]]]) -> None:
+        # Authors for every page of the batch at once, per lookahead shape (almost always one); none for pages
+        # written whole.
         by_shape: defaultdict[AuthorsWanted, list[PaperRow]] = defaultdict(list)
         for key, nodes in pages:
-            by_shape[key.wanted] += nodes
+            by_shape[key.wanted] += [n for n in nodes if type(n) is PaperRow]
         for wanted, papers in by_shape.items():
             ctx.loaders.prime_papers(papers)
             if wanted.authors and papers:
@@ -336,12 +351,12 @@ async def resolve_papers(
     spec = await paper_filter_spec(ctx, args, researcher_id=researcher_id, institution_id=institution_id)
     look = Lookahead.of(info)
     want_total = wants_total(look)
-    owner_key = _owner_key(spec, researcher_id, institution_id, sort, request, want_total, AuthorsWanted.of(look))
+    written = written_nodes(ctx, look)
+    owner_key = _owner_key(spec, researcher_id, institution_id, sort, request, want_total, look, written)
     owned = (_owner_lists(ctx), owner_key) if owner_key is not None else None
     clauses = paper_filter_clauses(spec)
     query: ListQuery[Any] = paper_list(ctx, clauses, sort_spec, look)
-    written = written_nodes(ctx, look) if owned is None else None
-    if written is not None:
+    if written is not None and owned is None:
         query = written_paper_list(query, clauses, written, want_total)
     listed = await read_page(ctx, query, request, want_total=want_total, owned=owned)
     _pass_written(listed, written)
@@ -355,7 +370,8 @@ def _owner_key(
     sort: str,
     request: PageRequest,
     want_total: bool,
-    wanted: AuthorsWanted,
+    look: Lookahead,
+    written: NodesJson | None,
 ) -> OwnerPageKey | None:
     """The spec split into its owner and the rest, when the list has an owner and still matches something."""
     if spec.matches_nothing:
@@ -363,8 +379,10 @@ def _owner_key(
     if researcher_id is not None and spec.researcher_id == researcher_id:
         owner = f"position_{spec.author_position.lower()}" if spec.author_position else "researcher"
         rest = replace(spec, researcher_id=None, author_position=None)
-        return OwnerPageKey(researcher_id, owner, rest, sort, request, want_total, wanted)
+        return OwnerPageKey(researcher_id, owner, rest, sort, request, want_total, AuthorsWanted.of(look), written)
     if institution_id is not None and spec.institution_ids[:1] == (institution_id,):
         rest = replace(spec, institution_ids=spec.institution_ids[1:])
-        return OwnerPageKey(institution_id, "institution", rest, sort, request, want_total, wanted)
+        return OwnerPageKey(
+            institution_id, "institution", rest, sort, request, want_total, AuthorsWanted.of(look), written
+        )
     return None

@@ -44,8 +44,12 @@ def page_statement(
     columns: str,
     limit: int,
     offset: int,
+    inner: str | None = None,
+    joins: str = "",
 ) -> tuple[str, list[object]] | None:
-    """The page of papers (`columns` over `p`) of each owner, or None when the listing cannot serve it."""
+    """The page of papers (`columns` over `p`) of each owner, or None when the listing cannot serve it. `inner`: the
+    columns of the papers read (default `columns`) when `columns` read more than they, through `joins` (run for
+    the page's rows only)."""
     listing = _listing(owner, clauses)
     direction = _DIRECTION.get(sort.name)
     if listing is None or direction is None:
@@ -53,9 +57,9 @@ def page_statement(
     table, column, condition = listing
     sql, keys = keyed(
         f"SELECT k.owner_id, {columns} FROM {{keys_ord}} AS k(owner_id, ord)"
-        f" CROSS JOIN LATERAL (SELECT {columns} FROM papers p WHERE p.id = ANY (ARRAY("
+        f" CROSS JOIN LATERAL (SELECT {inner or columns} FROM papers p WHERE p.id = ANY (ARRAY("
         f"SELECT l.paper_id FROM {table} l WHERE l.{column} = k.owner_id AND {condition}"
-        f" ORDER BY l.published {direction}, l.paper_id {direction} LIMIT $2 OFFSET $3))) p"
+        f" ORDER BY l.published {direction}, l.paper_id {direction} LIMIT $2 OFFSET $3))) p {joins}"
         f" ORDER BY k.ord, {sort.order_by}",
         owner_ids,
     )

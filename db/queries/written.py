@@ -26,8 +26,9 @@ from typing import Final
 import asyncpg
 
 from db.connection import Conn
-from db.filters import Clause, Sort
+from db.filters import Clause, Fragment, Sort
 from db.keys import Keyed
+from db.queries import owner_listings
 from db.queries.papers import PAPER_COLUMNS, PaperRow, page_statement, paper_from_record
 from db.rows import CountedRows
 
@@ -330,6 +331,34 @@ async def page_papers_written(
     if None in rows:
         return None
     return CountedRows(rows, records[0]["listed_total"] if counted and records else None)  # type: ignore[arg-type]
+
+
+async def page_papers_of_owners_written(
+    conn: Conn,
+    owner: Fragment,
+    owner_ids: Sequence[int],
+    clauses: Sequence[Clause],
+    sort: Sort,
+    statement: NodesStatement,
+    *,
+    limit: int,
+    offset: int = 0,
+) -> dict[int, list[ListedPaper]] | None:
+    """db/queries/papers.page_papers_of_owners with each paper written as its node, when the owners' listings serve
+    the page; None when they do not or a row cannot be written (the pages are then read as rows)."""
+    listed = owner_listings.page_statement(
+        owner, owner_ids, clauses, sort, columns=statement.columns, limit=limit, offset=offset,
+        inner=PAPER_COLUMNS, joins=statement.lateral,
+    )  # fmt: skip
+    if listed is None:
+        return None
+    pages: dict[int, list[ListedPaper]] = {owner_id: [] for owner_id in owner_ids}
+    for record in await conn.fetch(listed[0], *listed[1]):
+        row = statement.read(record)
+        if row is None:
+            return None
+        pages[record["owner_id"]].append(row)
+    return pages
 
 
 async def fetch_authors_json(conn: Conn, statement: AuthorsStatement, paper_ids: Sequence[int]) -> dict[int, str]:

@@ -148,7 +148,7 @@ async def archive(make_database: Any) -> AsyncIterator[dict[str, Any]]:
         )
         return result.data
 
-    yield {"run": run, "raw": raw, "dsn": dsn, "papers": papers, "odd": odd, "counter": counter}
+    yield {"run": run, "raw": raw, "dsn": dsn, "papers": papers, "plain": plain, "odd": odd, "counter": counter}
     await pool.close()
 
 
@@ -423,3 +423,22 @@ async def test_other_pages_are_answered_from_rows(archive: dict[str, Any], selec
     assert written == rows
     data = await archive["raw"](document, {})
     assert data is None or type(data["papers"]["nodes"]) is not orjson.Fragment
+
+
+OWNED = """query($id: String!, $sort: PaperSort) { %s(id: $id) {
+  papers(sort: $sort, first: 1) { totalCount nodes { ...Card } } } }
+fragment Card on Paper { id title published authors { %s } }"""
+
+
+@pytest.mark.parametrize(("owner", "sort"), [("researcher", "NEWEST"), ("institution", "OLDEST")])
+async def test_an_owner_s_page_of_papers_is_written_whole(archive: dict[str, Any], owner: str, sort: str) -> None:
+    document = OWNED % (owner, FULL)
+    variables = {"id": str(archive["plain"]) if owner == "researcher" else "0161xgx34", "sort": sort}
+    rows, written, _ = await both(archive, document, variables)
+    assert written == rows
+    assert written[0][owner]["papers"]["totalCount"] >= 1 and len(written[0][owner]["papers"]["nodes"]) == 1
+    archive["counter"].reset()
+    nodes = (await archive["raw"](document, variables))[owner]["papers"]["nodes"]
+    assert type(nodes) is orjson.Fragment
+    # The owner, its page with the papers' authors, the count: the authors need no statement of their own.
+    assert archive["counter"].count == 3, archive["counter"].statements
