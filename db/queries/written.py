@@ -39,11 +39,7 @@ INT_MAX: Final = 2**31 - 1
 def _timestamp(column: str) -> str:
     # Python's isoformat of an aware UTC datetime (what the API's DateTime writes): microseconds only when not 0.
     utc = f"({column} AT TIME ZONE 'UTC')"
-    return (
-        f"""'"' || to_char({utc}, 'YYYY-MM-DD"T"HH24:MI:SS') """
-        f"""|| CASE WHEN to_char({utc}, 'US') = '000000' THEN '' ELSE '.' || to_char({utc}, 'US') END """
-        """|| '+00:00"'"""
-    )
+    return f"""'"' || replace(to_char({utc}, 'YYYY-MM-DD"T"HH24:MI:SS.US'), '.000000', '') || '+00:00"'"""
 
 
 def _slug(alias: str) -> str:
@@ -52,11 +48,16 @@ def _slug(alias: str) -> str:
     return f"to_json({slug})::text"
 
 
-def _global_id(type_name: str, key: str) -> str:
-    # db/paging.encode_global_id: urlsafe base64 of `Type:key` without padding (and base64's line breaks, which
-    # PostgreSQL adds every 76 characters, removed).
+def global_id_sql(type_name: str, key: str) -> str:
+    # db/paging.encode_global_id: urlsafe base64 of `Type:key` without padding, which needs no escaping in JSON.
+    # PostgreSQL breaks base64 lines at 76 characters: keys are short enough (GLOBAL_KEY_MAX_BYTES) to have none.
     encoded = f"encode(convert_to('{type_name}:' || {key}, 'UTF8'), 'base64')"
-    return f"to_json(rtrim(translate({encoded}, E'+/\\n', '-_'), '='))::text"
+    return f"""'"' || rtrim(replace(replace({encoded}, '+', '-'), '/', '_'), '=') || '"'"""
+
+
+# The longest key a global id is written for: base64's line break comes after 57 bytes (even the last line's),
+# `Type:` included. Ids are numbers (20 digits at most); an arXiv id longer than this (none is) is answered from rows.
+GLOBAL_KEY_MAX_BYTES: Final = 56 - len("Institution:")
 
 
 # Values of an authorship (a), its researcher (r), an institution (i) and a version (v), as JSON text.
@@ -109,7 +110,7 @@ def _texts(column: str) -> str:
 # a GraphQL Int, an infinite time, a NULL in a list of strings: rows answer those). The table's checks keep paper
 # types within the enum and scores within 0 to 1 (no NaN).
 _PAPER: Final = {
-    "node_id": _global_id("Paper", "p.arxiv_id"),
+    "node_id": global_id_sql("Paper", "p.arxiv_id"),
     "id": "p.id::text",
     "arxiv_id": "to_json(p.arxiv_id)::text",
     "version": "p.version::text",
@@ -141,6 +142,7 @@ _PAPER: Final = {
     "analysis_model": _text("p.analysis_model"),
 }
 _PAPER_GUARDS: Final = {
+    "node_id": f"octet_length(p.arxiv_id) <= {GLOBAL_KEY_MAX_BYTES}",
     "id": f"p.id <= {INT_MAX}",
     "categories": "array_position(p.categories, NULL) IS NULL",
     "published": "isfinite(p.published)",
@@ -182,7 +184,7 @@ def _object(shape: Shape, alias: str, columns: dict[str, str], nested: dict[str,
         if value.kind == "column" and value.arg in columns:
             parts.append(columns[value.arg])
         elif value.kind == "global_id" and _NAME.fullmatch(value.arg) and "id" in columns:
-            parts.append(_global_id(value.arg, f"{alias}.id"))
+            parts.append(global_id_sql(value.arg, f"{alias}.id"))
         elif value.kind == "constant" and _NAME.fullmatch(value.arg):
             parts.append(f"'\"{value.arg}\"'")
         elif value.kind in nested and value.shape is not None:

@@ -21,7 +21,7 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from db.migrate import migrate
 from db.paging import encode_global_id, paper_global_id
 from db.pool import create_pool
-from db.queries.written import AuthorsStatement, Shape, ShapeRefused, Value
+from db.queries.written import GLOBAL_KEY_MAX_BYTES, AuthorsStatement, Shape, ShapeRefused, Value, global_id_sql
 from resolvers.context import Context
 from schema import build_schema
 from settings import Settings
@@ -442,3 +442,30 @@ async def test_an_owner_s_page_of_papers_is_written_whole(archive: dict[str, Any
     assert type(nodes) is orjson.Fragment
     # The owner, its page with the papers' authors, the count: the authors need no statement of their own.
     assert archive["counter"].count == 3, archive["counter"].statements
+
+
+@pytest.mark.parametrize("key", ["1", "-9223372036854775808", "2401.00001", "math.AG/0601001", "x" * 44, "é" * 22])
+async def test_global_ids_are_written_as_python_writes_them(archive: dict[str, Any], key: str) -> None:
+    conn = await asyncpg.connect(archive["dsn"])
+    try:
+        for type_name in ("Paper", "Researcher", "Institution"):
+            sql = f"SELECT {global_id_sql(type_name, '$1::text')}"
+            assert await conn.fetchval(sql, key) == orjson.dumps(encode_global_id(type_name, key)).decode()
+    finally:
+        await conn.close()
+    assert len(key.encode()) <= GLOBAL_KEY_MAX_BYTES
+
+
+async def test_a_paper_whose_id_is_too_long_to_write_is_answered_from_rows(archive: dict[str, Any]) -> None:
+    conn = await asyncpg.connect(archive["dsn"])
+    long_id = "2401.00001" + "v" * GLOBAL_KEY_MAX_BYTES
+    try:
+        await conn.execute("UPDATE papers SET arxiv_id = $2 WHERE id = $1", archive["papers"][1], long_id)
+        document = NODES % "name"
+        rows, written, _ = await both(archive, document, {"sort": "OLDEST"})
+        assert written == rows and long_id in [p["arxivId"] for p in rows[0]["papers"]["nodes"]]
+        nodes = (await archive["raw"](document, {"sort": "OLDEST"}))["papers"]["nodes"]
+        assert type(nodes) is not orjson.Fragment
+    finally:
+        await conn.execute("UPDATE papers SET arxiv_id = '2401.00001' WHERE id = $1", archive["papers"][1])
+        await conn.close()
