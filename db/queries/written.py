@@ -60,34 +60,7 @@ def global_id_sql(type_name: str, key: str) -> str:
 GLOBAL_KEY_MAX_BYTES: Final = 56 - len("Institution:")
 
 
-# Values of an authorship (a), its researcher (r), an institution (i) and a version (v), as JSON text.
-_AUTHORSHIP: Final = {
-    "position": "a.position::text",
-    "name": "to_json(a.name)::text",
-    "affiliation": "coalesce(to_json(a.affiliation)::text, 'null')",
-    "is_collaboration": "CASE WHEN a.is_collaboration THEN 'true' ELSE 'false' END",
-}
-_RESEARCHER: Final = {
-    "id": "r.id::text",
-    "name": "to_json(r.name)::text",
-    "slug": _slug("r"),
-    "claimed": "CASE WHEN r.claimed THEN 'true' ELSE 'false' END",
-}
-_INSTITUTION: Final = {
-    "id": "i.id::text",
-    "name": "to_json(i.name)::text",
-    "slug": _slug("i"),
-    "ror_id": "to_json(i.ror_id)::text",
-    "country": "coalesce(to_json(i.country)::text, 'null')",
-}
-_VERSION: Final = {
-    "version": "v.version::text",
-    "submitted_at": _timestamp("v.submitted_at"),
-    "size_kb": "coalesce(v.size_kb::text, 'null')",
-    "source_type": "coalesce(to_json(v.source_type)::text, 'null')",
-}
-
-
+# A nullable column's value: its JSON, or null.
 def _text(column: str) -> str:
     return f"coalesce(to_json({column})::text, 'null')"
 
@@ -104,6 +77,34 @@ def _bool(column: str) -> str:
 
 def _texts(column: str) -> str:
     return f"coalesce(array_to_json({column})::text, 'null')"
+
+
+# Values of an authorship (a), its researcher (r), an institution (i) and a version (v), as JSON text.
+_AUTHORSHIP: Final = {
+    "position": "a.position::text",
+    "name": "to_json(a.name)::text",
+    "affiliation": _text("a.affiliation"),
+    "is_collaboration": _bool("a.is_collaboration"),
+}
+_RESEARCHER: Final = {
+    "id": "r.id::text",
+    "name": "to_json(r.name)::text",
+    "slug": _slug("r"),
+    "claimed": _bool("r.claimed"),
+}
+_INSTITUTION: Final = {
+    "id": "i.id::text",
+    "name": "to_json(i.name)::text",
+    "slug": _slug("i"),
+    "ror_id": "to_json(i.ror_id)::text",
+    "country": _text("i.country"),
+}
+_VERSION: Final = {
+    "version": "v.version::text",
+    "submitted_at": _timestamp("v.submitted_at"),
+    "size_kb": "coalesce(v.size_kb::text, 'null')",
+    "source_type": _text("v.source_type"),
+}
 
 
 # Values of a paper (p), and the test each needs for the row to be written as the API would answer it (an id past
