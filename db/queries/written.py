@@ -193,8 +193,19 @@ def _object(shape: Shape, alias: str, columns: dict[str, str], nested: dict[str,
         else:
             raise ShapeRefused(f"{value.kind} {value.arg!r} is not a value of this object")
     if joined:
-        return "concat(" + ", ".join([*parts, "'}'"]) + ")"
+        return _concat([*parts, "'}'"])
     return " || ".join([*parts, "'}'"])
+
+
+def _concat(parts: list[str]) -> str:
+    """One `concat` of the parts (one allocation where `||` copies the growing text at each step), nested where
+    they pass the 100 arguments a function takes."""
+    while len(parts) > _MAX_ARGS:
+        parts = [f"concat({', '.join(parts[i : i + _MAX_ARGS])})" for i in range(0, len(parts), _MAX_ARGS)]
+    return f"concat({', '.join(parts)})"
+
+
+_MAX_ARGS: Final = 100
 
 
 def _authors_lateral(shape: Shape, paper: str) -> str:

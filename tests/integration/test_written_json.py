@@ -469,3 +469,12 @@ async def test_a_paper_whose_id_is_too_long_to_write_is_answered_from_rows(archi
     finally:
         await conn.execute("UPDATE papers SET arxiv_id = '2401.00001' WHERE id = $1", archive["papers"][1])
         await conn.close()
+
+
+async def test_a_paper_of_many_fields_is_written_too(archive: dict[str, Any]) -> None:
+    # More values than a PostgreSQL function takes arguments (100): the text is joined in parts.
+    fields = " ".join(f"f{i}: title" for i in range(120))
+    document = f"query {{ papers(sort: OLDEST, first: 10) {{ nodes {{ {fields} authors {{ name }} }} }} }}"
+    rows, written, _ = await both(archive, document, {})
+    assert written == rows and not rows[1] and list(written[0]["papers"]["nodes"][0])[-2:] == ["f119", "authors"]
+    assert type((await archive["raw"](document, {}))["papers"]["nodes"]) is orjson.Fragment
