@@ -1,9 +1,11 @@
-"""A paper's `authors` and `versions` selections, when PostgreSQL can write their answers (db/queries/written.py).
+"""A paper's `authors` and `versions` selections, and a page's `nodes` of papers, when PostgreSQL can write their
+answers (db/queries/written.py).
 
 Only a plain selection qualifies: fields of Authorship, Researcher, Institution and PaperVersion that are a column,
 a global id, a slug or `__typename`, without arguments, directives or fragments, each response name once, at most
-one `researcher` and one `institutions`. Anything else (a field with a resolver, such as a researcher's `hIndex`)
-is answered from rows, as before. The answer is written for one field node and only that node takes it (the
+one `researcher` and one `institutions`; for a page's papers, the Paper's column fields and URLs, `__typename` and
+one such `authors`, through fragments on Paper. Anything else (a field with a resolver, such as a researcher's
+`hIndex`) is answered from rows, as before. The answer is written for one field node and only that node takes it (the
 executor checks, schema/fast_executor/). What is made here is kept per field node, weakly: the parse cache gives
 every request of a document the same nodes.
 """

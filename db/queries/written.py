@@ -1,5 +1,5 @@
-"""A paper's lists (its authors, its versions) as JSON text that PostgreSQL writes, for answers that pass it on
-without decoding it.
+"""A paper's lists (its authors, its versions), or a page's papers whole, as JSON text that PostgreSQL writes, for
+answers that pass it on without decoding it.
 
 A page of 24 papers has about 190 authorships, their researchers and their institutions: read as rows, each becomes
 a Python object and then a dict before it is encoded again. Written here, each paper's list arrives as one string.
@@ -11,8 +11,8 @@ The vocabulary of values is the rows' own (db/queries/papers.py, researchers.py,
 global id, a slug, a constant string. Keys and constants must be GraphQL names (`[_A-Za-z][_0-9A-Za-z]*`): they
 are written into the statement, so anything else is refused.
 
-Each list is a LATERAL subquery over a paper `p`, so one statement can read a page's lists (`AuthorsStatement`) or
-a paper together with its lists (`PaperStatement`).
+Each list is a LATERAL subquery over a paper `p`, so one statement can read a page's lists (`AuthorsStatement`),
+a paper together with its lists (`PaperStatement`), or a page's papers each written as one object (`NodesStatement`).
 """
 
 from __future__ import annotations
