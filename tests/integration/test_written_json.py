@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
+from graphql import parse
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from db.migrate import migrate
@@ -478,3 +479,19 @@ async def test_a_paper_of_many_fields_is_written_too(archive: dict[str, Any]) ->
     rows, written, _ = await both(archive, document, {})
     assert written == rows and not rows[1] and list(written[0]["papers"]["nodes"][0])[-2:] == ["f119", "authors"]
     assert type((await archive["raw"](document, {}))["papers"]["nodes"]) is orjson.Fragment
+
+
+def test_a_statement_leaves_with_its_document() -> None:
+    import gc
+
+    import resolvers.written as written
+
+    document = parse("{ papers { nodes { title authors { name } } } }")
+    nodes = document.definitions[0].selection_set.selections[0].selection_set.selections[0]  # type: ignore[attr-defined]
+    authors = nodes.selection_set.selections[1]
+    assert written.nodes_json(nodes, {}) is not None and written.authors_json(authors) is not None
+    keys = id(nodes), id(authors)
+    assert keys[0] in written._NODES and keys[1] in written._AUTHORS
+    del document, nodes, authors
+    gc.collect()
+    assert keys[0] not in written._NODES and keys[1] not in written._AUTHORS
