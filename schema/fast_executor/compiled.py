@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from graphql import GraphQLEnumType
 
+from bounded import BoundedCache
 from schema.fast_executor.plan import BASIC, BOOL, FLOAT, INT, INT_MAX, INT_MIN, LIST, SCALAR, STR, TYPENAME, PlanEntry
 
 # (source, whether times may pass to the encoder) -> the answer with the other fields' places held, or None.
@@ -103,20 +104,21 @@ def compile_leaves(type_name: str, entries: Sequence[PlanEntry]) -> Leaves | Non
     known = _READERS.get(key)
     if known is not None and all(a is b for a, b in zip(known[0], fields, strict=True)):
         return known[1], rest
-    reader = _write_reader(type_name, entries, leaves)
-    if len(_READERS) >= MAX_READERS:
-        _READERS.clear()
+    reader, size = _write_reader(type_name, entries, leaves)
     # The field definitions are kept with their reader, so that their ids are not reused by others.
-    _READERS[key] = (fields, reader)
+    _READERS.put(key, (fields, reader), size)
     return reader, rest
 
 
-# Readers by what they are written from (see compile_leaves), at most MAX_READERS of them.
-_READERS: dict[tuple[Any, ...], tuple[tuple[Any, ...], LeafReader]] = {}
-MAX_READERS: Final = 4096
+# Readers by what they are written from (see compile_leaves), least recently used first out past READERS_BYTES.
+# Response names come from clients: bounded by count (4,096), readers of distinct aliases held 90 MB in a worker.
+# A reader is charged 6 bytes a character of its source and 6 KB: traced, one takes 4.5 to 5.5 and 5 KB (code, names).
+READERS_BYTES: Final = 4 * 1024 * 1024
+_READERS: BoundedCache[tuple[Any, ...], tuple[tuple[Any, ...], LeafReader]] = BoundedCache(READERS_BYTES)
 
 
-def _write_reader(type_name: str, entries: Sequence[PlanEntry], leaves: set[int]) -> LeafReader:
+def _write_reader(type_name: str, entries: Sequence[PlanEntry], leaves: set[int]) -> tuple[LeafReader, int]:
+    """The reader, and the bytes it takes (about)."""
     namespace: dict[str, Any] = {"isfinite": isfinite, "ZONES": ZONES, "STRINGS": {str}}
     reads, checks, items = [], [], []
     for i, entry in enumerate(entries):
@@ -152,4 +154,4 @@ def _write_reader(type_name: str, entries: Sequence[PlanEntry], leaves: set[int]
     )
     exec(compile(source, f"<leaves of {type_name}>", "exec"), namespace)  # noqa: S102 - generated from the plan
     reader: LeafReader = namespace["leaves"]
-    return reader
+    return reader, 6 * len(source) + 6 * 1024

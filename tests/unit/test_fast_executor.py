@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import enum
+import gc
 import math
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +21,7 @@ import pytest
 import strawberry
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
+from bounded import BoundedCache
 from schema import fast_executor
 from schema.fast_executor import FastExecutor, reads_info
 
@@ -728,9 +731,46 @@ def test_a_document_planned_per_request_reuses_its_leaf_readers(monkeypatch: pyt
         return write(type_name, entries, leaves)
 
     monkeypatch.setattr(compiled, "_write_reader", counting)
-    monkeypatch.setattr(compiled, "_READERS", {})
+    monkeypatch.setattr(compiled, "_READERS", BoundedCache(compiled.READERS_BYTES))
     fast = strawberry.Schema(query=Query, execution_context_class=FastExecutor)
     for _ in range(3):
         data, errors = result_of(fast, QUERY, _damaged("clean"), VARIABLES[0])
         assert (orjson.loads(orjson.dumps(data)), errors) == result_of(GENERIC, QUERY, build(), VARIABLES[0])
     assert written and len(written) == len(set(written))
+
+
+def test_readers_of_distinct_response_names_stay_within_their_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Response names come from clients: each new set of aliases writes a reader. They are held by what they take,
+    # and what each is charged covers what it takes (traced), so the bound is the memory's.
+    from schema.fast_executor import compiled
+
+    readers: BoundedCache[Any, Any] = BoundedCache(256 * 1024)
+    monkeypatch.setattr(compiled, "_READERS", readers)
+    charged: list[int] = []
+    write = compiled._write_reader
+
+    def charging(type_name: str, entries: Any, leaves: Any) -> Any:
+        reader, size = write(type_name, entries, leaves)
+        charged.append(size)
+        return reader, size
+
+    monkeypatch.setattr(compiled, "_write_reader", charging)
+    context = _damaged("clean")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for i in range(40):
+            aliases = " ".join(f"a{i}x{j}: name b{i}x{j}: age" for j in range(8))
+            data, errors = result_of(FAST, f"{{ papers {{ people {{ {aliases} tags }} }} }}", context, {})
+            assert not errors and data["papers"][0]["people"][0][f"a{i}x0"] == "Person 0"
+        gc.collect()
+        kept_readers = readers.bytes
+        before = tracemalloc.get_traced_memory()[0]
+        readers._entries.clear()  # what the readers took is what this frees
+        gc.collect()
+        freed = before - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(charged) == 40
+    assert freed <= kept_readers, (freed, kept_readers)
+    assert 0 < kept_readers <= 256 * 1024 < sum(charged)  # some readers left: the bound held
