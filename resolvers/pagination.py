@@ -176,9 +176,9 @@ def split_page(rows: Sequence[T], first: int) -> tuple[list[T], bool]:
 # -- lookahead -------------------------------------------------------------------------------------
 
 # Walks per (field nodes, path): parsed documents are cached, so the same nodes come back on every request of a
-# document and a walk is done once. Entries hold their nodes weakly (a document leaves with the parse cache,
-# whatever is here) and an answer counts only while its nodes are the very ones asked about, so a reused id never
-# answers for another document; the table is emptied when it grows past the bound.
+# document and a walk is done once. Entries hold their nodes weakly and leave with the first of them (a document
+# leaves with the parse cache, and its walks with it); an answer counts only while its nodes are the very ones asked
+# about, so a reused id never answers for another document; the table is emptied if it ever grows past the bound.
 _WALKS: dict[
     tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[ref[FieldNode], ...], bool, ref[FieldNode] | None]
 ] = {}
@@ -225,7 +225,9 @@ class Lookahead:
         found = level[0] if single and path else None
         if len(_WALKS) >= _MAX_WALKS:
             _WALKS.clear()
-        _WALKS[key] = (tuple(map(ref, self.nodes)), bool(level), ref(found) if found is not None else None)
+        first = (ref(self.nodes[0], lambda _: _WALKS.pop(key, None)),) if self.nodes else ()
+        held = first + tuple(map(ref, self.nodes[1:]))
+        _WALKS[key] = (held, bool(level), ref(found) if found is not None else None)
         return bool(level), found
 
     def _named(self, selection_set: SelectionSetNode | None, name: str) -> Iterable[FieldNode]:

@@ -74,3 +74,18 @@ def test_answers_keep_no_document_alive() -> None:
     del look
     gc.collect()
     assert node() is None
+
+
+def test_walks_leave_the_table_with_their_document() -> None:
+    """Nor does the table keep entries for documents gone: it holds no more walks than live documents have."""
+    import gc
+
+    from resolvers import pagination
+
+    look = _root('{ paper(id: "1") { authors { name } versions { version } } }')
+    assert look.selects("authors", "name") and look.only("versions") is not None
+    keys = [key for key in pagination._WALKS if key[0] == (id(look.nodes[0]),)]
+    assert len(keys) == 2
+    del look
+    gc.collect()
+    assert not any(key in pagination._WALKS for key in keys)
