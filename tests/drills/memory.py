@@ -4,9 +4,10 @@ read before and after: shared by the memory drill in the suite (a few seconds pe
 
 Each kind reaches the worker through another door: a POSTed document, the site's persisted document by `documentId`
 (POST and GET), an automatic persisted query's hash, an undeclared variable, `nodes(ids:)` with a huge id list, a
-distinct document whose page of papers PostgreSQL writes whole (a statement made for each), and requests refused
-with 429 (a spent budget). What a kind sends is distinct in every request, so nothing the worker remembers of one
-request can be reused by the next: a cache keyed by what clients send grows by every request."""
+distinct document whose page of papers PostgreSQL writes whole (a statement made for each) or the executor answers
+(a leaf reader written for each), and requests refused with 429 (a spent budget). What a kind sends is distinct in
+every request, so nothing the worker remembers of one request can be reused by the next: a cache keyed by what
+clients send grows by every request."""
 
 from __future__ import annotations
 
@@ -44,7 +45,17 @@ WRITTEN_FIELDS = (
     "institutions { id databaseId slug rorId name country } }"
 )
 
-KINDS = ("post", "persisted-post", "persisted-get", "apq", "undeclared", "nodes", "selections", "refused-429")
+KINDS = (
+    "post",
+    "persisted-post",
+    "persisted-get",
+    "apq",
+    "undeclared",
+    "nodes",
+    "selections",
+    "selections-rows",
+    "refused-429",
+)
 # The kinds a worker with a spent budget is flooded with (the others need a budget to spend).
 SPENT_BUDGET_KINDS = frozenset({"refused-429"})
 
@@ -101,10 +112,13 @@ def request_for(kind: str, i: int, size: int) -> tuple[str, str, bytes]:
         return _post({"extensions": extensions, "variables": {"first": big}})
     if kind == "undeclared":
         return _post({"query": PAPER_PAGE, "variables": {"id": "2401.00001", "pad": big}})
-    if kind == "selections":
-        # A distinct document each time, its page's papers written whole: a new statement per document.
+    if kind in ("selections", "selections-rows"):
+        # A distinct document each time, its page of papers written whole (a new statement per document), or with a
+        # directive on `nodes`, read as rows and answered by the executor's plans (a new leaf reader per document).
         aliases = " ".join(f"f{i}x{j}: title" for j in range(14))
-        return _post({"query": f"query Flood{i} {{ papers(first: 20) {{ nodes {{ {aliases} {WRITTEN_FIELDS} }} }} }}"})
+        nodes = "nodes" if kind == "selections" else "nodes @include(if: true)"
+        document = f"query Flood{i} {{ papers(first: 20) {{ {nodes} {{ {aliases} {WRITTEN_FIELDS} }} }} }}"
+        return _post({"query": document})
     if kind in ("nodes", "refused-429"):
         return "POST", "/graphql", _ids_body(i, size)
     raise ValueError(kind)
