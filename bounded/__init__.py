@@ -5,14 +5,15 @@ A bound by count lets clients park what they send in a worker: 300 requests, eac
 once grew one by 615 MB through a memo of 20,000 entries. Here each entry is charged what its key and value take,
 as the caller counts them, and the least recently used go first once the total passes the bound; an entry larger
 than an eighth of the bound is not kept at all. Callers keep an entry only once its request has passed its size,
-cost and rate limit (a refused request leaves nothing).
+cost and rate limit (a refused request leaves nothing). What is made per parsed document (statements, walks) is
+held weakly and leaves with it (`forget`).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
-from typing import Final, Generic, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Any, Final, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -64,3 +65,9 @@ class BoundedCache(Generic[K, V]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
+
+
+def forget(table: dict[Any, Any], key: object) -> Callable[[object], None]:
+    """A weak reference's callback dropping `key`'s entry from `table` with its referent: what is made per parsed
+    document lives no longer than the document (the parse cache's bound), not until its table fills."""
+    return lambda _: table.pop(key, None)

@@ -10,6 +10,7 @@ from weakref import ref
 from graphql import FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode, SelectionSetNode
 from strawberry import Info
 
+from bounded import forget
 from db.filters import Clause, Sort
 from db.paging import TokenError, decode_cursor, encode_cursor
 from resolvers.errors import BadUserInput
@@ -225,7 +226,7 @@ class Lookahead:
         found = level[0] if single and path else None
         if len(_WALKS) >= _MAX_WALKS:
             _WALKS.clear()
-        first = (ref(self.nodes[0], lambda _: _WALKS.pop(key, None)),) if self.nodes else ()
+        first = (ref(self.nodes[0], forget(_WALKS, key)),) if self.nodes else ()
         held = first + tuple(map(ref, self.nodes[1:]))
         _WALKS[key] = (held, bool(level), ref(found) if found is not None else None)
         return bool(level), found

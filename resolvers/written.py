@@ -12,13 +12,14 @@ every request of a document the same nodes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 from weakref import ref
 
 from graphql import FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode, SelectionSetNode
 
+from bounded import forget
 from db.queries.written import PAPER_KEYS, AuthorsStatement, NodesStatement, PaperStatement, Shape, Value
 
 _LEAVES: Final[dict[str, dict[str, Value]]] = {
@@ -208,7 +209,7 @@ def nodes_json(node: FieldNode | None, fragments: Mapping[str, FragmentDefinitio
     made = NodesJson(ref(node), NodesStatement.of(shape)) if shape is not None else None
     if len(_NODES) >= _MAX_MADE:
         _NODES.clear()
-    _NODES[id(node)] = (ref(node, _forget(_NODES, id(node))), made)
+    _NODES[id(node)] = (ref(node, forget(_NODES, id(node))), made)
     return made
 
 
@@ -232,12 +233,6 @@ class PaperJson:
 
 
 _MAX_MADE: Final = 4096
-
-
-def _forget(table: dict[Any, Any], key: object) -> Callable[[object], None]:
-    """A weak reference's callback dropping `key`'s entry with its node: a statement lives no longer than the parsed
-    document it was made for (the parse cache's bound), not until the table fills."""
-    return lambda _: table.pop(key, None)
 _AUTHORS: dict[int, tuple[ref[FieldNode], AuthorsJson | None]] = {}
 _PAPERS: dict[tuple[int, int], tuple[ref[FieldNode], ref[FieldNode] | None, PaperJson | None]] = {}
 
@@ -253,7 +248,7 @@ def authors_json(node: FieldNode | None) -> AuthorsJson | None:
     made = AuthorsJson(ref(node), AuthorsStatement.of(shape)) if shape is not None else None
     if len(_AUTHORS) >= _MAX_MADE:
         _AUTHORS.clear()
-    _AUTHORS[id(node)] = (ref(node, _forget(_AUTHORS, id(node))), made)
+    _AUTHORS[id(node)] = (ref(node, forget(_AUTHORS, id(node))), made)
     return made
 
 
@@ -275,6 +270,6 @@ def paper_json(authors: FieldNode | None, versions: FieldNode | None) -> PaperJs
             made.statements[kind] = PaperStatement.of(kind, authors_shape, versions_shape)
     if len(_PAPERS) >= _MAX_MADE:
         _PAPERS.clear()
-    gone = _forget(_PAPERS, key)
+    gone = forget(_PAPERS, key)
     _PAPERS[key] = (ref(authors, gone), ref(versions, gone) if versions is not None else None, made)
     return made
