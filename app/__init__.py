@@ -52,7 +52,7 @@ from routes.graphql import GraphQLView
 from routes.services import Services, services
 from schema import Schema, build_schema
 from settings import Settings, cors_origin_list, get_settings
-from telemetry import logs
+from telemetry import logs, loop_lag
 from telemetry import metrics as telemetry_metrics
 from telemetry.tracing import instrument
 
@@ -194,6 +194,7 @@ def create_app(
         watcher = asyncio.create_task(near.watch()) if near is not None else None
         replicas = _replicas(settings, pool, cache, query_logger)
         health = asyncio.create_task(replicas.run()) if replicas is not None else None
+        lag = asyncio.create_task(loop_lag.watch())
         # Chat is the one place the API calls an upstream while answering: its own client and retry rules.
         chat = ChatService.open(
             pool,
@@ -238,6 +239,8 @@ def create_app(
         finally:
             gc.set_threshold(*collector_thresholds)
             restore_sigterm()
+            lag.cancel()
+            await asyncio.gather(lag, return_exceptions=True)
             if health is not None and replicas is not None:
                 health.cancel()
                 await asyncio.gather(health, return_exceptions=True)

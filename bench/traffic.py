@@ -223,9 +223,34 @@ def api_server(env: dict[str, str], workers: int, log: Path) -> Iterator[tuple[i
 _METRIC = re.compile(r'^wovepaper_cache_events_total\{cache="(\w+)",event="(\w+)"\} ([0-9.e+]+)$', re.M)
 
 
-async def cache_events(client: Client) -> dict[str, float]:
+_LAG_BUCKET = re.compile(r'^wovepaper_event_loop_lag_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$', re.M)
+
+
+async def scrape(client: Client) -> tuple[dict[str, float], dict[float, float]]:
+    """The cache's events and the event loop's lag buckets (upper bound in seconds: cumulative count)."""
     response = await client.request(encode_request("GET", "/metrics", client.authority))
-    return {f"{c}_{e}": float(v) for c, e, v in _METRIC.findall(response.body.decode())}
+    text = response.body.decode()
+    events = {f"{c}_{e}": float(v) for c, e, v in _METRIC.findall(text)}
+    return events, {float(le): float(v) for le, v in _LAG_BUCKET.findall(text)}
+
+
+def lag_quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
+    """The q-quantile of the lag observed between two scrapes, in ms, interpolated within its bucket as
+    Prometheus's histogram_quantile does (None without samples; the last finite bound when it is beyond it)."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    if not counts or counts[-1] <= 0:
+        return None
+    rank = q * counts[-1]
+    lower, below = 0.0, 0.0
+    for bound, cumulative in zip(bounds, counts, strict=True):
+        if cumulative >= rank:
+            if bound == float("inf"):
+                return round(lower * 1000, 2)
+            inside = cumulative - below
+            return round((lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)) * 1000, 2)
+        lower, below = bound, cumulative
+    return round(lower * 1000, 2)
 
 
 def hit_rate(before: dict[str, float], after: dict[str, float], cache: str) -> float | None:
@@ -320,7 +345,7 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
         site.seen.clear()
         site.latest.clear()
         records: dict[str, Record] = {}
-        before = await cache_events(client)
+        before, lag_before = await scrape(client)
         ingest = None
         if args.ingest:
             from bench.traffic_ingest import IngestDuringLoad
@@ -332,7 +357,7 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
         ingest_task = asyncio.create_task(ingest.run(delay_s=args.ingest_delay)) if ingest else None
         last = await open_loop(jobs(site), records, grace_s=args.timeout)
         used = await meter.stop()
-        after = await cache_events(client)
+        after, lag_after = await scrape(client)
         if ingest_task is not None:
             result["ingest"] = await ingest.finish(ingest_task)
         verdicts = await truth.check(admin, site.seen, site.latest, args.truth_grace, args.truth_allowance)
@@ -368,6 +393,9 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             "response_cache_hit_rate": hit_rate(before, after, "response"),
             "aggregate_cache_hit_rate": hit_rate(before, after, "aggregate"),
             "client_lag_p99_ms": _pct(total.lags_ms, 99),
+            "server_loop_lag_p50_ms": lag_quantile(lag_before, lag_after, 0.5),
+            "server_loop_lag_p99_ms": lag_quantile(lag_before, lag_after, 0.99),
+            "server_loop_lag_max_bucket_ms": lag_quantile(lag_before, lag_after, 1.0),
             "machine_busy_cores": round(used["machine_busy_cores"], 2),
             "others_cores": round(used["others"] / used["wall"], 2),
             "loadavg_start": [round(x, 2) for x in load_start],
@@ -416,11 +444,11 @@ async def per_class(
         draws = [alone.draw() for _ in range(20_000)]
         await fetch_rows(admin, drawer.universe, wanted_rows(draws))
         records: dict[str, Record] = {}
-        before = await cache_events(client)
+        before, lag_before = await scrape(client)
         await meter.start()
         done, seconds = await closed_loop(_cycle(site, draws), args.per_class_concurrency, args.per_class, records)
         used = await meter.stop()
-        after = await cache_events(client)
+        after, lag_after = await scrape(client)
         r = records.get(cls, Record())
         line = {
             "class": cls,

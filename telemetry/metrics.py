@@ -109,6 +109,14 @@ REPLICA_FALLBACKS = Counter(
 DB_RETRIES = Counter(
     "wovepaper_db_lost_connection_retries_total", "Read operations run again after a lost PostgreSQL connection."
 )
+# From a millisecond (a quiet loop) to seconds (a stalled one).
+LOOP_LAG_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+EVENT_LOOP_LAG = Histogram(
+    "wovepaper_event_loop_lag_seconds",
+    "How late a worker's event loop ran a timer it was due to run (telemetry/loop_lag.py): the time a request that "
+    "is ready to go on waits for the work ahead of it in the same process.",
+    buckets=LOOP_LAG_BUCKETS,
+)
 
 _operation_names: frozenset[str] = frozenset()
 

@@ -17,7 +17,7 @@ import pytest
 
 from bench.loadgen import Client, Record, TransportError, arrival_times, encode_request, open_loop, zipf_rank
 from bench.site_mix import DEFAULT_SHARES, VIEWER_PREFIX, Site, parse_shares, search_terms
-from bench.traffic import API_APP, INGEST_APP, Backends
+from bench.traffic import API_APP, INGEST_APP, Backends, lag_quantile
 from bench.traffic_ingest import World
 from ingest.locks import run_name
 from ingest.parsers.oai import parse_page
@@ -226,3 +226,16 @@ def test_backend_cpu_is_told_apart_by_application_and_counts_the_ingest_runs_by_
     assert backends.seconds(API_APP) == 1.0
     assert backends.seconds(INGEST_APP) == 2.0 + 3.0
     assert asyncio.iscoroutinefunction(Backends.run)  # the sampler the run starts
+
+
+def test_the_loop_lag_quantiles_come_from_the_buckets_counted_between_two_scrapes() -> None:
+    inf = float("inf")
+    before = {0.001: 10.0, 0.01: 20.0, 0.1: 20.0, inf: 20.0}
+    # Since then: 90 samples under 1 ms, 9 between 1 and 10 ms, 1 between 10 and 100 ms.
+    after = {0.001: 100.0, 0.01: 29.0 + 90, 0.1: 30.0 + 90, inf: 30.0 + 90}
+    assert lag_quantile(before, after, 0.5) == pytest.approx(0.5 * 0.001 / 0.9 * 1000, abs=0.01)
+    assert lag_quantile(before, after, 0.99) == pytest.approx(10.0)  # the 99th of 100: the top of the second bucket
+    assert lag_quantile(before, after, 1.0) == pytest.approx(100.0)  # the one slow sample's bucket, its upper bound
+    assert lag_quantile(after, after, 0.99) is None  # nothing observed in between
+    # Beyond the last finite bound: that bound, as histogram_quantile answers.
+    assert lag_quantile({}, {0.001: 0.0, 0.01: 0.0, 0.1: 0.0, inf: 4.0}, 0.5) == pytest.approx(100.0)

@@ -97,3 +97,36 @@ async def test_latencies_counted_here_read_as_if_each_was_observed_in_prometheus
     metrics.fold_latencies()  # what reading /metrics in this process does
     assert samples("counted_seconds") == samples("direct_seconds")
     assert ("_count", {"op": "x"}, len(values) + 1.0) in samples("counted_seconds")
+
+
+def _lag_buckets() -> dict[str, float]:
+    return {
+        sample.labels["le"]: sample.value
+        for family in text_string_to_metric_families(metrics.generate_latest().decode())
+        for sample in family.samples
+        if sample.name == "wovepaper_event_loop_lag_seconds_bucket"
+    }
+
+
+async def test_a_stalled_event_loop_shows_in_the_lag_histogram_and_a_quiet_one_does_not() -> None:
+    import time
+
+    from telemetry import loop_lag
+
+    before = _lag_buckets()
+    watcher = asyncio.create_task(loop_lag.watch(interval_s=0.01))
+    try:
+        await asyncio.sleep(0.2)  # quiet: about 20 samples
+        quiet = _lag_buckets()
+        asyncio.get_running_loop().call_soon(time.sleep, 0.3)  # one synchronous step of 300 ms
+        await asyncio.sleep(0.35)
+        stalled = _lag_buckets()
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    samples = quiet["+Inf"] - before.get("+Inf", 0.0)
+    assert samples >= 5
+    # A quiet loop is late by well under 100 ms (a loaded test machine included).
+    assert quiet["0.1"] - before.get("0.1", 0.0) >= samples - 1
+    # The stall is one sample of at least 250 ms, and the lag is not counted twice.
+    assert stalled["+Inf"] - stalled["0.25"] == quiet["+Inf"] - quiet["0.25"] + 1
