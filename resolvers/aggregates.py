@@ -6,6 +6,7 @@ statistics entry; when they resolve concurrently the store's single flight makes
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import asyncpg
@@ -66,6 +67,14 @@ async def load_researcher_stats(
         owner=EntityRef("researcher", researcher_id),
     )
     return result
+
+
+def researcher_stats(ctx: Context, researcher_id: int) -> asyncio.Task[ResearcherStatsRow | None]:
+    """The researcher's statistics for this request, read once for all the fields that show them; the first caller
+    starts it (`resolve_researcher` does, beside the researcher's row, when the selection shows them)."""
+    return ctx.loaders.started(
+        ("researcher_stats", researcher_id), lambda: load_researcher_stats(ctx.pool, ctx.cache, researcher_id)
+    )
 
 
 async def load_researcher_coauthors(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -48,6 +49,7 @@ class Loaders:
         self._known_papers: dict[int, PaperRow] = {}
         self._known_researchers: dict[int, ResearcherRow] = {}
         self._known_institutions: dict[int, InstitutionRow] = {}
+        self._started: dict[Hashable, asyncio.Task[Any]] = {}
 
     def _batch(
         self, fetch: Callable[[Conn, list[K]], Awaitable[Sequence[V]]]
@@ -214,9 +216,22 @@ class Loaders:
         for name in [name for name, value in vars(self).items() if isinstance(value, DataLoader)]:
             delattr(self, name)
         self._named.clear()
+        for task in self._started.values():
+            task.cancel()  # started early for a field the answer did not reach (an error, a researcher not found)
+        self._started.clear()
         self._known_papers.clear()
         self._known_researchers.clear()
         self._known_institutions.clear()
+
+    def started(self, key: Hashable, start: Callable[[], Awaitable[V]]) -> asyncio.Task[V]:
+        """`start()` run once for this request: begun by the first caller, possibly before a parent's row is
+        read so that it runs beside that statement, and shared by every later caller (await it shielded)."""
+        task = self._started.get(key)
+        if task is None:
+            task = asyncio.ensure_future(start())
+            task.add_done_callback(_retrieve)
+            self._started[key] = task
+        return task
 
     # -- priming: rows fetched by page-shaped reads answer later by-id loads -----------------------
 
@@ -228,3 +243,9 @@ class Loaders:
 
     def prime_institutions(self, rows: Iterable[InstitutionRow], *, force: bool = False) -> None:
         self._prime(self._known_institutions, rows, self.institution_by_id if force else None)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    # A task started early whose result nobody awaited (the parent was not found): its failure is not news.
+    if not task.cancelled():
+        task.exception()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated
@@ -18,8 +19,8 @@ from resolvers.aggregates import (
     load_institution_stats,
     load_researcher_coauthors,
     load_researcher_network,
-    load_researcher_stats,
     researcher_rows,
+    researcher_stats,
 )
 from resolvers.context import Info
 
@@ -153,8 +154,7 @@ class ResearcherFilter:
 
 
 async def _stats(root: ResearcherRow, info: Info) -> ResearcherStatsRow | None:
-    ctx = info.context
-    return await load_researcher_stats(ctx.pool, ctx.cache, root.id)
+    return await asyncio.shield(researcher_stats(info.context, root.id))
 
 
 async def researcher_h_index_in_archive(root: ResearcherRow, info: Info) -> int:

@@ -14,7 +14,7 @@ from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
 from resolvers.context import Info
 from resolvers.corrections import researcher_corrections, viewer_owns
-from resolvers.pagination import Connection
+from resolvers.pagination import Connection, Lookahead
 from resolvers.researchers import (
     researcher_affiliations,
     researcher_institutions,
@@ -41,6 +41,7 @@ from schema.aggregates import (
     researcher_most_cited_paper,
     researcher_network,
 )
+from schema.cost import STATS_FIELDS
 from schema.derived import NODE_ID_DOC, derived, researcher_node_id
 from schema.enums import PaperSort, ResearcherSort
 from schema.inputs import ResearcherPaperFilter
@@ -244,7 +245,8 @@ class ResearcherQuery:
         graphql_type=Researcher | None,
     )
     async def researcher(self, info: Info, id: str) -> ResearcherRow | None:
-        return await resolve_researcher(info.context, id)
+        look = Lookahead.of(info)
+        return await resolve_researcher(info.context, id, stats=any(map(look.selects, STATS_FIELDS["Researcher"])))
 
     @strawberry.field(
         description="Researchers, optionally by name: `query` matches names ignoring case and diacritics, a typo "

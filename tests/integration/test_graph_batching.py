@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 from graphql.execution.executor import Executor
 from strawberry.dataloader import DataLoader
 
+from db.queries.aggregates import SELECT_RESEARCHER_STATS
 from db.queries.papers import PaperRow
 from resolvers.context import Context
 from resolvers.loaders import Loaders
@@ -96,6 +99,35 @@ async def test_researcher_page_matches_the_generic_loader_path(g: Graph) -> None
             {"id": paper["id"]},
         )
         assert again["node"]["authors"] == paper["authors"]
+
+
+RESEARCHER_STATS_PAGE = """query($id: String!) { researcher(id: $id) {
+  name authorPositions { first totalPapers } citationSummary { total } mostCitedPaper { arxivId } } }"""
+
+
+async def test_a_researchers_statistics_are_read_beside_the_row_not_after_it(g: Graph) -> None:
+    """By a database id, the statistics (the page's longest chain: them, then their most cited paper) start with
+    the researcher's row. Held up on a table only the row's statement reads, the request has its statistics read
+    while the row is still waiting."""
+    wumo = str(g.seeded.researcher_ids["wumo"])
+    conn = await asyncpg.connect(g.seeded.dsn)
+    try:
+        async with conn.transaction():
+            await conn.execute("LOCK TABLE researcher_redirects IN ACCESS EXCLUSIVE MODE")
+            g.counter.reset()
+            request = asyncio.create_task(g.data(RESEARCHER_STATS_PAGE, {"id": wumo}))
+            async with asyncio.timeout(4):  # within the statement timeout the row waits under (5 s)
+                while SELECT_RESEARCHER_STATS not in g.counter.statements:  # noqa: ASYNC110 - a logger, no signal
+                    await asyncio.sleep(0.01)
+            assert not request.done()
+        answer = await request
+    finally:
+        await conn.close()
+    assert answer == await g.data(RESEARCHER_STATS_PAGE, {"id": wumo})
+    wumo_papers = [p for p in PAPERS if any(a.researcher == "wumo" for a in p.authors)]
+    assert answer["researcher"]["authorPositions"]["totalPapers"] == len(wumo_papers)
+    # Not found: the statistics started for nothing are not an error.
+    assert (await g.data(RESEARCHER_STATS_PAGE, {"id": "987654321"}))["researcher"] is None
 
 
 async def test_paper_page_and_paper_list_budgets(g: Graph) -> None:
@@ -204,6 +236,8 @@ async def test_an_answered_request_leaves_no_reference_cycle_behind(g: Graph) ->
         await g.data(RESEARCHER_PAGE, {"id": "s2:2109311836", "first": 24})
         await g.data(PAPER_PAGE, {"id": "2401.00005"})
         await g.data(PAPER_LIST, {"first": 10})
+        await g.data(RESEARCHER_STATS_PAGE, {"id": str(g.seeded.researcher_ids["wumo"])})
+        await g.data(RESEARCHER_STATS_PAGE, {"id": "987654321"})
         gc.set_debug(gc.DEBUG_SAVEALL)
         gc.collect()
         cyclic = [

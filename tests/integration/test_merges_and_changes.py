@@ -74,12 +74,14 @@ async def test_a_merged_researcher_resolves_to_the_survivor_everywhere(make_data
 
         q = """query($id: String!) { researcher(id: $id) {
                  databaseId slug mergedIds paperCount papers(first: 100) { totalCount }
-                 externalIds { semanticScholar openAlex } } }"""
+                 authorPositions { totalPapers } externalIds { semanticScholar openAlex } } }"""
+        both = {p.arxiv_id for p in PAPERS if any(a.researcher in ("wumo", "ada") for a in p.authors)}
         for form in (str(ada), ada_slug, "s2:1741101", str(wumo)):
             r = (await g.data(q, {"id": form}))["researcher"]
             assert r["databaseId"] == wumo and r["slug"] == wumo_slug, form
             assert r["mergedIds"] == [before["id"]]
-        both = {p.arxiv_id for p in PAPERS if any(a.researcher in ("wumo", "ada") for a in p.authors)}
+            # The statistics are the survivor's, whichever id asked (they start before the row says which it is).
+            assert r["authorPositions"]["totalPapers"] == len(both), form
         assert r["paperCount"] == r["papers"]["totalCount"] == len(both)
         assert r["externalIds"]["semanticScholar"] == "2109311836"  # the survivor's own
         conn = await asyncpg.connect(seeded.dsn)
