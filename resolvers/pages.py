@@ -23,7 +23,7 @@ from db.connection import Conn
 from db.filters import Clause, Sort
 from db.rows import CountedRows
 from resolvers.context import Context
-from resolvers.pagination import Connection, PageRequest, past_the_end, split_page
+from resolvers.pagination import Connection, PageRequest, past_the_end, split_page, total_from_page
 
 T = TypeVar("T")
 
@@ -107,6 +107,8 @@ async def read_page(
             rows = await query.rows(conn, request.after, request.first + 1, request.offset)
             # Counted by the page's own statement when it could (CountedRows), else by a statement of its own.
             total = rows.total if isinstance(rows, CountedRows) else None
+            if total is None:
+                total = total_from_page(request, len(rows))
             if total is None and want_total:
                 total = await query.count(conn)
         nodes, has_next = split_page(rows, request.first)
@@ -126,10 +128,14 @@ def _owner_loader(ctx: Context, lists: OwnerLists[K, T]) -> DataLoader[K, OwnerP
                 head = members[0]
                 owner_ids = list(dict.fromkeys(k.owner_id for k in members))
                 rows = await lists.rows(conn, head, owner_ids)
-                totals = await lists.counts(conn, head, owner_ids) if head.want_total else {}
+                # An owner whose page holds its whole list (most researchers' first page) needs no count.
+                totals = {o: total_from_page(head.request, len(rows[o])) for o in owner_ids}
+                uncounted = [o for o, total in totals.items() if total is None]
+                if head.want_total and uncounted:
+                    totals.update(await lists.counts(conn, head, uncounted))
                 for owner_id in owner_ids:
                     nodes, has_next = split_page(rows[owner_id], head.request.first)
-                    pages[(group, owner_id)] = OwnerPage(nodes, has_next, totals.get(owner_id))
+                    pages[(group, owner_id)] = OwnerPage(nodes, has_next, totals[owner_id])
         answered = [pages[(k.group, k.owner_id)] for k in keys]
         if lists.after_read is not None:
             await lists.after_read([(k, page.nodes) for k, page in zip(keys, answered, strict=True)])

@@ -169,6 +169,14 @@ async def past_the_end(request: PageRequest, sort: Sort, count: Callable[[], Awa
     return Connection([], sort=sort, request=request, has_next_page=False, total=total, count=count)
 
 
+def total_from_page(request: PageRequest, read: int) -> int | None:
+    """The list's length when its page shows it (`read`: the rows read, at most first + 1): a numbered page that
+    holds the list's last row, or a first page that holds the whole list. None when a count must say it."""
+    if request.after is not None or read > request.first or (read == 0 and request.offset > 0):
+        return None
+    return request.offset + read
+
+
 def split_page(rows: Sequence[T], first: int) -> tuple[list[T], bool]:
     """Rows were fetched with LIMIT first+1: the extra row only says there is a next page."""
     return list(rows[:first]), len(rows) > first

@@ -168,6 +168,34 @@ async def test_total_count_is_not_computed_unless_asked(g: Graph) -> None:
     assert (without, with_total) == (1, 2)
 
 
+async def test_a_page_that_holds_the_end_of_its_list_is_its_own_count(g: Graph) -> None:
+    """totalCount is counted by a statement only when the page does not show it: a first page holding the whole
+    list (most researchers' pages), or a numbered page holding its last rows, tells the length itself."""
+    q = """query($id: String!, $first: Int, $page: Int, $after: String) { researcher(id: $id) {
+      papers(first: $first, page: $page, after: $after, sort: NEWEST) { totalCount totalPages
+        pageInfo { endCursor } nodes { arxivId } } } }"""
+    wumo = str(g.seeded.researcher_ids["wumo"])
+    n = sum(1 for p in PAPERS if any(a.researcher == "wumo" for a in p.authors))
+    assert n >= 5
+    counted: dict[tuple[int, int | None], int] = {}
+    for first, page in ((n, 1), (n + 5, 1), (n - 1, 1), (n - 2, 2), (n - 1, 2), (n, 2), (1, n)):
+        data, counted[(first, page)] = await g.counted(q, {"id": wumo, "first": first, "page": page})
+        papers = data["researcher"]["papers"]
+        assert papers["totalCount"] == n, (first, page)
+        assert papers["totalPages"] == -(-n // first)
+    # The researcher's row, the page: and the count only where the page ends before the list does or lies past it.
+    assert counted == {(n, 1): 2, (n + 5, 1): 2, (n - 1, 1): 3, (n - 2, 2): 2, (n - 1, 2): 2, (n, 2): 3, (1, n): 2}
+    # After a cursor the page does not know what came before it: counted.
+    first_page = await g.data(q, {"id": wumo, "first": 2, "page": None})
+    cursor = first_page["researcher"]["papers"]["pageInfo"]["endCursor"]
+    data, statements = await g.counted(q, {"id": wumo, "first": n, "page": None, "after": cursor})
+    assert data["researcher"]["papers"]["totalCount"] == n and statements == 3
+    # A list read on its own (not an owner's) the same way.
+    everything = (await g.data("{ papers(first: 1) { totalCount } }"))["papers"]["totalCount"]
+    data, statements = await g.counted(f"{{ papers(first: {everything + 1}) {{ totalCount nodes {{ id }} }} }}")
+    assert data["papers"]["totalCount"] == everything and statements == 1
+
+
 NESTED = """query($n: Int) { researchers(first: $n, sort: NAME) { nodes { name
   papers(first: 5, sort: OLDEST) { totalCount nodes { arxivId authors { name researcher { name } } } }
 } } }"""
