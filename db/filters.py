@@ -154,13 +154,15 @@ def owners_page(
     limit: int,
     offset: int,
     by_id: bool = False,
+    total: str | None = None,
 ) -> tuple[str, list[object]]:
     """The same page for each owner, in one statement: one LATERAL subquery per owner id, `owner.sql` tying rows
     to `k.owner_id`. Returns the statement and its arguments; each row starts with its owner's id.
 
     `by_id`: the page's ids are chosen first, reading only what the filter and sort need (from a covering index,
     where there is one), and only the page's rows are then read whole by id: an owner with 200k rows otherwise
-    has every one of them read whole to sort them."""
+    has every one of them read whole to sort them. `total`: an expression of `k.owner_id` (no parameters), each
+    row's `listed_total` (see `owner_keys`)."""
     where, args = compose(clauses, offset=1)
     n = len(args) + 1
     alias = source.split()[-1]
@@ -168,12 +170,21 @@ def owners_page(
     if by_id:
         rows = f" FROM {source} WHERE {alias}.id = ANY (ARRAY(SELECT {alias}.id{rows}))"
     sql, keys = keyed(
-        f"SELECT k.owner_id, {columns} FROM {{keys_ord}} AS k(owner_id, ord)"
+        f"SELECT k.*, {columns} FROM {owner_keys(total)}"
         f" CROSS JOIN LATERAL (SELECT {columns}{rows}) {alias}"
         f" ORDER BY k.ord, {sort.order_by}",
         owner_ids,
     )
     return sql, [keys, *args, limit, offset]
+
+
+def owner_keys(total: str | None) -> str:
+    """The owners of a page statement as `k(owner_id, ord)`, each with `listed_total` when `total` (an expression
+    of `k.owner_id`) is given: evaluated once an owner (OFFSET 0 keeps the subquery from being merged into the
+    statement, which would evaluate it once a row), so the owner's count comes with its page."""
+    if total is None:
+        return "{keys_ord} AS k(owner_id, ord)"
+    return f"(SELECT k.owner_id, k.ord, {total} AS listed_total FROM {{keys_ord}} AS k(owner_id, ord) OFFSET 0) k"
 
 
 # `score`: a float as repr() text (exact, so a keyset neither skips nor repeats a row), compared as float8.

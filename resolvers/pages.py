@@ -106,15 +106,18 @@ async def read_page(
         async with ctx.pool.acquire() as conn:
             rows = await query.rows(conn, request.after, request.first + 1, request.offset)
             # Counted by the page's own statement when it could (CountedRows), else by a statement of its own.
-            total = rows.total if isinstance(rows, CountedRows) else None
-            if total is None:
-                total = total_from_page(request, len(rows))
+            total = _total(request, rows)
             if total is None and want_total:
                 total = await query.count(conn)
         nodes, has_next = split_page(rows, request.first)
         if query.after_read is not None:
             await query.after_read(nodes)
     return Connection(nodes, sort=query.sort, request=request, has_next_page=has_next, total=total, count=count)
+
+
+def _total(request: PageRequest, rows: Sequence[object]) -> int | None:
+    counted = rows.total if isinstance(rows, CountedRows) else None
+    return counted if counted is not None else total_from_page(request, len(rows))
 
 
 def _owner_loader(ctx: Context, lists: OwnerLists[K, T]) -> DataLoader[K, OwnerPage[T]]:
@@ -128,8 +131,9 @@ def _owner_loader(ctx: Context, lists: OwnerLists[K, T]) -> DataLoader[K, OwnerP
                 head = members[0]
                 owner_ids = list(dict.fromkeys(k.owner_id for k in members))
                 rows = await lists.rows(conn, head, owner_ids)
-                # An owner whose page holds its whole list (most researchers' first page) needs no count.
-                totals = {o: total_from_page(head.request, len(rows[o])) for o in owner_ids}
+                # Counted with the page where the statement could, else shown by a page that holds the list's end
+                # (most researchers' first page); the rest are counted on their own.
+                totals = {o: _total(head.request, rows[o]) for o in owner_ids}
                 uncounted = [o for o, total in totals.items() if total is None]
                 if head.want_total and uncounted:
                     totals.update(await lists.counts(conn, head, uncounted))

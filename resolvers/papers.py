@@ -241,14 +241,15 @@ async def _owner_rows(conn: Conn, head: OwnerPageKey, owner_ids: list[int]) -> d
     clauses = with_after(paper_filter_clauses(head.spec), head.request.after)
     owner, sort = OWNER_FILTERS[head.owner], PAPER_SORTS[head.sort]
     limit, offset = head.request.first + 1, head.request.offset
+    count = head.want_total
     if head.written is not None:
         statement = head.written.statement
         written = await page_papers_of_owners_written(
-            conn, owner, owner_ids, clauses, sort, statement, limit=limit, offset=offset
+            conn, owner, owner_ids, clauses, sort, statement, limit=limit, offset=offset, count=count
         )
         if written is not None:
             return written  # type: ignore[return-value]  # (lists are invariant)
-    return await page_papers_of_owners(conn, owner, owner_ids, clauses, sort, limit=limit, offset=offset)  # type: ignore[return-value]
+    return await page_papers_of_owners(conn, owner, owner_ids, clauses, sort, limit=limit, offset=offset, count=count)  # type: ignore[return-value]
 
 
 async def _owner_counts(conn: Conn, head: OwnerPageKey, owner_ids: list[int]) -> dict[int, int]:

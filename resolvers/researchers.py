@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from db.connection import Conn
 from db.filters import RESEARCHER_FILTERS, RESEARCHER_OWNER_FILTERS, RESEARCHER_SORTS, Clause, Sort
-from db.queries.institutions import AffiliationRow, InstitutionRow, fetch_researcher_counts
+from db.queries.institutions import STORED_RESEARCHER_COUNT, AffiliationRow, InstitutionRow, fetch_researcher_counts
 from db.queries.researchers import (
     ResearcherRow,
     count_researchers,
@@ -152,7 +152,11 @@ async def _institution_rows(
     clauses = with_after(head.clauses, head.request.after)
     limit, offset = head.request.first + 1, head.request.offset
     owner, sort = RESEARCHER_OWNER_FILTERS["institution"], RESEARCHER_SORTS[head.sort]
-    return await page_researchers_of_owners(conn, owner, owner_ids, clauses, sort, limit=limit, offset=offset)
+    # Unfiltered, the count every institution keeps comes with the page.
+    total = STORED_RESEARCHER_COUNT if head.want_total and not head.clauses else None
+    return await page_researchers_of_owners(  # type: ignore[return-value]  # (lists are invariant)
+        conn, owner, owner_ids, clauses, sort, limit=limit, offset=offset, total=total
+    )
 
 
 async def _institution_counts(conn: Conn, head: InstitutionPageKey, owner_ids: list[int]) -> dict[int, int]:

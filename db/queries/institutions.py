@@ -212,6 +212,10 @@ async def count_institutions(conn: Conn, clauses: Sequence[Clause]) -> int:
     return count
 
 
+# The same count as an expression of a page statement's owner (`k.owner_id`: db/filters.owner_keys).
+STORED_RESEARCHER_COUNT = "(SELECT i.researcher_count FROM institutions i WHERE i.id = k.owner_id)"
+
+
 async def fetch_researcher_counts(conn: Conn, institution_ids: Sequence[int]) -> dict[int, int]:
     """Each institution's researchers (its researcher_institutions rows), as stored and kept by every write
     (migration 0027): what counting them live takes a scan of the largest institution's 45,000 to give."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from db.filters import OWNER_FILTERS, PAPER_FILTERS, Clause, Fragment, Sort
+from db.filters import OWNER_FILTERS, PAPER_FILTERS, Clause, Fragment, Sort, owner_keys
 from db.keys import keyed
 
 # The owner conditions that have a listing: (table, its owner column).
@@ -46,17 +46,20 @@ def page_statement(
     offset: int,
     inner: str | None = None,
     joins: str = "",
+    count: bool = False,
 ) -> tuple[str, list[object]] | None:
     """The page of papers (`columns` over `p`) of each owner, or None when the listing cannot serve it. `inner`: the
     columns of the papers read (default `columns`) when `columns` read more than they, through `joins` (run for
-    the page's rows only)."""
+    the page's rows only). `count`: each row carries its owner's count as `listed_total` (the page and its count
+    in one round trip)."""
     listing = _listing(owner, clauses)
     direction = _DIRECTION.get(sort.name)
     if listing is None or direction is None:
         return None
     table, column, condition = listing
+    total = _count(table, column, condition) if count else None
     sql, keys = keyed(
-        f"SELECT k.owner_id, {columns} FROM {{keys_ord}} AS k(owner_id, ord)"
+        f"SELECT k.*, {columns} FROM {owner_keys(total)}"
         f" CROSS JOIN LATERAL (SELECT {inner or columns} FROM papers p WHERE p.id = ANY (ARRAY("
         f"SELECT l.paper_id FROM {table} l WHERE l.{column} = k.owner_id AND {condition}"
         f" ORDER BY l.published {direction}, l.paper_id {direction} LIMIT $2 OFFSET $3))) p {joins}"
@@ -74,9 +77,10 @@ def count_statement(
     if listing is None:
         return None
     table, column, condition = listing
-    sql, keys = keyed(
-        f"SELECT k.owner_id, (SELECT count(*) FROM {table} l WHERE l.{column} = k.owner_id AND {condition})"
-        " FROM {keys} AS k(owner_id)",
-        owner_ids,
-    )
+    sql, keys = keyed(f"SELECT k.owner_id, {_count(table, column, condition)} FROM {{keys}} AS k(owner_id)", owner_ids)
     return sql, [keys]
+
+
+def _count(table: str, column: str, condition: str) -> str:
+    """An owner's papers in its listing, index-only (`k.owner_id`: the owner)."""
+    return f"(SELECT count(*) FROM {table} l WHERE l.{column} = k.owner_id AND {condition})"

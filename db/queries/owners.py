@@ -9,7 +9,7 @@ from typing import TypeVar
 from db.connection import Conn
 from db.filters import Clause, Fragment, Sort, compose, owners_page
 from db.keys import keyed
-from db.rows import RowShape
+from db.rows import CountedRows, RowShape
 
 T = TypeVar("T")
 
@@ -27,24 +27,32 @@ async def page_of_owners(
     limit: int,
     offset: int,
     by_id: bool = False,
-) -> dict[int, list[T]]:
-    """The same page of `source` rows (`columns`, built by `shape`) for each owner, every owner listed."""
+    total: str | None = None,
+) -> dict[int, CountedRows[T]]:
+    """The same page of `source` rows (`columns`, built by `shape`) for each owner, every owner listed; `total` (an
+    expression of `k.owner_id`): each owner's count, read with its page (see `read_pages`)."""
     sql, args = owners_page(
-        owner, owner_ids, clauses, sort, columns=columns, source=source, limit=limit, offset=offset, by_id=by_id
-    )
+        owner, owner_ids, clauses, sort, columns=columns, source=source, limit=limit, offset=offset, by_id=by_id,
+        total=total,
+    )  # fmt: skip
     return await read_pages(conn, shape, owner_ids, sql, args)
 
 
 async def read_pages(
     conn: Conn, shape: RowShape[T], owner_ids: Sequence[int], sql: str, args: Sequence[object]
-) -> dict[int, list[T]]:
-    """Run a statement whose rows start with their owner's id: each owner's rows, every owner listed."""
-    pages: dict[int, list[T]] = {owner_id: [] for owner_id in owner_ids}
+) -> dict[int, CountedRows[T]]:
+    """Run a statement whose rows start with their owner's id: each owner's rows, every owner listed, with the
+    owner's count when the rows carry it (`listed_total`; an owner without rows on this page has none)."""
+    pages: dict[int, CountedRows[T]] = {owner_id: CountedRows() for owner_id in owner_ids}
     records = await conn.fetch(sql, *args)
     if records:
         read = shape.reader(records[0])
+        counted = "listed_total" in records[0].keys()
         for record in records:
-            pages[record["owner_id"]].append(read(record))
+            page = pages[record["owner_id"]]
+            page.append(read(record))
+            if counted:
+                page.total = record["listed_total"]
     return pages
 
 

@@ -300,10 +300,12 @@ async def page_papers_of_owners(
     *,
     limit: int,
     offset: int = 0,
-) -> dict[int, list[PaperRow]]:
-    """The same page of papers for each owner (a researcher's or an institution's papers), in one statement."""
+    count: bool = False,
+) -> dict[int, CountedRows[PaperRow]]:
+    """The same page of papers for each owner (a researcher's or an institution's papers), in one statement;
+    `count`: with each owner's count where the owners' listings serve the page (else the pages' totals are None)."""
     listed = owner_listings.page_statement(
-        owner, owner_ids, clauses, sort, columns=PAPER_COLUMNS, limit=limit, offset=offset
+        owner, owner_ids, clauses, sort, columns=PAPER_COLUMNS, limit=limit, offset=offset, count=count
     )
     if listed is not None:
         return await read_pages(conn, PAPERS, owner_ids, *listed)

@@ -19,7 +19,7 @@ from db.queries.institutions import (
     affiliations_from_json,
 )
 from db.queries.owners import count_of_owners, page_of_owners
-from db.rows import RowShape, select_list
+from db.rows import CountedRows, RowShape, select_list
 from db.slugs import entity_slug
 
 ExternalIdKind = Literal["s2", "openalex", "orcid"]
@@ -160,8 +160,10 @@ async def page_researchers_of_owners(
     *,
     limit: int,
     offset: int = 0,
-) -> dict[int, list[ResearcherRow]]:
-    """The same page of researchers for each owner (an institution), in one statement."""
+    total: str | None = None,
+) -> dict[int, CountedRows[ResearcherRow]]:
+    """The same page of researchers for each owner (an institution), in one statement; `total`: each owner's count
+    with it (an expression of `k.owner_id`, such as institutions.STORED_RESEARCHER_COUNT)."""
     return await page_of_owners(
         conn,
         RESEARCHERS,
@@ -173,6 +175,7 @@ async def page_researchers_of_owners(
         source="researchers r",
         limit=limit,
         offset=offset,
+        total=total,
     )
 
 

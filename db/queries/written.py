@@ -357,21 +357,25 @@ async def page_papers_of_owners_written(
     *,
     limit: int,
     offset: int = 0,
-) -> dict[int, list[ListedPaper]] | None:
+    count: bool = False,
+) -> dict[int, CountedRows[ListedPaper]] | None:
     """db/queries/papers.page_papers_of_owners with each paper written as its node, when the owners' listings serve
     the page; None when they do not or a row cannot be written (the pages are then read as rows)."""
     listed = owner_listings.page_statement(
         owner, owner_ids, clauses, sort, columns=statement.columns, limit=limit, offset=offset,
-        inner=PAPER_COLUMNS, joins=statement.lateral,
+        inner=PAPER_COLUMNS, joins=statement.lateral, count=count,
     )  # fmt: skip
     if listed is None:
         return None
-    pages: dict[int, list[ListedPaper]] = {owner_id: [] for owner_id in owner_ids}
+    pages: dict[int, CountedRows[ListedPaper]] = {owner_id: CountedRows() for owner_id in owner_ids}
     for record in await conn.fetch(listed[0], *listed[1]):
         row = statement.read(record)
         if row is None:
             return None
-        pages[record["owner_id"]].append(row)
+        page = pages[record["owner_id"]]
+        page.append(row)
+        if count:
+            page.total = record["listed_total"]
     return pages
 
 

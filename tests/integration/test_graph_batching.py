@@ -159,7 +159,7 @@ async def test_lookahead_sees_through_fragments(g: Graph) -> None:
     fragment A on Authorship { name researcher { name } institutions { name } }"""
     data, count = await g.counted(query, {"id": "s2:2109311836"})
     assert data["researcher"]["papers"]["total"] > 24
-    assert count == 5  # researcher, page, count, authorships with researchers, institutions
+    assert count == 4  # researcher, page with its count, authorships with researchers, institutions
 
 
 async def test_total_count_is_not_computed_unless_asked(g: Graph) -> None:
@@ -168,27 +168,34 @@ async def test_total_count_is_not_computed_unless_asked(g: Graph) -> None:
     assert (without, with_total) == (1, 2)
 
 
-async def test_a_page_that_holds_the_end_of_its_list_is_its_own_count(g: Graph) -> None:
-    """totalCount is counted by a statement only when the page does not show it: a first page holding the whole
-    list (most researchers' pages), or a numbered page holding its last rows, tells the length itself."""
-    q = """query($id: String!, $first: Int, $page: Int, $after: String) { researcher(id: $id) {
-      papers(first: $first, page: $page, after: $after, sort: NEWEST) { totalCount totalPages
-        pageInfo { endCursor } nodes { arxivId } } } }"""
+async def test_a_pages_count_comes_with_it_or_from_it(g: Graph) -> None:
+    """totalCount takes a statement of its own only where neither the page's statement counts it (an owner's papers
+    by date: the listing counts them with the page) nor the page shows it (a first page holding the whole list, or
+    a numbered page holding the list's last rows)."""
+    q = """query($id: String!, $first: Int, $page: Int, $after: String, $filter: ResearcherPaperFilter) {
+      researcher(id: $id) { papers(first: $first, page: $page, after: $after, sort: NEWEST, filter: $filter) {
+        totalCount totalPages pageInfo { endCursor } nodes { arxivId } } } }"""
     wumo = str(g.seeded.researcher_ids["wumo"])
     n = sum(1 for p in PAPERS if any(a.researcher == "wumo" for a in p.authors))
     assert n >= 5
-    counted: dict[tuple[int, int | None], int] = {}
-    for first, page in ((n, 1), (n + 5, 1), (n - 1, 1), (n - 2, 2), (n - 1, 2), (n, 2), (1, n)):
-        data, counted[(first, page)] = await g.counted(q, {"id": wumo, "first": first, "page": page})
-        papers = data["researcher"]["papers"]
-        assert papers["totalCount"] == n, (first, page)
-        assert papers["totalPages"] == -(-n // first)
-    # The researcher's row, the page: and the count only where the page ends before the list does or lies past it.
-    assert counted == {(n, 1): 2, (n + 5, 1): 2, (n - 1, 1): 3, (n - 2, 2): 2, (n - 1, 2): 2, (n, 2): 3, (1, n): 2}
+    pages = ((n, 1), (n + 5, 1), (n - 1, 1), (n - 2, 2), (n, 2), (1, n))
+    for filtered in (False, True):
+        # A filter the listing cannot serve (a date, here one before every paper) reads the page from the papers.
+        where = {"publishedFrom": "1990-01-01"} if filtered else None
+        counted: dict[tuple[int, int], int] = {}
+        for first, page in pages:
+            variables = {"id": wumo, "first": first, "page": page, "filter": where}
+            data, counted[(first, page)] = await g.counted(q, variables)
+            papers = data["researcher"]["papers"]
+            assert (papers["totalCount"], papers["totalPages"]) == (n, -(-n // first)), (first, page, filtered)
+        # The researcher's row and the page; a count of its own past the end, and where a filtered page ends
+        # before the list does.
+        shown = {(n, 1): 2, (n + 5, 1): 2, (n - 2, 2): 2, (n, 2): 3, (1, n): 2}
+        assert counted == {**shown, (n - 1, 1): 3 if filtered else 2}, filtered
     # After a cursor the page does not know what came before it: counted.
-    first_page = await g.data(q, {"id": wumo, "first": 2, "page": None})
+    first_page = await g.data(q, {"id": wumo, "first": 2})
     cursor = first_page["researcher"]["papers"]["pageInfo"]["endCursor"]
-    data, statements = await g.counted(q, {"id": wumo, "first": n, "page": None, "after": cursor})
+    data, statements = await g.counted(q, {"id": wumo, "first": n, "after": cursor})
     assert data["researcher"]["papers"]["totalCount"] == n and statements == 3
     # A list read on its own (not an owner's) the same way.
     everything = (await g.data("{ papers(first: 1) { totalCount } }"))["papers"]["totalCount"]
@@ -208,8 +215,8 @@ async def test_nested_connections_batch_across_owners(g: Graph) -> None:
         data, count = await g.counted(NESTED, {"n": n})
         assert len(data["researchers"]["nodes"]) == n
         counts.append(count)
-    # Researchers, their pages (each paper written whole with its authors: db/queries/written.py), their counts.
-    assert counts[0] == counts[1] == 3
+    # Researchers, their pages with their counts (each paper written whole with its authors: db/queries/written.py).
+    assert counts[0] == counts[1] == 2
     # Each researcher's page equals what the researcher's own query answers.
     for node in data["researchers"]["nodes"]:
         alone = await g.data(
@@ -244,7 +251,7 @@ async def test_institutions_with_their_papers_and_researchers(g: Graph) -> None:
         assert {n["arxivId"] for n in node["papers"]["nodes"]} <= expected
         researchers = {r.name for r in RESEARCHERS if set(r.institutions) & _keys(node["name"])}
         assert {n["name"] for n in node["researchers"]["nodes"]} == researchers
-    assert count == 4  # institutions; one batch of paper pages and their counts; one batch of researcher pages
+    assert count == 3  # institutions; one batch of paper pages, one of researcher pages, each with their counts
 
 
 def _names(keys: tuple[str, ...]) -> set[str]:
