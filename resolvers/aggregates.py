@@ -77,6 +77,13 @@ def researcher_stats(ctx: Context, researcher_id: int) -> asyncio.Task[Researche
     )
 
 
+def institution_stats(ctx: Context, institution_id: int) -> asyncio.Task[InstitutionStatsRow | None]:
+    """The institution's statistics for this request, read once (as `researcher_stats`)."""
+    return ctx.loaders.started(
+        ("institution_stats", institution_id), lambda: load_institution_stats(ctx.pool, ctx.cache, institution_id)
+    )
+
+
 async def load_researcher_coauthors(
     pool: asyncpg.Pool, cache: CacheStore | None, researcher_id: int, *, first: int
 ) -> list[CoauthorRow]:

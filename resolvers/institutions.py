@@ -15,6 +15,7 @@ from db.queries.institutions import (
     fetch_institutions_by_similar_name,
     page_institutions,
 )
+from resolvers.aggregates import institution_stats
 from resolvers.context import Context, Info
 from resolvers.errors import BadUserInput
 from resolvers.ids import EntityKey, parse_institution_id
@@ -47,8 +48,12 @@ async def find_institution_by_similar_name(ctx: Context, name: str) -> Instituti
     return rows[0] if rows else None
 
 
-async def resolve_institution(ctx: Context, institution_id: str) -> InstitutionRow | None:
-    return await find_institution(ctx, parse_institution_id(institution_id))
+async def resolve_institution(ctx: Context, institution_id: str, *, stats: bool = False) -> InstitutionRow | None:
+    """`stats`: the selection shows the institution's statistics, which a database id lets start beside its row."""
+    key = parse_institution_id(institution_id)
+    if stats and key.db_id is not None:
+        institution_stats(ctx, key.db_id)
+    return await find_institution(ctx, key)
 
 
 async def lookup_institution_id(ctx: Context, institution_id: str, *, argument: str | None = None) -> int | None:

@@ -16,7 +16,7 @@ from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
 from resolvers.aggregates import (
     check_first,
-    load_institution_stats,
+    institution_stats,
     load_researcher_coauthors,
     load_researcher_network,
     researcher_rows,
@@ -306,8 +306,7 @@ async def researcher_network(
 
 
 async def institution_fields(root: InstitutionRow, info: Info) -> list[FieldCountRow]:
-    ctx = info.context
-    s = await load_institution_stats(ctx.pool, ctx.cache, root.id)
+    s = await asyncio.shield(institution_stats(info.context, root.id))
     return s.fields if s else []
 
 
@@ -319,7 +318,7 @@ async def institution_top_researchers(
     ctx = info.context
     first = 10 if first is None else first
     check_first(first)
-    s = await load_institution_stats(ctx.pool, ctx.cache, root.id)
+    s = await asyncio.shield(institution_stats(ctx, root.id))
     if s is None:
         return []
     ids = s.top_researcher_ids[:first]

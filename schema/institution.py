@@ -12,7 +12,7 @@ from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
 from resolvers.context import Info
 from resolvers.institutions import resolve_institution, resolve_institutions
-from resolvers.pagination import Connection
+from resolvers.pagination import Connection, Lookahead
 from resolvers.researchers import resolve_researchers
 from resolvers.viewer import viewer_is_following
 from schema.aggregates import FieldCount, LazyResearcher, institution_fields, institution_top_researchers
@@ -143,7 +143,10 @@ class InstitutionQuery:
         graphql_type=Institution | None,
     )
     async def institution(self, info: Info, id: str) -> InstitutionRow | None:
-        return await resolve_institution(info.context, id)
+        look = Lookahead.of(info)
+        return await resolve_institution(
+            info.context, id, stats=look.selects("fields") or look.selects("topResearchers")
+        )
 
     @strawberry.field(
         description="Institutions, optionally by name and country: `query` matches names ignoring case and "

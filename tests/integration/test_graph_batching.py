@@ -11,8 +11,9 @@ import pytest
 from graphql.execution.executor import Executor
 from strawberry.dataloader import DataLoader
 
-from db.queries.aggregates import SELECT_RESEARCHER_STATS
+from db.queries.aggregates import SELECT_INSTITUTION_STATS, SELECT_RESEARCHER_STATS
 from db.queries.papers import PaperRow
+from resolvers import loaders as loaders_module
 from resolvers.context import Context
 from resolvers.loaders import Loaders
 from tests.integration.graph_support import INSTITUTIONS, PAPERS, RESEARCHERS, Graph, graph, seeded_database
@@ -128,6 +129,31 @@ async def test_a_researchers_statistics_are_read_beside_the_row_not_after_it(g: 
     assert answer["researcher"]["authorPositions"]["totalPapers"] == len(wumo_papers)
     # Not found: the statistics started for nothing are not an error.
     assert (await g.data(RESEARCHER_STATS_PAGE, {"id": "987654321"}))["researcher"] is None
+
+
+async def test_an_institutions_statistics_are_read_beside_its_row(g: Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for an institution: with its row held back, its fields' statistics are read meanwhile."""
+    document = "query($id: String!) { institution(id: $id) { name fields { category count } } }"
+    mit = str(g.seeded.institution_ids["mit"])
+    expected = await g.data(document, {"id": mit})
+    gate = asyncio.Event()
+    read_rows = loaders_module.fetch_institutions_by_ids
+
+    async def held(conn: object, ids: list[int]) -> object:
+        await gate.wait()
+        return await read_rows(conn, ids)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loaders_module, "fetch_institutions_by_ids", held)
+    g.counter.reset()
+    request = asyncio.create_task(g.data(document, {"id": mit}))
+    try:
+        async with asyncio.timeout(4):
+            while SELECT_INSTITUTION_STATS not in g.counter.statements:  # noqa: ASYNC110 - a logger, no signal
+                await asyncio.sleep(0.01)
+        assert not request.done()
+    finally:
+        gate.set()
+    assert await request == expected and expected["institution"]["fields"]
 
 
 async def test_paper_page_and_paper_list_budgets(g: Graph) -> None:
