@@ -8,7 +8,7 @@ from typing import Generic, TypeVar
 
 import asyncpg
 
-from db.connection import Conn
+from db.connection import Conn, read_only
 from db.filters import INSTITUTION_FILTERS, Clause, Fragment, Sort, compose, escape_like
 from db.queries.institutions import INSTITUTION_COLUMNS, InstitutionRow, institution_from_record
 from db.queries.researchers import RESEARCHER_COLUMNS, ResearcherRow, researcher_from_record
@@ -134,8 +134,7 @@ async def _list_by_name(
         n_offset=n + 1,
     )
     params = [escape_like(query) if short else query, *args, *after_args, limit, offset]
-    async with conn.transaction(readonly=True):
-        await conn.execute(NAME_SESSION)
+    async with read_only(conn, NAME_SESSION):
         records = await conn.fetch(sql, *params)
     return NameMatches(records[0]["total"] if records else 0, [(named.row(r), r["score"]) for r in records])
 

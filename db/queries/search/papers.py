@@ -9,7 +9,7 @@ from datetime import datetime
 import asyncpg
 import orjson
 
-from db.connection import Conn
+from db.connection import Conn, read_only
 from db.filters import PAPER_FILTERS, Clause, Sort, compose
 from db.queries.embeddings import vector_literal
 from db.queries.papers import PaperRow, paper_from_record
@@ -177,13 +177,11 @@ async def search_papers(
         *after_args,
     ]
     if mode == "KEYWORD":
-        async with conn.transaction(readonly=True):
-            await conn.execute(KEYWORD_SESSION)
+        async with read_only(conn, KEYWORD_SESSION):
             records = await conn.fetch(sql, *args)
     else:
         try:
-            async with conn.transaction(readonly=True):
-                await conn.execute(f"{KEYWORD_SESSION}; {SEMANTIC_SESSION}")
+            async with read_only(conn, f"{KEYWORD_SESSION}; {SEMANTIC_SESSION}"):
                 if read_first:
                     assert literal is not None and vector_text is not None
                     args[9], args[10] = await _indexed_neighbours(conn, clauses, literal, vector_text, candidates)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from db.connection import Conn
+from db.connection import Conn, read_only
 from db.queries.papers import PAPER_COLUMNS, PaperRow, paper_from_record
 from db.queries.search.papers import SemanticSearchUnavailable
 from db.queries.search.statement import SEMANTIC_SESSION
@@ -39,8 +39,7 @@ async def fetch_similar_papers(
     a paper without a vector has none. Raises SemanticSearchUnavailable without pgvector."""
     out: dict[int, list[tuple[PaperRow, float]]] = {pid: [] for pid in paper_ids}
     try:
-        async with conn.transaction(readonly=True):
-            await conn.execute(SEMANTIC_SESSION)
+        async with read_only(conn, SEMANTIC_SESSION):
             rows = await conn.fetch(SELECT_SIMILAR_PAPERS, list(paper_ids), limit)
     except (asyncpg.UndefinedTableError, asyncpg.UndefinedObjectError) as exc:
         raise SemanticSearchUnavailable(str(exc)) from exc

@@ -9,7 +9,7 @@ from typing import Literal
 
 import asyncpg
 
-from db.connection import Conn
+from db.connection import Conn, read_only
 from db.filters import escape_like
 from db.paging import entity_global_id
 from db.queries.institutions import INSTITUTION_COLUMNS, institution_from_record
@@ -109,8 +109,7 @@ async def _name_page(
     keyset = after if after is not None else (None, None, None)
     if sql in _PREFIX_PAGES:
         return await conn.fetch(sql, escape_like(query), limit, offset, *keyset, *extra)
-    async with conn.transaction(readonly=True):
-        await conn.execute(NAME_SESSION)
+    async with read_only(conn, NAME_SESSION):
         return await conn.fetch(sql, query, limit, offset, *keyset, *extra)
 
 
