@@ -24,7 +24,9 @@ from db.queries.aggregates import (
     fetch_researcher_coauthors,
     fetch_researcher_network,
     fetch_researcher_stats,
+    fetch_researcher_stats_and_most_cited,
 )
+from db.queries.papers import PaperRow
 from db.queries.researchers import ResearcherRow
 from resolvers.context import Context
 from resolvers.errors import BadUserInput
@@ -52,11 +54,19 @@ def _optional(load: Any) -> Any:
 
 
 async def load_researcher_stats(
-    pool: asyncpg.Pool, cache: CacheStore | None, researcher_id: int
+    pool: asyncpg.Pool, cache: CacheStore | None, researcher_id: int, *, most_cited: list[PaperRow] | None = None
 ) -> ResearcherStatsRow | None:
+    """The statistics, from the cache or computed; computed here, their most cited paper is read by the same
+    statement and appended to `most_cited` when given."""
+
     async def compute() -> ResearcherStatsRow | None:
         async with pool.acquire() as conn:
-            return await fetch_researcher_stats(conn, researcher_id=researcher_id)
+            if most_cited is None:
+                return await fetch_researcher_stats(conn, researcher_id=researcher_id)
+            stats, paper = await fetch_researcher_stats_and_most_cited(conn, researcher_id=researcher_id)
+        if paper is not None:
+            most_cited.append(paper)
+        return stats
 
     if cache is None:
         return await compute()
@@ -71,10 +81,16 @@ async def load_researcher_stats(
 
 def researcher_stats(ctx: Context, researcher_id: int) -> asyncio.Task[ResearcherStatsRow | None]:
     """The researcher's statistics for this request, read once for all the fields that show them; the first caller
-    starts it (`resolve_researcher` does, beside the researcher's row, when the selection shows them)."""
-    return ctx.loaders.started(
-        ("researcher_stats", researcher_id), lambda: load_researcher_stats(ctx.pool, ctx.cache, researcher_id)
-    )
+    starts it (`resolve_researcher` does, beside the researcher's row, when the selection shows them). Computed
+    here, their most cited paper comes with them and `mostCitedPaper` is answered without a statement."""
+
+    async def load() -> ResearcherStatsRow | None:
+        most_cited: list[PaperRow] = []
+        stats = await load_researcher_stats(ctx.pool, ctx.cache, researcher_id, most_cited=most_cited)
+        ctx.loaders.prime_papers(most_cited)
+        return stats
+
+    return ctx.loaders.started(("researcher_stats", researcher_id), load)
 
 
 def institution_stats(ctx: Context, institution_id: int) -> asyncio.Task[InstitutionStatsRow | None]:

@@ -13,6 +13,8 @@ from typing import Any
 import orjson
 
 from db.connection import ConnOrPool
+from db.queries.papers import PAPERS, PaperRow
+from db.rows import select_list
 
 # Papers per arXiv category over `papers` (rows with categories and primary_category): `count` those listed in the
 # category at all (cross-lists too: what `papers(filter: {category})` lists), `primary_count` those whose primary
@@ -331,9 +333,30 @@ def fields_from_json(raw: Any) -> list[FieldCountRow]:
     return [FieldCountRow(category=str(c), count=int(n), primary_count=int(pn)) for c, n, pn in _json(raw)]
 
 
+# The same, with the most cited paper's row (columns `mc_*`): the page shows that paper, which would otherwise take
+# a statement of its own once the figures are back.
+SELECT_RESEARCHER_STATS_AND_MOST_CITED = f"""
+SELECT s.*, {select_list("mc", PAPERS.fields, prefix="mc_")}
+  FROM ({SELECT_RESEARCHER_STATS}) s LEFT JOIN papers mc ON mc.id = s.most_cited_paper_id
+"""
+
+
 async def fetch_researcher_stats(conn: ConnOrPool, *, researcher_id: int) -> ResearcherStatsRow | None:
     """Every figure of the researcher page in one statement; None when there is no such researcher."""
-    r = await conn.fetchrow(SELECT_RESEARCHER_STATS, researcher_id)
+    return _researcher_stats_row(await conn.fetchrow(SELECT_RESEARCHER_STATS, researcher_id))
+
+
+async def fetch_researcher_stats_and_most_cited(
+    conn: ConnOrPool, *, researcher_id: int
+) -> tuple[ResearcherStatsRow | None, PaperRow | None]:
+    """fetch_researcher_stats, and the most cited paper's row (None when the researcher has none) in the same
+    statement."""
+    r = await conn.fetchrow(SELECT_RESEARCHER_STATS_AND_MOST_CITED, researcher_id)
+    paper = PAPERS.build(r, prefix="mc_") if r is not None and r["mc_id"] is not None else None
+    return _researcher_stats_row(r), paper
+
+
+def _researcher_stats_row(r: Any) -> ResearcherStatsRow | None:
     if r is None:
         return None
     figures = _json(r["figures"])

@@ -218,15 +218,16 @@ async def test_researcher_page_figures_through_the_api(api, resp_db) -> None:
 
 
 async def test_page_fields_share_one_statistics_statement(resp_db, redis_url, cache_namespace, operations_dir) -> None:
-    """Six fields read the researcher's statistics: one statement computes them, with or without Redis."""
-    from db.queries.aggregates import SELECT_RESEARCHER_STATS
+    """Six fields read the researcher's statistics: one statement computes them (and reads the most cited paper),
+    with or without Redis."""
+    from db.queries.aggregates import SELECT_RESEARCHER_STATS_AND_MOST_CITED
 
     adhoc = RESEARCHER_PAGE.replace("ResearcherPage", "Adhoc")  # not a contract operation: always executed
     for redis in (None, redis_url):
         async with serving(resp_db[0], redis, f"{cache_namespace}-s{next(_ns)}") as (client, store, statements):
             body = (await post(client, adhoc, {"id": str(resp_db[1]["A"])})).json()
             assert "errors" not in body
-            assert statements.texts.count(SELECT_RESEARCHER_STATS) == 1, redis
+            assert statements.texts.count(SELECT_RESEARCHER_STATS_AND_MOST_CITED) == 1, redis
             assert store.metrics.misses + store.metrics.fallbacks >= 1
 
 
