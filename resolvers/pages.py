@@ -105,7 +105,8 @@ async def read_page(
     else:
         async with ctx.pool.acquire() as conn:
             rows = await query.rows(conn, request.after, request.first + 1, request.offset)
-            # Counted by the page's own statement when it could (CountedRows), else by a statement of its own.
+            # Counted by the page's own statement when it could (CountedRows), or shown by the page, else by a
+            # statement of its own.
             total = _total(request, rows)
             if total is None and want_total:
                 total = await query.count(conn)
