@@ -57,7 +57,9 @@ async def load_researcher_stats(
     pool: asyncpg.Pool, cache: CacheStore | None, researcher_id: int, *, most_cited: list[PaperRow] | None = None
 ) -> ResearcherStatsRow | None:
     """The statistics, from the cache or computed; computed here, their most cited paper is read by the same
-    statement and appended to `most_cited` when given."""
+    statement and appended to `most_cited` when given. An id that names no one is not cached: the row answers
+    that, and the statistics start before it (`researcher_stats`), so a kept "none" would let made-up ids fill
+    Redis."""
 
     async def compute() -> ResearcherStatsRow | None:
         async with pool.acquire() as conn:
@@ -75,6 +77,7 @@ async def load_researcher_stats(
         compute,
         load=_optional(ResearcherStatsRow.from_json),
         owner=EntityRef("researcher", researcher_id),
+        keep_none=False,
     )
     return result
 
@@ -158,6 +161,8 @@ async def load_researcher_network(
 async def load_institution_stats(
     pool: asyncpg.Pool, cache: CacheStore | None, institution_id: int
 ) -> InstitutionStatsRow | None:
+    """The statistics, from the cache or computed (an id naming no institution is not cached, as a researcher's)."""
+
     async def compute() -> InstitutionStatsRow | None:
         async with pool.acquire() as conn:
             return await fetch_institution_stats(conn, institution_id=institution_id, top=MAX_TOP_RESEARCHERS)
@@ -171,5 +176,6 @@ async def load_institution_stats(
         owner=EntityRef("institution", institution_id),
         # Top researchers rank by their stored figures: a researcher's refresh may reorder them.
         tags=lambda s: [EntityRef("researcher", x) for x in s.top_researcher_ids] if s is not None else [],
+        keep_none=False,
     )
     return result

@@ -233,11 +233,13 @@ class CacheStore(GuardedRedis):
         owner: EntityRef,
         tags: Callable[[T], Iterable[EntityRef]] | None = None,
         ttl_s: int | None = None,
+        keep_none: bool = True,
     ) -> T:
         """The cached value of `key`, or `compute()` stored under it; concurrent misses compute once.
 
         `owner` is the entity whose invalidation drops this key; `tags` names further entities whose
-        invalidation must drop it too (for example every researcher in a co-author network).
+        invalidation must drop it too (for example every researcher in a co-author network). With `keep_none`
+        false a computed None is answered, not stored.
         """
         gen_key = keys.entity_generation(self.namespace, owner.kind, owner.id)
         while True:
@@ -258,7 +260,9 @@ class CacheStore(GuardedRedis):
         flight = _Flight(asyncio.get_running_loop().create_future(), replayed=_replayed())
         self._inflight[key] = flight
         try:
-            value = await self._get_or_compute(key, gen_key, flight, compute, load, owner, tags, ttl_s or self.ttl_s)
+            value = await self._get_or_compute(
+                key, gen_key, flight, compute, load, owner, tags, ttl_s or self.ttl_s, keep_none
+            )
         except asyncio.CancelledError:
             flight.future.cancel()
             raise
@@ -301,6 +305,7 @@ class CacheStore(GuardedRedis):
         owner: EntityRef,
         tags: Callable[[T], Iterable[EntityRef]] | None,
         ttl_s: int,
+        keep_none: bool,
     ) -> T:
         got = await self.mget([key, gen_key])
         if isinstance(got, Unavailable):
@@ -322,6 +327,8 @@ class CacheStore(GuardedRedis):
         self.metrics.misses += 1
         _note_request("cache_misses")
         value = await compute()
+        if value is None and not keep_none:
+            return value
         tag_refs = {owner, *(tags(value) if tags is not None else ())}
         tag_keys = [keys.entity_tag(self.namespace, t.kind, t.id) for t in sorted(tag_refs, key=_ref_order)]
         if flight.replayed is not None and not await replayed_invalidations(self, tag_keys, flight.replayed):

@@ -20,7 +20,12 @@ from db.queries.writes.matches import apply_authorship_matches
 from db.queries.writes.papers import upsert_papers
 from db.queries.writes.researchers import upsert_researchers
 from db.records import AuthorRecord, AuthorshipMatch, CitationRecord, PaperRecord, ResearcherRecord, Touched
-from resolvers.aggregates import load_researcher_coauthors, load_researcher_network, load_researcher_stats
+from resolvers.aggregates import (
+    load_institution_stats,
+    load_researcher_coauthors,
+    load_researcher_network,
+    load_researcher_stats,
+)
 from tests.integration.agg_data import EXPECTED_ADA, handmade_database
 
 _ns_counter = itertools.count()
@@ -89,12 +94,19 @@ async def test_fifty_concurrent_misses_compute_once(logged_pool, cache_db, store
     assert store.metrics.misses == 1 and store.metrics.singleflight_joins == 49
 
 
-async def test_missing_researcher_is_cached_as_none(logged_pool, store) -> None:
+async def test_an_id_naming_no_one_leaves_no_entry(logged_pool, cache_db, store) -> None:
+    """A page's statistics start before its row says whether the id names anyone: a flood of made-up ids must not
+    fill Redis. Each is answered "none" and nothing is kept; a real researcher's figures still are."""
     pool, log = logged_pool
     before = log.count(SELECT_RESEARCHER_STATS)
     assert await load_researcher_stats(pool, store, 987654321) is None
     assert await load_researcher_stats(pool, store, 987654321) is None
-    assert log.count(SELECT_RESEARCHER_STATS) - before == 1
+    assert await load_institution_stats(pool, store, 987654321) is None
+    assert log.count(SELECT_RESEARCHER_STATS) - before == 2
+    assert store.redis is not None
+    assert [k async for k in store.redis.scan_iter(match=f"{store.namespace}:*")] == []
+    assert await load_researcher_stats(pool, store, cache_db[1]["A"]) is not None
+    assert await store.redis.exists(keys.researcher_stats(store.namespace, cache_db[1]["A"])) == 1
 
 
 async def test_invalidation_after_commit_shows_new_figures(logged_pool, cache_db, store) -> None:
