@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ from ingest.cache import commit_position, invalidate_after_commit
 from ingest.checkpoints import HarvestState, arxiv_checkpoint_key, load_harvest_state, save_harvest_state
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.errors import BadResumptionToken, NoRecordsMatch, UpstreamError
+from ingest.pacing import DutyCycle
 from ingest.parsers.oai import OAIPage
 from ingest.progress import RunProgress, Summary
 
@@ -42,8 +44,9 @@ MAX_TOKEN_RESTARTS = 3
 # full collections over everything alive: 12% of the harvest's CPU time, 6% at this threshold.
 HARVEST_GC_THRESHOLD = 10_000
 
-# What a page's transaction wrote, the papers it withdrew, and where its commit is in the WAL (ingest/cache.py).
-Written = tuple[PaperWriteResult, set[int], int | None]
+# What a page's transaction wrote, the papers it withdrew, where its commit is in the WAL (ingest/cache.py), and
+# the seconds it kept PostgreSQL busy (its wait for the page before left out).
+Written = tuple[PaperWriteResult, set[int], int | None, float]
 
 
 @contextlib.contextmanager
@@ -97,8 +100,10 @@ class HarvestRun:
         set_spec: str | None = None,
         cache: CacheStore | None = None,
         writer: asyncpg.Connection | None = None,
+        pacing: DutyCycle | None = None,
     ) -> None:
         self.conn = conn
+        self.pacing = pacing or DutyCycle()
         self.client = client
         self.set_spec = set_spec
         self.cache = cache
@@ -197,6 +202,8 @@ class HarvestRun:
         checkpoint: PageCheckpoint,
         before: asyncio.Future[None] | None,
     ) -> Written:
+        began = time.monotonic()
+        waited = 0.0
         async with conn.transaction():
             await commit_without_flush_wait(conn)
             result = await upsert_papers(conn, page.records)
@@ -211,17 +218,20 @@ class HarvestRun:
                 # cannot see a wait that passes through Python. Category counts, shared too, change at commit
                 # (migration 0018).
                 log.debug("page %d written; waiting for page %d to commit", checkpoint.number, checkpoint.number - 1)
+                waiting = time.monotonic()
                 await asyncio.shield(before)
+                waited = time.monotonic() - waiting
             # A re-harvest that changed an author list can drop matches: keep stored figures true.
             await refresh_figures(conn, result.touched)
             await record_progress(conn, self.key, records=page.seen, caught_up_to=checkpoint.caught_up_to)
             await save_harvest_state(conn, self.key, checkpoint.state)
-        return result, tombstoned, await commit_position(self.cache, conn)
+        position = await commit_position(self.cache, conn)
+        return result, tombstoned, position, time.monotonic() - began - waited
 
     async def settle(self) -> None:
         """Wait for the oldest page in flight to commit; then the cache forgets what it touched, and it counts."""
         w = self.inflight.popleft()
-        result, tombstoned, position = await w.task
+        result, tombstoned, position, busy_s = await w.task
         touched = result.touched
         touched.papers |= tombstoned
         touched.paper_keys |= set(w.page.deleted)
@@ -235,6 +245,7 @@ class HarvestRun:
         self._count_requests()
         if self.progress is not None:
             self.progress.update(s, f"page {w.number}")
+        await self.pacing.after(busy_s)
 
     async def settle_all(self) -> None:
         while self.inflight:
@@ -326,15 +337,17 @@ async def harvest_arxiv(
     cache: CacheStore | None = None,
     stream: TextIO | None = None,
     writer: asyncpg.Connection | None = None,
+    pacing: DutyCycle | None = None,
 ) -> Summary:
     """ListRecords from `from_` (clamped to earliestDatestamp) or from the checkpoint, page by page.
 
     With a second connection (`writer`) two pages are written at once, each in its own transaction;
-    their checkpoints still commit in page order, so a crash never skips a page.
+    their checkpoints still commit in page order, so a crash never skips a page. `pacing`: the share of the time
+    it may keep PostgreSQL writing (ingest/pacing.py; all of it by default).
 
     Summary: seen = records read, inserted/updated = papers written, skipped = records already up
     to date, failed = records that could not be parsed (logged) plus a request that failed for good.
     """
-    run = HarvestRun(conn, client, set_spec=set_spec, cache=cache, writer=writer)
+    run = HarvestRun(conn, client, set_spec=set_spec, cache=cache, writer=writer, pacing=pacing)
     await run.resume(from_, until)
     return await run.run(stream)

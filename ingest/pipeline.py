@@ -9,6 +9,7 @@ failure loses at most the batch in flight; the next run resumes where the last c
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -46,6 +47,7 @@ from ingest.errors import BudgetExhausted, UpstreamError
 from ingest.harvest import harvest_arxiv as harvest_arxiv  # the harvest beside the enrichment, for callers of both
 from ingest.matching.evidence import Claims, Stored, build_evidence, repeated_ids, unique_claims
 from ingest.matching.links import Evidence, Link
+from ingest.pacing import DutyCycle
 from ingest.parsers.openalex import OAWork, arxiv_doi, match_works
 from ingest.parsers.s2 import S2Paper
 from ingest.progress import RunProgress, Summary
@@ -290,8 +292,10 @@ async def enrich(
     batch_size: int = ENRICH_BATCH,
     cache: CacheStore | None = None,
     stream: TextIO | None = None,
+    pacing: DutyCycle | None = None,
 ) -> Summary:
-    """Enrich papers newest first, `batch_size` per transaction, until the queue (or `limit`) is done.
+    """Enrich papers newest first, `batch_size` per transaction, until the queue (or `limit`) is done; after each
+    batch's writes it pauses as `pacing` says (ingest/pacing.py; not at all by default).
 
     A paper whose data cannot be written is set aside (`enrich_failures`, with the reason) and the rest of its
     batch is written; it is tried again on a later run, after a backoff or once the paper changed.
@@ -301,6 +305,7 @@ async def enrich(
     papers set aside.
     """
     summary = Summary()
+    pacing = pacing or DutyCycle()
     after: tuple[datetime, int] | None = None
     failed_in_row = 0
     with RunProgress("enrich", total=limit, stream=stream) as progress:
@@ -327,7 +332,9 @@ async def enrich(
                     break
                 continue
             failed_in_row = 0
+            began = time.monotonic()
             written, failed = await write_isolating(conn, batch, cache)
+            busy_s = time.monotonic() - began
             failed |= batch.failed
             new_researchers: set[str] = set()
             for part, touched in written:
@@ -340,6 +347,7 @@ async def enrich(
                 summary.failed += len(failed)
             _count_requests(summary, s2c, oac)
             progress.update(summary)
+            await pacing.after(busy_s)
     _count_requests(summary, s2c, oac)
     return summary
 

@@ -27,6 +27,7 @@ from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.errors import BudgetExhausted
 from ingest.harvest import harvest_arxiv
 from ingest.locks import run_name, stage_lock
+from ingest.pacing import DutyCycle
 from ingest.pipeline import ENRICH_BATCH, enrich
 from ingest.progress import MatchingStatus, Summary
 from ingest.purge import PurgeAfterReplicas
@@ -129,7 +130,14 @@ async def run_arxiv(
             writer = await connect(settings, "arxiv")
             try:
                 return await harvest_arxiv(
-                    conn, client, from_=from_, until=until, set_spec=set_spec, cache=cache, writer=writer
+                    conn,
+                    client,
+                    from_=from_,
+                    until=until,
+                    set_spec=set_spec,
+                    cache=cache,
+                    writer=writer,
+                    pacing=DutyCycle(settings.ingest_share),
                 )
             finally:
                 await writer.close()
@@ -154,7 +162,15 @@ async def run_enrich(
     )
     try:
         async with _resources(settings, "enrich", wait=wait, on_wait=on_wait) as (conn, cache):
-            return await enrich(conn, s2c, oac, limit=limit, batch_size=batch_size or ENRICH_BATCH, cache=cache)
+            return await enrich(
+                conn,
+                s2c,
+                oac,
+                limit=limit,
+                batch_size=batch_size or ENRICH_BATCH,
+                cache=cache,
+                pacing=DutyCycle(settings.ingest_share),
+            )
     finally:
         await s2c.aclose()
         await oac.aclose()

@@ -6,6 +6,7 @@ import httpx
 from ingest.clients.http import RetryPolicy
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
+from ingest.pacing import DutyCycle
 from ingest.pipeline import enrich, harvest_arxiv
 from ingest.progress import Summary
 from tests.ingest.conftest import FIXTURES, FakeClock, FakeOAI
@@ -160,6 +161,20 @@ async def test_newest_first_and_limit(conn: asyncpg.Connection, clock: FakeClock
     assert asked == [b'{"ids":["ARXIV:2401.00001"]}', b'{"ids":["ARXIV:2312.07559"]}']
     left = await conn.fetch("SELECT arxiv_id FROM papers WHERE enriched_at IS NULL")
     assert [r[0] for r in left] == ["2304.05376"]
+
+
+async def test_a_paced_enrichment_pauses_after_each_batch(conn: asyncpg.Connection, clock: FakeClock) -> None:
+    await harvest(conn, clock)
+    pauses: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+
+    summary = await run_enrich(conn, FakeScholarly(), clock, batch_size=1, pacing=DutyCycle(0.5, sleep=pause))
+    assert summary.seen == 3 and summary.failed == 0
+    # One pause a batch, as long as its writes took (half the time writing).
+    assert len(pauses) == 3 and all(p > 0 for p in pauses)
+    assert await conn.fetchval("SELECT count(*) FROM papers WHERE enriched_at IS NULL") == 0
 
 
 async def test_s2_429_without_retry_after_backs_off(conn: asyncpg.Connection, clock: FakeClock) -> None:

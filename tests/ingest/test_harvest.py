@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from ingest.checkpoints import load_harvest_state
+from ingest.pacing import DutyCycle
 from ingest.pipeline import harvest_arxiv
 from tests.ingest.conftest import (
     OAI_CURRENT,
@@ -62,6 +63,23 @@ async def test_walks_resumption_tokens_to_the_empty_final_token(
     assert old[1] == 5 and old[9] == 5  # latest version, all five versions stored
     state = await load_harvest_state(conn, "arxiv:all")
     assert state is not None and state.token is None and state.next_from == date(2026, 11, 30)
+
+
+async def test_a_paced_harvest_pauses_after_each_page_and_writes_the_same(
+    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None
+) -> None:
+    """`WOVEPAPER_INGEST_SHARE`: a share of a third waits twice as long as each page's transaction took."""
+    pauses: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+
+    pacing = DutyCycle(1 / 3, sleep=pause)
+    summary = await harvest_arxiv(conn, three_page_archive().client(clock), writer=writer, pacing=pacing)
+    assert {r[0] for r in await paper_rows(conn)} == ALL_IDS
+    assert summary.seen == 8 and summary.inserted == 8 and summary.failed == 0
+    assert len(pauses) == 3 and all(p > 0 for p in pauses)
+    assert pacing.paused_s == pytest.approx(sum(pauses))
 
 
 async def test_idempotent_second_run_changes_nothing(

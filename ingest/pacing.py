@@ -1,0 +1,33 @@
+"""The ingest's share of the database: after each write it pauses in proportion to the time the write took, as
+PostgreSQL's cost-based vacuum delay keeps autovacuum from crowding out the queries it shares the server with.
+
+On a host the API shares (one PostgreSQL for both, a few cores), an ingest writing as fast as it can takes the
+cores the site's requests need: at 70 % of the API's saturation a 100,000-record harvest made it refuse thousands
+of requests (bench/RESULTS.md, "Round 23"). `WOVEPAPER_INGEST_SHARE` below 1 bounds it to that share of the time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class DutyCycle:
+    """Writes at most `share` of the time: `after(busy_s)` waits `busy_s x (1 - share) / share`."""
+
+    share: float = 1.0
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    paused_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.share <= 1.0:
+            raise ValueError(f"share must be in (0, 1], not {self.share}")
+
+    async def after(self, busy_s: float) -> None:
+        if self.share >= 1.0 or busy_s <= 0.0:
+            return
+        pause = busy_s * (1.0 - self.share) / self.share
+        self.paused_s += pause
+        await self.sleep(pause)
