@@ -183,6 +183,11 @@ class HarvestRun:
         """Start writing `page` on a free connection, once no page in flight shares a record with it."""
         if len(self.inflight) == len(self.writers):
             await self.settle()  # frees the connection the next page goes to
+        if self.pacing.owing:
+            # Paced (WOVEPAPER_INGEST_SHARE): every page in flight commits and the cache forgets what it touched
+            # before the pause, so no committed page stays unseen for its length.
+            await self.settle_all()
+            await self.pacing.pay()
         ids = {r.arxiv_id for r in page.records} | set(page.deleted)
         while self.inflight and any(ids & {r.arxiv_id for r in w.page.records} for w in self.inflight):
             # The server may repeat a record on the next page: two concurrent upserts of one paper
@@ -245,7 +250,7 @@ class HarvestRun:
         self._count_requests()
         if self.progress is not None:
             self.progress.update(s, f"page {w.number}")
-        await self.pacing.after(busy_s)
+        self.pacing.owe(busy_s)
 
     async def settle_all(self) -> None:
         while self.inflight:

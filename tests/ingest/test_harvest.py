@@ -65,21 +65,31 @@ async def test_walks_resumption_tokens_to_the_empty_final_token(
     assert state is not None and state.token is None and state.next_from == date(2026, 11, 30)
 
 
-async def test_a_paced_harvest_pauses_after_each_page_and_writes_the_same(
-    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None
+async def test_a_paced_harvest_pauses_with_nothing_committed_unseen(
+    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None, ingest_dsn: str
 ) -> None:
-    """`WOVEPAPER_INGEST_SHARE`: a share of a third waits twice as long as each page's transaction took."""
+    """`WOVEPAPER_INGEST_SHARE`: a share of a third waits twice as long as the pages' transactions took, and only
+    once every page written has committed and been settled (its cache entries dropped): during a pause no
+    transaction of the harvest is open, so no page that committed waits out the pause with the cache unaware."""
+    harvest_pids = [conn.get_server_pid(), *([writer.get_server_pid()] if writer is not None else [])]
+    checker = await asyncpg.connect(ingest_dsn)
     pauses: list[float] = []
+    states: list[set[str]] = []
 
     async def pause(seconds: float) -> None:
         pauses.append(seconds)
+        rows = await checker.fetch("SELECT state FROM pg_stat_activity WHERE pid = any($1::int[])", harvest_pids)
+        states.append({r["state"] for r in rows})
 
-    pacing = DutyCycle(1 / 3, sleep=pause)
-    summary = await harvest_arxiv(conn, three_page_archive().client(clock), writer=writer, pacing=pacing)
+    try:
+        pacing = DutyCycle(1 / 3, sleep=pause)
+        summary = await harvest_arxiv(conn, three_page_archive().client(clock), writer=writer, pacing=pacing)
+    finally:
+        await checker.close()
     assert {r[0] for r in await paper_rows(conn)} == ALL_IDS
     assert summary.seen == 8 and summary.inserted == 8 and summary.failed == 0
-    assert len(pauses) == 3 and all(p > 0 for p in pauses)
-    assert pacing.paused_s == pytest.approx(sum(pauses))
+    assert pauses and all(p > 0 for p in pauses) and pacing.paused_s == pytest.approx(sum(pauses))
+    assert states == [{"idle"}] * len(pauses)
 
 
 async def test_idempotent_second_run_changes_nothing(

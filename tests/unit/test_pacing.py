@@ -26,6 +26,18 @@ async def test_a_share_pauses_in_proportion_to_the_write() -> None:
     assert quarter.paused_s == pytest.approx(3.6)
 
 
+async def test_owed_writes_are_paid_for_at_once_where_the_caller_chooses() -> None:
+    sleeps = Sleeps()
+    half = DutyCycle(0.5, sleep=sleeps)
+    half.owe(0.25)
+    half.owe(0.5)
+    assert half.owing and sleeps.seconds == []
+    await half.pay()
+    assert sleeps.seconds == pytest.approx([0.75]) and not half.owing
+    await half.pay()
+    assert sleeps.seconds == pytest.approx([0.75])
+
+
 async def test_all_of_the_time_never_pauses() -> None:
     sleeps = Sleeps()
     await DutyCycle(sleep=sleeps).after(5.0)
