@@ -3,7 +3,8 @@ cost-based vacuum delay keeps autovacuum from crowding out the queries it shares
 
 On a host the API shares (one PostgreSQL for both, a few cores), an ingest writing as fast as it can takes the
 cores the site's requests need: at 70 % of the API's saturation a 100,000-record harvest made it refuse thousands
-of requests (bench/RESULTS.md, "Round 23"). `WOVEPAPER_INGEST_SHARE` below 1 bounds it to that share of the time.
+of requests (bench/RESULTS.md, "Round 23"). `WOVEPAPER_INGEST_SHARE` below 1 bounds its transactions to that
+share of the time; what its writes make the site recompute afterwards it does not bound.
 """
 
 from __future__ import annotations

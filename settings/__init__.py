@@ -163,7 +163,7 @@ class Settings(BaseSettings):
     ingest_lock_timeout_ms: int = Field(60_000, ge=100)
     ingest_idle_timeout_ms: int = Field(600_000, ge=1000)
     # The share of the time the harvest and the enrichment may keep PostgreSQL writing (ingest/pacing.py): 1 writes
-    # as fast as it can; on a host the API shares, less keeps the site's requests their cores.
+    # as fast as it can; less bounds the ingest's own writes on a host the API shares.
     ingest_share: float = Field(1.0, gt=0, le=1)
 
     # The language model behind `ingest analyse` and chat: any OpenAI-compatible endpoint (a hosted provider,
