@@ -416,7 +416,9 @@ class IngestDuringLoad:
         self.port = localservers.free_port()
         self.upstream = await asyncio.to_thread(
             subprocess.Popen,
-            [sys.executable, "-m", "bench.traffic_ingest", "serve", str(path), str(self.port)],
+            # At the lowest priority: it stands for arXiv's, Semantic Scholar's and OpenAlex's servers, whose CPU is
+            # not the host's.
+            ["nice", "-n", "19", sys.executable, "-m", "bench.traffic_ingest", "serve", str(path), str(self.port)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
         )

@@ -60,6 +60,17 @@ def metrics_dir_problem() -> str | None:
     return None
 
 
+def background_priority(settings: Settings) -> None:
+    """A batch command yields the cores to the API and PostgreSQL it may share a host with: its priority is lowered
+    to WOVEPAPER_INGEST_NICE (never raised: a command started under `nice` keeps its own). Called first, before any
+    thread starts, since Linux keeps a priority a thread and new threads inherit their creator's."""
+    import os
+
+    current = os.getpriority(os.PRIO_PROCESS, 0)
+    if settings.ingest_nice > current:
+        os.setpriority(os.PRIO_PROCESS, 0, settings.ingest_nice)
+
+
 def database_url_or_exit(settings: Settings) -> str:
     if not settings.database_url:
         typer.echo("error: DATABASE_URL is not set (`make run` sets up a local one)", err=True)

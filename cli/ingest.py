@@ -15,16 +15,18 @@ from settings import Settings
 if TYPE_CHECKING:
     from ingest.progress import Summary
 
-from cli.common import database_url_or_exit, ingest_app, settings_or_exit
+from cli.common import background_priority, database_url_or_exit, ingest_app, settings_or_exit
 
 _DAY_FORMATS = ["%Y-%m-%d"]
 
 
-def _ingest_logging(settings: Settings) -> None:
+def _ingest_process(settings: Settings) -> None:
+    """What every ingest command sets up first: its priority below the API's, and logs that redact secrets."""
     import logging
 
     from ingest.clients.redact import RedactingFilter, Redactor
 
+    background_priority(settings)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The clients redact their own errors and httpx's request lines; this catches whatever else a line may quote.
     model_key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
@@ -91,7 +93,7 @@ def ingest_arxiv(
     """Harvest arXiv (OAI-PMH); without --from, continue from the checkpoint. One harvest runs at a time."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
-    _ingest_logging(settings)
+    _ingest_process(settings)
     raise typer.Exit(asyncio.run(_stage("arxiv", _arxiv(settings, from_, until, set_spec, wait))))
 
 
@@ -106,7 +108,7 @@ def ingest_enrich(
     """Match papers newest first to Semantic Scholar and OpenAlex: researchers, citations, institutions."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
-    _ingest_logging(settings)
+    _ingest_process(settings)
     raise typer.Exit(asyncio.run(_stage("enrich", _enrich(settings, limit, batch_size, wait))))
 
 
@@ -130,7 +132,7 @@ def ingest_analyse(
     if settings.llm is None:
         typer.echo(f"error: {not_configured_message()}", err=True)
         raise typer.Exit(2)
-    _ingest_logging(settings)
+    _ingest_process(settings)
     raise typer.Exit(asyncio.run(_stage("analyse", _analyse(settings, limit, since, wait))))
 
 
@@ -142,7 +144,7 @@ def ingest_all(wait: bool = typer.Option(False, "--wait", help=WAIT_HELP)) -> No
     or waited for with --wait."""
     settings = settings_or_exit()
     database_url_or_exit(settings)
-    _ingest_logging(settings)
+    _ingest_process(settings)
     raise typer.Exit(asyncio.run(_all(settings, wait)))
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from settings import Settings
     from settings.redis_target import RedisTarget
 
-from cli.common import app, database_url_or_exit, settings_or_exit
+from cli.common import app, background_priority, database_url_or_exit, settings_or_exit
 
 # How long the start-up check of Redis's memory policy may wait for Redis.
 REDIS_CHECK_TIMEOUT_S = 2.0
@@ -158,6 +158,7 @@ def embed(
 
     settings = settings_or_exit()
     database_url_or_exit(settings)
+    background_priority(settings)
 
     def progress(done: int) -> None:
         typer.echo(f"  {done} embedded", err=True)

@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSION_TAG = uuid.uuid4().hex[:10]
 # Apps built by tests load the embedding model only when a test searches semantically, not at every start.
 os.environ.setdefault("WOVEPAPER_SEMANTIC_PRELOAD", "false")
+# The ingest commands the tests run in this process would lower its priority, and every server it starts after.
+os.environ["WOVEPAPER_INGEST_NICE"] = "0"
 # Servers reach tests only through the fixtures below: no Settings() built in a test picks up a shared server,
 # or the shared default cache namespace, from the environment by accident.
 ENV_DATABASE_URL = os.environ.pop("DATABASE_URL", None)

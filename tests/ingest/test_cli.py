@@ -172,3 +172,21 @@ def test_ingest_analyse_and_all_with_and_without_a_model(
         assert "analyse: seen 1, inserted 0, updated 1" in result.output
     assert key not in result.output
     assert asyncio.run(_count(ingest_dsn, "SELECT count(*) FROM papers WHERE NOT analysed")) == 0
+
+
+def test_every_batch_command_lowers_its_priority_first(
+    upstreams: Loopback, conn: asyncpg.Connection, ingest_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a host the API shares, `ingest ...` and `embed` yield the cores: each sets WOVEPAPER_INGEST_NICE before it
+    works (recorded here, not applied: the suite's own process keeps its priority)."""
+    import os
+
+    asked: list[int] = []
+    monkeypatch.setattr(os, "getpriority", lambda which, who: 0)
+    monkeypatch.setattr(os, "setpriority", lambda which, who, value: asked.append(value))
+    env = {**upstreams.env(ingest_dsn), "WOVEPAPER_INGEST_NICE": "7"}
+    runner = CliRunner()
+    for argv in (["ingest", "arxiv", "--from", "2001-01-01"], ["ingest", "enrich"], ["ingest", "all"], ["embed"]):
+        asked.clear()
+        result = runner.invoke(app, argv, env=env)
+        assert asked == [7], (argv, result.output)
