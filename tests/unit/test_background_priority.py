@@ -25,5 +25,5 @@ def _priority_after(nice: int, *, started_at: int = 0) -> int:
 
 
 @pytest.mark.parametrize(("nice", "started_at", "expected"), [(10, 0, 10), (0, 0, 0), (5, 12, 12), (15, 12, 15)])
-def test_the_command_s_priority_is_lowered_to_the_setting_never_raised(nice: int, started_at: int, expected: int) -> None:
+def test_the_priority_is_lowered_to_the_setting_never_raised(nice: int, started_at: int, expected: int) -> None:
     assert _priority_after(nice, started_at=started_at) == expected
