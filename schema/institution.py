@@ -75,7 +75,7 @@ class Institution(Node):
     external_ids: InstitutionExternalIds = derived(_external_ids)
     modified_at: datetime = strawberry.field(
         description="When anything this API answers about the institution last changed (names, counts): the "
-        "site's Last-Modified, and `changes(since:)`'s order."
+        "site's Last-Modified, and `changes(since:)`'s order. A paper's own text moves the paper's `modifiedAt`."
     )
     researchers: Connection[ResearcherRow] = strawberry.field(
         resolver=_researchers,

@@ -144,7 +144,9 @@ class Researcher(Node):
     )
     modified_at: datetime = strawberry.field(
         description="When anything this API answers about the researcher last changed (profile, ids, figures, "
-        "papers, affiliations): the site's Last-Modified, and `changes(since:)`'s order."
+        "which papers are theirs and what those count: a category, a date, a withdrawal; affiliations): the site's "
+        "Last-Modified, and `changes(since:)`'s order. A paper's own text (its title, abstract, a new version) moves "
+        "the paper's `modifiedAt`, not its authors'."
     )
     # Whole-career figures are stored on the researcher and refreshed by every write (lists sort on them).
     paper_count: int = strawberry.field(

@@ -132,16 +132,6 @@ def _entity_keys(ns: str, kind: str, entity_id: int | str) -> tuple[list[str], l
     return pair, plain
 
 
-def _touched(entities: list[tuple[str, int | str]]) -> Touched:
-    rest = Touched()
-    for kind, entity_id in entities:
-        if isinstance(entity_id, str):
-            rest.paper_keys.add(entity_id)
-        else:
-            getattr(rest, kind + "s").add(entity_id)
-    return rest
-
-
 def _dropped_alone(todo: Touched) -> list[str]:
     """The tags (as a CDN names them) of lookups that found nothing which this write may now answer, and lists."""
     names = [keys.LISTS, *(keys.missing_name("paper", a) for a in sorted(todo.new_papers))]

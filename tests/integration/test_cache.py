@@ -241,6 +241,61 @@ async def test_ingest_write_path_then_invalidate_no_stale_read(logged_pool, cach
     assert tuple(stored) == (2, 2, 13)
 
 
+async def test_a_revision_of_a_paper_s_text_keeps_its_people_s_statistics(logged_pool, cache_db, store) -> None:
+    """A re-harvested paper whose title or versions alone changed is a change of the paper: its own answers go (every
+    page that shows it is tagged with it), its people's figures, statistics and modification time stay. One that moved
+    to another category changes what its people count: their statistics go and come back with it."""
+    pool, log = logged_pool
+    when = datetime(2024, 3, 1, tzinfo=UTC)
+
+    def paper(version: int, title: str, categories: list[str]) -> PaperRecord:
+        return PaperRecord(
+            arxiv_id="rv.0001",
+            version=version,
+            title=title,
+            abstract="",
+            categories=categories,
+            published=when,
+            updated=when,
+            authors=[AuthorRecord(1, "Rhea Vos")],
+        )
+
+    async def write(record: PaperRecord, *, match: bool = False) -> tuple[Touched, Any]:
+        touched = Touched()
+        conn = await asyncpg.connect(cache_db[0])
+        try:
+            async with conn.transaction():
+                rids = await upsert_researchers(conn, [ResearcherRecord("Rhea Vos", s2_author_id="rv-1")])
+                await upsert_papers(conn, [record], touched=touched)
+                if match:
+                    matches = [AuthorshipMatch("rv.0001", 1, "rv-1")]
+                    await apply_authorship_matches(conn, matches, rids, {}, touched=touched)
+                await refresh_figures(conn, touched)
+            modified = await conn.fetchval("SELECT modified_at FROM researchers WHERE id = $1", rids["rv-1"])
+        finally:
+            await conn.close()
+        await invalidate(store, touched)
+        return touched, modified
+
+    _, before = await write(paper(1, "A title", ["cs.LG"]), match=True)
+    vos = await pool.fetchval("SELECT id FROM researchers WHERE s2_author_id = 'rv-1'")
+    stats = await load_researcher_stats(pool, store, vos)
+    assert stats is not None and [f.category for f in stats.fields] == ["cs.LG"]
+    computed = log.count(SELECT_RESEARCHER_STATS)
+
+    touched, after = await write(paper(2, "A better title", ["cs.LG"]))
+    assert touched.paper_keys == {"rv.0001"} and not touched.researchers
+    assert after == before
+    assert await load_researcher_stats(pool, store, vos) == stats
+    assert log.count(SELECT_RESEARCHER_STATS) == computed  # answered from the cache
+
+    touched, after = await write(paper(3, "A better title", ["math.AP"]))
+    assert vos in touched.researchers and after > before
+    moved = await load_researcher_stats(pool, store, vos)
+    assert moved is not None and [f.category for f in moved.fields] == ["math.AP"]
+    assert log.count(SELECT_RESEARCHER_STATS) == computed + 1
+
+
 async def test_no_redis_configured_still_single_flight(logged_pool, cache_db) -> None:
     pool, log = logged_pool
     store = CacheStore(None, namespace="none", ttl_s=60)

@@ -48,18 +48,33 @@ STG_PAPER_COLUMNS = (
 )
 _PAPER_VALUE_COLUMNS = STG_PAPER_COLUMNS[1:]
 
+# The columns of a paper its researchers' and institutions' figures and aggregates count (db/queries/figures.py,
+# db/queries/aggregates.py, institution_figures.py): a re-harvest that changes none of them (a title, an abstract, a
+# new version) is a change of the paper alone. Re-harvested revisions of popular papers otherwise refreshed and
+# dropped thousands of careers a page. The harvest is these columns' only writer (one page at a time for a paper),
+# so the values before the upsert are the snapshot's.
+_COUNTED_COLUMNS = ("categories", "primary_category", "published", "author_count", "doi", "withdrawn")
+
 # A record older than the stored version never overwrites it; enrichment and analysis columns are
-# not in the SET list at all, so a re-harvest cannot erase them.
+# not in the SET list at all, so a re-harvest cannot erase them. `counted`: a stored paper changed a counted column.
 UPSERT_PAPERS_FROM_STAGING = f"""
-INSERT INTO papers AS t ({", ".join(STG_PAPER_COLUMNS)})
-SELECT {", ".join(STG_PAPER_COLUMNS)} FROM stg_papers
-ON CONFLICT (arxiv_id) DO UPDATE SET
-    {", ".join(f"{c} = excluded.{c}" for c in _PAPER_VALUE_COLUMNS)},
-    modified_at = now()
-WHERE excluded.version >= t.version
-  AND ({", ".join(f"t.{c}" for c in _PAPER_VALUE_COLUMNS)})
-      IS DISTINCT FROM ({", ".join(f"excluded.{c}" for c in _PAPER_VALUE_COLUMNS)})
-RETURNING t.id, t.arxiv_id, (t.xmax = 0) AS inserted
+WITH before AS (
+    SELECT p.id, {", ".join(f"p.{c}" for c in _COUNTED_COLUMNS)} FROM papers p JOIN stg_papers s USING (arxiv_id)
+), up AS (
+    INSERT INTO papers AS t ({", ".join(STG_PAPER_COLUMNS)})
+    SELECT {", ".join(STG_PAPER_COLUMNS)} FROM stg_papers
+    ON CONFLICT (arxiv_id) DO UPDATE SET
+        {", ".join(f"{c} = excluded.{c}" for c in _PAPER_VALUE_COLUMNS)},
+        modified_at = now()
+    WHERE excluded.version >= t.version
+      AND ({", ".join(f"t.{c}" for c in _PAPER_VALUE_COLUMNS)})
+          IS DISTINCT FROM ({", ".join(f"excluded.{c}" for c in _PAPER_VALUE_COLUMNS)})
+    RETURNING t.id, t.arxiv_id, (t.xmax = 0) AS inserted, {", ".join(f"t.{c}" for c in _COUNTED_COLUMNS)}
+)
+SELECT up.id, up.arxiv_id, up.inserted,
+       b.id IS NOT NULL AND ({", ".join(f"b.{c}" for c in _COUNTED_COLUMNS)})
+                            IS DISTINCT FROM ({", ".join(f"up.{c}" for c in _COUNTED_COLUMNS)}) AS counted
+FROM up LEFT JOIN before b ON b.id = up.id
 """
 
 # The papers the upsert left alone (unchanged or stale) return nothing: their ids and stored versions.
@@ -234,6 +249,7 @@ async def upsert_papers(
     rows = await conn.fetch(UPSERT_PAPERS_FROM_STAGING)
     result.ids = {r["arxiv_id"]: r["id"] for r in rows}
     new = {r["id"] for r in rows if r["inserted"]}
+    counted = {r["id"] for r in rows if r["counted"]}
     result.inserted = len(new)
     result.updated = len(rows) - result.inserted
     result.unchanged = len(recs) - len(rows)
@@ -287,8 +303,11 @@ async def upsert_papers(
     touched_here.papers = written | relinked
     touched_here.paper_keys = {aid for aid, pid in result.ids.items() if pid in new}
     touched_here.new_papers = {p.arxiv_id for p in fresh if result.ids[p.arxiv_id] in new}
-    # A paper new to the archive has no researcher or institution linked yet.
-    await add_people_of_papers(conn, touched_here.papers - new, touched_here)
+    # A paper new to the archive has no researcher or institution linked yet. A stored one touches its people when
+    # it changed what they count or who they are; its text or versions alone change the paper, whose own tag
+    # drops every answer that shows it (a researcher's page listing it too).
+    await add_people_of_papers(conn, counted | relinked, touched_here)
+    touched_here.paper_keys |= {aid for aid, pid in result.ids.items() if pid in touched_here.papers}
     result.touched = touched_here
     if touched is not None:
         touched.update(touched_here)
