@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from typing import Final
 
 import asyncpg
 
@@ -12,6 +15,14 @@ from db.queries.replication import committed_position
 from db.records import Touched
 
 log = logging.getLogger("ingest")
+
+# The ingest waits longer for Redis than a request does (settings.redis_timeout_s, a quarter of a second): a harvest
+# page drops thousands of entities in scripts that can take longer than that on a busy host, and a drop that timed out
+# must be sent again, where a request would just answer from PostgreSQL.
+INGEST_REDIS_TIMEOUT_S: Final = 2.0
+# How long a run that ends with drops Redis has not taken keeps sending them: what it committed stays, and the
+# entries it made stale would otherwise be answered until their TTL.
+DELIVER_WITHIN_S: Final = 60.0
 
 
 async def commit_position(cache: CacheStore | None, conn: asyncpg.Connection) -> int | None:
@@ -32,3 +43,30 @@ async def invalidate_after_commit(cache: CacheStore | None, touched: Touched, po
     commit's (commit_position)."""
     if touched:
         await invalidate(cache, touched, position=position)
+
+
+async def deliver_pending(
+    cache: CacheStore | None, *, within_s: float = DELIVER_WITHIN_S, pause_s: float = 1.0
+) -> bool:
+    """At the end of a run: send the drops Redis did not take during it (each invalidation keeps them for the next)
+    again until Redis takes them or `within_s` has passed. False, logged as an error, when some are still not sent:
+    their entries go with their TTL."""
+    if cache is None or not cache.pending_invalidation:
+        return True
+    deadline = time.monotonic() + within_s
+    while cache.pending_invalidation:
+        if time.monotonic() >= deadline:
+            log.error(
+                "cache invalidation of %d entities not delivered: Redis did not take it within %.0f s; the answers "
+                "they name may be stale until their TTL (WOVEPAPER_CACHE_TTL_S)",
+                _count(cache.pending_invalidation),
+                within_s,
+            )
+            return False
+        await asyncio.sleep(pause_s)  # the circuit breaker, open after the failures, lets a probe through in time
+        await invalidate(cache, Touched())
+    return True
+
+
+def _count(touched: Touched) -> int:
+    return len(touched.papers) + len(touched.paper_keys) + len(touched.researchers) + len(touched.institutions)

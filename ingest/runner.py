@@ -20,7 +20,7 @@ from db.queries.merges import merge_researchers
 from db.queries.writes.corrections import Decided, decide_correction
 from db.records import Touched
 from ingest.analyse import ANALYSE_BATCH, analyse
-from ingest.cache import commit_position, invalidate_after_commit
+from ingest.cache import INGEST_REDIS_TIMEOUT_S, commit_position, deliver_pending, invalidate_after_commit
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
@@ -93,10 +93,9 @@ async def _resources(
 async def _cache(settings: Settings) -> AsyncIterator[CacheStore | None]:
     cache = None
     if settings.redis is not None:
-        redis = create_redis(settings.redis, timeout_s=settings.redis_timeout_s)
-        cache = CacheStore(
-            redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
-        )
+        timeout_s = max(settings.redis_timeout_s, INGEST_REDIS_TIMEOUT_S)
+        redis = create_redis(settings.redis, timeout_s=timeout_s)
+        cache = CacheStore(redis, namespace=settings.cache_namespace, ttl_s=settings.cache_ttl_s, timeout_s=timeout_s)
     token = settings.purge_token.get_secret_value() if settings.purge_token is not None else None
     purge: HttpPurge | PurgeAfterReplicas | None = None
     if settings.purge_url and cache is not None:
@@ -109,6 +108,7 @@ async def _cache(settings: Settings) -> AsyncIterator[CacheStore | None]:
         yield cache
     finally:
         if cache is not None:
+            await deliver_pending(cache)
             await cache.aclose()
         if purge is not None:
             await purge.aclose()

@@ -239,3 +239,26 @@ async def test_a_request_pays_one_redis_timeout_however_many_calls_it_makes(faul
             assert store.breaker.state is BreakerState.CLOSED
         finally:
             os.kill(server.pid, signal.SIGCONT)
+
+
+async def test_a_run_ends_by_delivering_the_drops_redis_did_not_take(pool, fault_db, store, server) -> None:
+    """The ingest's last invalidations, deferred while Redis was frozen, are sent again at the end of its run until
+    Redis takes them (a process that exited with them would leave stale answers until their TTL); a Redis that
+    never comes back is given up on within the bound, and said so."""
+    from ingest.cache import deliver_pending
+
+    a = fault_db[1]["A"]
+    await load_researcher_stats(pool, store, a)
+    assert store.redis is not None
+    key = keys.researcher_stats(store.namespace, a)
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        await invalidate(store, Touched(researchers={a}))
+        assert store.pending_invalidation.researchers == {a}
+        assert not await deliver_pending(store, within_s=0.3, pause_s=0.1)  # still frozen: given up on
+        asyncio.get_running_loop().call_later(0.3, os.kill, server.pid, signal.SIGCONT)
+        assert await deliver_pending(store, within_s=10, pause_s=0.1)
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+    assert not store.pending_invalidation
+    assert await store.redis.exists(key) == 0
