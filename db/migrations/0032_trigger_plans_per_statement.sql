@@ -5,7 +5,8 @@
 -- live for a whole run: a harvest page that stamped 6,682 researchers modified spent 2.4 s in the researchers'
 -- trigger against 0.16 s planned for its size (bench/RESULTS.md, round 24). EXECUTE plans each call with the
 -- counts it has; planning a statement costs well under a millisecond. (EXECUTE leaves FOUND alone: the row
--- counts come from GET DIAGNOSTICS.)
+-- counts come from GET DIAGNOSTICS.) Each body is the latest before this one (0018 for the papers' listings, 0027,
+-- 0028), with those statements run through EXECUTE.
 
 CREATE OR REPLACE FUNCTION wp_paper_listing_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -37,9 +38,8 @@ BEGIN
             UNION ALL SELECT DISTINCT category, paper_id, 1 FROM came
         ) x GROUP BY category HAVING sum(d) <> 0
     )
-    INSERT INTO category_counts AS t (category, papers)
+    INSERT INTO category_count_changes (category, papers)
     SELECT category, d FROM delta ORDER BY category
-    ON CONFLICT (category) DO UPDATE SET papers = t.papers + excluded.papers
     $q$;
     RETURN NULL;
 END $$;

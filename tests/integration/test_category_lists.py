@@ -141,6 +141,13 @@ async def test_two_writers_of_one_category_do_not_wait_on_each_other(make_databa
             assert await conn.fetchval("SELECT papers FROM category_counts WHERE category = 'cs.LG'") == 1
         await assert_true(conn)
         assert await conn.fetchval("SELECT count(*) FROM category_count_changes") == 0
+        # The same for revisions that move papers between categories (the update's trigger, migrations 0018, 0032).
+        async with later.transaction():
+            await upsert_papers(later, [paper("2401.00002", ["stat.ML"], day=2, version=2)])
+            async with conn.transaction():
+                await conn.execute("SET LOCAL lock_timeout = '2s'")
+                await upsert_papers(conn, [paper("2401.00001", ["cs.LG"], day=1, version=2)])
+        await assert_true(conn)
         # A rebuild in the transaction that wrote: the changes it noted are not counted twice.
         async with conn.transaction():
             await upsert_papers(conn, [paper("2401.00003", ["cs.LG"], day=3)])
