@@ -51,8 +51,8 @@ _PAPER_VALUE_COLUMNS = STG_PAPER_COLUMNS[1:]
 # The columns of a paper its researchers' and institutions' figures and aggregates count (db/queries/figures.py,
 # db/queries/aggregates.py, institution_figures.py): a re-harvest that changes none of them (a title, an abstract, a
 # new version) is a change of the paper alone. Re-harvested revisions of popular papers otherwise refreshed and
-# dropped thousands of careers a page. The harvest is these columns' only writer (one page at a time for a paper),
-# so the values before the upsert are the snapshot's.
+# dropped thousands of careers a page. The harvest writes these columns (a repair's recount aside), one page at a
+# time for a paper, so the values before the upsert are the snapshot's.
 _COUNTED_COLUMNS = ("categories", "primary_category", "published", "author_count", "doi", "withdrawn")
 
 # A record older than the stored version never overwrites it; enrichment and analysis columns are
