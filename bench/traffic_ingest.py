@@ -465,11 +465,12 @@ class IngestDuringLoad:
             "log_tail": log.read_text(errors="replace").strip().splitlines()[-3:],
         }
 
-    async def run(self, *, delay_s: float) -> None:
+    async def run(self, *, delay_s: float, enrich_batch: int | None = None) -> None:
         await asyncio.sleep(delay_s)
         self.report["started_into_run_s"] = delay_s
         await self._command("harvest", ["arxiv"])
-        await self._command("enrich", ["enrich", "--limit", str(self.records)])
+        batch = ["--batch-size", str(enrich_batch)] if enrich_batch else []
+        await self._command("enrich", ["enrich", "--limit", str(self.records), *batch])
 
     async def finish(self, task: asyncio.Task[None]) -> dict[str, Any]:
         """The report: each command's time and exit status, and how many of the records were harvested and
