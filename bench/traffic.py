@@ -354,9 +354,9 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             await ingest.prepare()
         await meter.start()
         load_start = os.getloadavg()
-        ingest_task = (
-            asyncio.create_task(ingest.run(delay_s=args.ingest_delay, enrich_batch=args.enrich_batch)) if ingest else None
-        )
+        ingest_task = None
+        if ingest is not None:
+            ingest_task = asyncio.create_task(ingest.run(delay_s=args.ingest_delay, enrich_batch=args.enrich_batch))
         last = await open_loop(jobs(site), records, grace_s=args.timeout)
         used = await meter.stop()
         after, lag_after = await scrape(client)
@@ -506,7 +506,7 @@ def main() -> None:
     parser.add_argument("--ingest", type=int, default=0, metavar="N", help="ingest N new records during the run")
     parser.add_argument("--ingest-delay", type=float, default=5.0, help="seconds into the run the ingest starts")
     parser.add_argument(
-        "--enrich-batch", type=int, default=None, metavar="N", help="papers per enrichment transaction (default: its own)"
+        "--enrich-batch", type=int, default=None, metavar="N", help="papers per enrichment transaction (default 100)"
     )
     parser.add_argument("--truth-grace", type=float, default=5.0,
                         help="seconds a committed change may take to reach the answers (default 5)")  # fmt: skip
