@@ -220,11 +220,41 @@ class Record:
     latencies_ms: list[float] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)
     lags_ms: list[float] = field(default_factory=list)  # how late the client was in sending
+    due_s: list[float] = field(default_factory=list)  # when each was due, from the start of the run
+    failed: list[bool] = field(default_factory=list)
 
-    def add(self, latency_ms: float, outcome: Outcome, lag_ms: float) -> None:
+    def add(self, latency_ms: float, outcome: Outcome, lag_ms: float, due_s: float = 0.0) -> None:
         self.latencies_ms.append(latency_ms)
         self.lags_ms.append(lag_ms)
+        self.due_s.append(due_s)
+        self.failed.append(outcome not in OK_OUTCOMES)
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def timeline(self, step_s: float) -> list[dict[str, Any]]:
+        """The requests by when they were due, `step_s` at a time: how a run went, not only how it ended (an ingest's
+        phases, a burst the server did not work off)."""
+        if not self.due_s:
+            return []
+        due = np.asarray(self.due_s)
+        latency = np.asarray(self.latencies_ms)
+        failed = np.asarray(self.failed)
+        windows = (due // step_s).astype(int)
+        out = []
+        for w in range(int(windows.max()) + 1):
+            here = windows == w
+            if not here.any():
+                continue
+            p50, p99 = np.percentile(latency[here], [50, 99])
+            out.append(
+                {
+                    "from_s": round(w * step_s, 1),
+                    "sent": int(here.sum()),
+                    "errors": int(failed[here].sum()),
+                    "p50_ms": round(float(p50), 1),
+                    "p99_ms": round(float(p99), 1),
+                }
+            )
+        return out
 
     @property
     def sent(self) -> int:
@@ -251,6 +281,8 @@ class Record:
     def merge(self, other: Record) -> None:
         self.latencies_ms += other.latencies_ms
         self.lags_ms += other.lags_ms
+        self.due_s += other.due_s
+        self.failed += other.failed
         for k, n in other.outcomes.items():
             self.outcomes[k] = self.outcomes.get(k, 0) + n
 
@@ -273,7 +305,9 @@ async def open_loop(
             outcome = await job()
         except TransportError as exc:
             outcome = "TIMEOUT" if "no answer" in str(exc) else "TRANSPORT"
-        records.setdefault(cls, Record()).add((loop.time() - due) * 1000.0, outcome, max(0.0, lag) * 1000.0)
+        records.setdefault(cls, Record()).add(
+            (loop.time() - due) * 1000.0, outcome, max(0.0, lag) * 1000.0, due_s=due - start
+        )
 
     last = 0.0
     for at, cls, job in schedule:
@@ -311,7 +345,7 @@ async def closed_loop(
                 outcome = await job()
             except TransportError as exc:
                 outcome = "TIMEOUT" if "no answer" in str(exc) else "TRANSPORT"
-            records.setdefault(cls, Record()).add((loop.time() - t) * 1000.0, outcome, 0.0)
+            records.setdefault(cls, Record()).add((loop.time() - t) * 1000.0, outcome, 0.0, due_s=t - start)
             done += 1
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))

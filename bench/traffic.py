@@ -26,7 +26,8 @@ then:
 Output: one JSON line per class (`class`, `sent`, `errors`, `p50_ms`, `p99_ms`, `p999_ms`, and `wrong`,
 `not_modified`, `error_kinds`), then one with `"class": "all"` adding `rate_rps`, `saturation_rps`,
 `server_cpu_ms_per_req`, `pg_cpu_ms_per_req` (the backends of the API's pool, told apart by `application_name`),
-the response cache's hit rate and the machine's other load; the whole result in bench/results/traffic-<stamp>.json.
+the response cache's hit rate and the machine's other load; the whole result in bench/results/traffic-<stamp>.json,
+with the run 10 s at a time (`timeline`: requests by when they were due, their errors, p50 and p99).
 Every run starts with an empty cache (a Redis namespace of its own). The database gains the readers (their follows
 reset at each run) and what `--ingest` loads; use a copy (`createdb -T`) when that matters.
 """
@@ -408,6 +409,8 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             all_line["redis_used_memory_mb"] = await _redis_memory(redis_url)
         lines.append(all_line)
         result["classes"] = lines
+        # Every class together, 10 s at a time (the ingest's report says when its stages started and ended).
+        result["timeline"] = total.timeline(10.0)
 
         if args.per_class:
             result["per_class"] = await per_class(args, site, drawer, admin, meter, client, shares)
