@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+from pathlib import Path
+
 import asyncpg
 import httpx
 
 from db.cache import keys
+from db.cache.client import create_redis
 from db.cache.store import CacheStore
 from ingest.pipeline import enrich, harvest_arxiv
 from tests.ingest.conftest import FakeClock, FakeOAI
@@ -92,3 +98,42 @@ async def test_a_cached_paper_page_is_dropped_when_the_ingest_rewrites_the_paper
         await oa.aclose()
         cached, matched = await page()
         assert cached == "miss" and matched["authors"][1]["researcher"]["name"] == "Sam Cox"
+
+
+async def test_a_run_whose_last_drop_redis_did_not_take_sends_it_before_it_ends(
+    conn: asyncpg.Connection, ingest_dsn: str, tmp_path: Path, cache_namespace: str
+) -> None:
+    """`ingest arxiv` with Redis frozen while its page commits: the page's drop times out and is kept, and the run
+    sends it again before it ends, once Redis is back (a run that exited with it left stale answers until their
+    TTL). Redis's own record of the drop: the paper's generation moved."""
+    import localservers
+    from ingest.runner import run_arxiv
+    from settings import Settings
+    from tests.ingest.loopback import serve
+
+    server = localservers.start_redis(tmp_path / "redis", port=localservers.free_port())
+    namespace = f"{cache_namespace}-frozen"
+    try:
+        with serve(FakeOAI(first=enrich_archive_page()), FakeScholarly()) as upstreams:
+            env = upstreams.env(ingest_dsn)
+            settings = Settings(
+                DATABASE_URL=ingest_dsn,
+                REDIS_URL=server.url,
+                cache_namespace=namespace,
+                arxiv_oai_url=env["WOVEPAPER_ARXIV_OAI_URL"],
+                arxiv_delay_s=0,
+            )
+            os.kill(server.pid, signal.SIGSTOP)
+            asyncio.get_running_loop().call_later(3.0, os.kill, server.pid, signal.SIGCONT)
+            summary = await run_arxiv(settings, from_=None, until=None, set_spec=None)
+        assert summary.inserted == 3
+        paper_id = await conn.fetchval("SELECT id FROM papers WHERE arxiv_id = '2304.05376'")
+        redis = create_redis(server.url, timeout_s=2.0)
+        try:
+            assert int(await redis.get(keys.entity_generation(namespace, "paper", paper_id)) or 0) == 1
+        finally:
+            await redis.aclose()
+    finally:
+        if server.process.poll() is None:
+            os.kill(server.pid, signal.SIGCONT)
+        server.stop()
