@@ -301,13 +301,12 @@ async def upsert_papers(
             await conn.execute(UPDATE_MATCHED_COUNTS, sorted(relinked))
 
     touched_here.papers = written | relinked
-    touched_here.paper_keys = {aid for aid, pid in result.ids.items() if pid in new}
+    touched_here.paper_keys = {aid for aid, pid in result.ids.items() if pid in touched_here.papers}
     touched_here.new_papers = {p.arxiv_id for p in fresh if result.ids[p.arxiv_id] in new}
     # A paper new to the archive has no researcher or institution linked yet. A stored one touches its people when
     # it changed what they count or who they are; its text or versions alone change the paper, whose own tag
     # drops every answer that shows it (a researcher's page listing it too).
     await add_people_of_papers(conn, counted | relinked, touched_here)
-    touched_here.paper_keys |= {aid for aid, pid in result.ids.items() if pid in touched_here.papers}
     result.touched = touched_here
     if touched is not None:
         touched.update(touched_here)
