@@ -132,7 +132,7 @@ def create_app(
     verifier = bearer_authenticator
     schema = schema or build_schema(settings)
     manifest = build_manifest(OPERATIONS_DIR)
-    cacheable = cacheable_operations(manifest.values())
+    cacheable = cacheable_operations(manifest.values(), schema._schema)
     telemetry_metrics.set_operation_names(op.name for op in cacheable)
     # The GraphQL steps, in the order a request passes them after the edge's checks (edge/front.py): request parsing
     # -> persisted documents -> whole-response cache -> GraphQL. A repeated anonymous request is answered from the

@@ -209,8 +209,11 @@ def zipf_rank(rng: random.Random, n: int, s: float) -> int:
 
 # ------------------------------------------------------------------------------------------------- recording
 
-Outcome = str  # "ok", "not_modified", or an error kind ("HTTP_503", "TIMEOUT", "GRAPHQL:<code>", "CHECK: ...")
-OK_OUTCOMES = frozenset({"ok", "not_modified"})
+# "ok", "hit" (answered by the response cache: X-Cache), "not_modified", or an error kind ("HTTP_503", "TIMEOUT",
+# "GRAPHQL:<code>", "CHECK: ...")
+Outcome = str
+ANSWERED = frozenset({"ok", "hit"})
+OK_OUTCOMES = ANSWERED | {"not_modified"}
 
 
 @dataclass
@@ -222,12 +225,14 @@ class Record:
     lags_ms: list[float] = field(default_factory=list)  # how late the client was in sending
     due_s: list[float] = field(default_factory=list)  # when each was due, from the start of the run
     failed: list[bool] = field(default_factory=list)
+    hit: list[bool] = field(default_factory=list)
 
     def add(self, latency_ms: float, outcome: Outcome, lag_ms: float, due_s: float = 0.0) -> None:
         self.latencies_ms.append(latency_ms)
         self.lags_ms.append(lag_ms)
         self.due_s.append(due_s)
         self.failed.append(outcome not in OK_OUTCOMES)
+        self.hit.append(outcome == "hit")
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
 
     def timeline(self, step_s: float) -> list[dict[str, Any]]:
@@ -238,6 +243,7 @@ class Record:
         due = np.asarray(self.due_s)
         latency = np.asarray(self.latencies_ms)
         failed = np.asarray(self.failed)
+        hit = np.asarray(self.hit)
         windows = (due // step_s).astype(int)
         out = []
         for w in range(int(windows.max()) + 1):
@@ -250,6 +256,7 @@ class Record:
                     "from_s": round(w * step_s, 1),
                     "sent": int(here.sum()),
                     "errors": int(failed[here].sum()),
+                    "hits": int(hit[here].sum()),
                     "p50_ms": round(float(p50), 1),
                     "p99_ms": round(float(p99), 1),
                 }
@@ -275,6 +282,7 @@ class Record:
             "p999_ms": round(float(p999), 2),
             "max_ms": round(float(lat.max()), 2),
             "not_modified": self.outcomes.get("not_modified", 0),
+            "hits": self.outcomes.get("hit", 0),
             "error_kinds": {k: n for k, n in sorted(self.outcomes.items()) if k not in OK_OUTCOMES},
         }
 
@@ -283,6 +291,7 @@ class Record:
         self.lags_ms += other.lags_ms
         self.due_s += other.due_s
         self.failed += other.failed
+        self.hit += other.hit
         for k, n in other.outcomes.items():
             self.outcomes[k] = self.outcomes.get(k, 0) + n
 

@@ -47,7 +47,7 @@ import asyncpg
 import jwt
 import orjson
 
-from bench.loadgen import Client, Job, Outcome, Response, encode_request, zipf_rank
+from bench.loadgen import ANSWERED, Client, Job, Outcome, Response, encode_request, zipf_rank
 from edge.persisted import build_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -400,7 +400,7 @@ class Site:
                 self.seen.append(Seen(label or operation, truth[0], truth[1], held[1], sent, True))
             return "not_modified"
         outcome = _checked(response, expect)
-        if outcome != "ok":
+        if outcome not in ANSWERED:
             return outcome
         modified = _MODIFIED.search(response.body)
         modified_at = modified.group(1).decode() if modified else None
@@ -412,7 +412,7 @@ class Site:
             self.cdn.move_to_end(target)
             if len(self.cdn) > CDN_ENTRIES:
                 self.cdn.popitem(last=False)
-        return "ok"
+        return outcome
 
     async def _signed_in(self, viewer: str, operation: str, variables: dict[str, Any], expect: bytes | None) -> Outcome:
         body = orjson.dumps({"documentId": self.document_ids[operation], "variables": variables})
@@ -519,7 +519,7 @@ class Site:
         headers = [("Accept", "application/json"), ("X-Forwarded-For", self._visitor())]
         response = await self.client.request(encode_request("GET", target, self.client.authority, headers))
         outcome = _checked(response, b'"nodes":[')
-        if outcome == "ok":
+        if outcome in ANSWERED:
             nodes = orjson.loads(response.body)["data"]["papers"]["nodes"]
             if nodes:
                 self.latest.append((sent, [n["arxivId"] for n in nodes], min(n["published"] for n in nodes)))
@@ -558,7 +558,7 @@ def _checked(response: Response, expect: bytes | None) -> Outcome:
         return f"GRAPHQL:{_code(response.body)}"
     if expect is not None and expect not in response.body:
         return "CHECK: not the entity asked for"
-    return "ok"
+    return "hit" if response.headers.get(b"x-cache") == b"hit" else "ok"
 
 
 def schedule(

@@ -409,8 +409,10 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             all_line["redis_used_memory_mb"] = await _redis_memory(redis_url)
         lines.append(all_line)
         result["classes"] = lines
-        # Every class together, 10 s at a time (the ingest's report says when its stages started and ended).
+        # Every class together, 10 s at a time (the ingest's report says when its stages started and ended), and
+        # each class alone: which pages a stage of the ingest slows, and whether their cache hits went with it.
         result["timeline"] = total.timeline(10.0)
+        result["class_timelines"] = {cls: r.timeline(10.0) for cls, r in sorted(records.items())}
 
         if args.per_class:
             result["per_class"] = await per_class(args, site, drawer, admin, meter, client, shares)

@@ -169,6 +169,11 @@ class Touched:
     paper_keys: set[str] = field(default_factory=set)
     # arXiv ids of papers new to the archive: responses that looked them up and found nothing are dropped.
     new_papers: set[str] = field(default_factory=set)
+    # Researchers and institutions whose figures, papers or links alone changed, or that are new: what names them
+    # (edge/cacheable.py NAMING_FIELDS) is as it was, so answers showing only that (a paper's authors) are kept. A
+    # write that cannot tell puts them in `researchers` / `institutions`, which drops those answers too.
+    researcher_figures: set[int] = field(default_factory=set)
+    institution_figures: set[int] = field(default_factory=set)
 
     def update(self, other: Touched) -> None:
         self.papers |= other.papers
@@ -176,6 +181,22 @@ class Touched:
         self.institutions |= other.institutions
         self.paper_keys |= other.paper_keys
         self.new_papers |= other.new_papers
+        self.researcher_figures |= other.researcher_figures
+        self.institution_figures |= other.institution_figures
+
+    def all_researchers(self) -> set[int]:
+        return self.researchers | self.researcher_figures
+
+    def all_institutions(self) -> set[int]:
+        return self.institutions | self.institution_figures
 
     def __bool__(self) -> bool:
-        return bool(self.papers or self.researchers or self.institutions or self.paper_keys or self.new_papers)
+        return bool(
+            self.papers
+            or self.researchers
+            or self.institutions
+            or self.paper_keys
+            or self.new_papers
+            or self.researcher_figures
+            or self.institution_figures
+        )

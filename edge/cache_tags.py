@@ -1,9 +1,12 @@
 """What a cached answer is tagged with (every entity in it, the lists, the ids a look-up did not find), so that the
-write that changes one drops it, and what a CDN is told to hold it by (edge/response_cache.py caches it)."""
+write that changes one drops it, and what a CDN is told to hold it by (edge/response_cache.py caches it).
+
+An entity the answer shows in full is tagged `researcher:7`; one it shows only by what names it (a paper's authors:
+edge/cacheable.py NAMED_IN) is tagged `name:researcher:7`, which a write changing only its figures keeps."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -11,7 +14,7 @@ from db.cache import keys
 from db.cache.store import EntityRef
 from db.paging import TokenError, decode_global_id
 from edge.answers import Header
-from edge.cacheable import CacheableOperation, Lookup
+from edge.cacheable import NAMED, CacheableOperation, Lookup, NamedPaths
 from edge.entity_keys import database_id, paper_key
 
 GLOBAL_ID_KINDS = {"Paper": "paper", "Researcher": "researcher", "Institution": "institution"}
@@ -22,32 +25,34 @@ CDN_TAG_BYTES: Final = 16_384
 VARY_ACCEPT: Final = (b"vary", b"Accept")
 
 
-def entity_refs(data: object) -> set[EntityRef]:
-    """Every paper, researcher and institution in a response, found by its global `id`."""
-    found: set[EntityRef] = set()
-    for value in _ids(data):
-        try:
-            type_name, db_id = decode_global_id(value)
-        except (TokenError, ValueError):
-            continue
-        kind = GLOBAL_ID_KINDS.get(type_name)
-        if kind is not None:
-            found.add(EntityRef(kind, db_id))
-    return found
-
-
-def _ids(data: object) -> Iterator[str]:
-    stack = [data]
+def entity_refs(data: object, named: NamedPaths | None = None) -> tuple[set[EntityRef], set[EntityRef]]:
+    """Every paper, researcher and institution in a response, found by its global `id`: those shown in full, and
+    those shown only where `named` (the operation's places naming entities only) leads."""
+    full: set[EntityRef] = set()
+    names: set[EntityRef] = set()
+    stack: list[tuple[object, NamedPaths | bool | None]] = [(data, named)]
     while stack:
-        item = stack.pop()
+        item, here = stack.pop()
         if isinstance(item, dict):
             for k, v in item.items():
                 if k == "id" and isinstance(v, str):
-                    yield v
+                    ref = _ref(v)
+                    if ref is not None:
+                        (names if here is NAMED else full).add(ref)
                 elif isinstance(v, dict | list):
-                    stack.append(v)
+                    stack.append((v, here.get(k) if isinstance(here, Mapping) else here))
         elif isinstance(item, list):
-            stack.extend(x for x in item if isinstance(x, dict | list))
+            stack.extend((x, here) for x in item if isinstance(x, dict | list))
+    return full, names - full
+
+
+def _ref(global_id: str) -> EntityRef | None:
+    try:
+        type_name, db_id = decode_global_id(global_id)
+    except (TokenError, ValueError):
+        return None
+    kind = GLOBAL_ID_KINDS.get(type_name)
+    return EntityRef(kind, db_id) if kind is not None else None
 
 
 def miss_tag(lookup: Lookup, requested: object) -> str | None:
@@ -95,10 +100,11 @@ def response_tags(
     data: Mapping[str, object], operation: CacheableOperation | None, coerced: Mapping[str, object] | None
 ) -> list[str] | None:
     """The response's tags, as a CDN names them (`researcher:7`, `lists`, `missing:paper:2401.01234`)."""
-    refs = entity_refs(data)
-    if len(refs) > MAX_TAGS:
+    full, names = entity_refs(data, operation.named if operation is not None else None)
+    if len(full) + len(names) > MAX_TAGS:
         return None  # too broad to invalidate precisely; not worth caching
-    tags = [keys.entity_name(r.kind, r.id) for r in sorted(refs, key=lambda r: (r.kind, r.id))]
+    tags = [keys.entity_name(r.kind, r.id) for r in sorted(full, key=lambda r: (r.kind, r.id))]
+    tags += [keys.identity_name(r.kind, r.id) for r in sorted(names, key=lambda r: (r.kind, r.id))]
     if operation is None or operation.is_list:
         tags.append(keys.LISTS)
     if operation is not None and coerced is not None:

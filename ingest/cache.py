@@ -69,4 +69,5 @@ async def deliver_pending(
 
 
 def _count(touched: Touched) -> int:
-    return len(touched.papers) + len(touched.paper_keys) + len(touched.researchers) + len(touched.institutions)
+    people = len(touched.all_researchers()) + len(touched.all_institutions())
+    return len(touched.papers) + len(touched.paper_keys) + people

@@ -4,7 +4,9 @@ In order, each step finished before the next starts (on a Cluster each is one pi
 1. every response bucket gets a new epoch and loses its lists tag (with its members): a response computed across
    this write may no longer be stored, in whichever bucket;
 2. each touched entity loses its tag set (with its members) and its aggregates, and its generation moves: an
-   aggregate computed across the write may no longer be stored; the tags of lookups that found nothing go too;
+   aggregate computed across the write may no longer be stored; a researcher or an institution whose name the write
+   may have changed loses its `name:` tag set too (answers showing it by name only); the tags of lookups that found
+   nothing go too;
 3. on a Cluster, the members of the dropped sets are deleted (one server does that inside the scripts);
 4. the dropped tags are published (a shard channel on a Cluster) for the workers' in-process copies
    (edge/near.py), and the writer waits one more round trip on that server.
@@ -121,6 +123,22 @@ class _Work:
         return [*self.epochs, *self.alone, *self.pairs, *self.plain], args
 
 
+@dataclass(frozen=True, slots=True)
+class _Entity:
+    kind: str
+    id: int | str
+    renamed: bool = False  # its name may have changed (or it is gone): its `name:` tag goes too
+
+    def names(self) -> list[str]:
+        """Its tags as a CDN names them."""
+        full = keys.entity_name(self.kind, self.id)
+        return [full, keys.identity_name(self.kind, self.id)] if self.renamed else [full]
+
+    def tags(self, ns: str) -> list[str]:
+        """Its tag sets: its own (sharing its hash tag with its aggregates and generation) first."""
+        return [keys.tag(ns, name) for name in self.names()]
+
+
 def _entity_keys(ns: str, kind: str, entity_id: int | str) -> tuple[list[str], list[str]]:
     pair = [keys.entity_tag(ns, kind, entity_id), keys.entity_generation(ns, kind, entity_id)]
     if kind == "researcher" and isinstance(entity_id, int):
@@ -135,9 +153,9 @@ def _entity_keys(ns: str, kind: str, entity_id: int | str) -> tuple[list[str], l
 def _dropped_alone(todo: Touched) -> list[str]:
     """The tags (as a CDN names them) of lookups that found nothing which this write may now answer, and lists."""
     names = [keys.LISTS, *(keys.missing_name("paper", a) for a in sorted(todo.new_papers))]
-    if todo.researchers:
+    if todo.all_researchers():
         names.append(keys.missing_name("researcher", "any"))
-    if todo.institutions:
+    if todo.all_institutions():
         names.append(keys.missing_name("institution", "any"))
     return names
 
@@ -172,14 +190,7 @@ async def _drop(cache: CacheStore | None, touched: Touched, position: int | None
     if not todo:
         return
     cache.pending_invalidation = Touched()
-    # A paper's responses are tagged by its arXiv id (its global id names it); by database id too, for
-    # responses cached under ids issued before.
-    entities: list[tuple[str, int | str]] = [
-        *(("paper", i) for i in sorted(todo.papers)),
-        *(("paper", k) for k in sorted(todo.paper_keys)),
-        *(("researcher", i) for i in sorted(todo.researchers)),
-        *(("institution", i) for i in sorted(todo.institutions)),
-    ]
+    entities = _entities(todo)
     names = _dropped_alone(todo)
     # A page of the harvest touches thousands of entities: in calls of BATCH entities, each bounded by a round trip
     # per CHUNK of them besides the fixed ones (a bound of a fixed few for all of them never let such a page
@@ -200,10 +211,23 @@ async def _drop(cache: CacheStore | None, touched: Touched, position: int | None
             return
 
 
+def _entities(todo: Touched) -> list[_Entity]:
+    # A paper's responses are tagged by its arXiv id (its global id names it); by database id too, for
+    # responses cached under ids issued before.
+    entities = [_Entity("paper", i) for i in sorted(todo.papers)]
+    entities += [_Entity("paper", k) for k in sorted(todo.paper_keys)]
+    for kind, named, figures in (
+        ("researcher", todo.researchers, todo.researcher_figures),
+        ("institution", todo.institutions, todo.institution_figures),
+    ):
+        entities += [_Entity(kind, i, renamed=i in named) for i in sorted(named | figures)]
+    return entities
+
+
 async def _run(
     redis: RedisClient,
     cache: CacheStore,
-    entities: list[tuple[str, int | str]],
+    entities: list[_Entity],
     names: list[str],
     position: int | None,
 ) -> bool:
@@ -216,7 +240,7 @@ async def _run(
     # Before any drop: whoever sees a drop sees the write's position too (a replica that has not replayed it may not
     # fill what the dropped tags name: db/cache/positions.py).
     dropped = [*keys.lists_tags(ns), *(keys.tag(ns, name) for name in names[1:])]
-    dropped += [keys.entity_tag(ns, kind, entity_id) for kind, entity_id in entities]
+    dropped += [tag for e in entities for tag in e.tags(ns)]
     await record_invalidation(redis, dropped, position)
     # Step 1: every bucket's epoch and lists tag (one script per bucket on a Cluster, else one for all).
     buckets: dict[int, _Work] = {}
@@ -228,12 +252,19 @@ async def _run(
     groups: dict[int, list[_Work]] = {}
     for name in names[1:]:
         _work_for(groups, slot(keys.tag(ns, name)) if cluster else 0).alone.append(keys.tag(ns, name))
-    for kind, entity_id in entities:
-        pair, plain = _entity_keys(ns, kind, entity_id)
+    for e in entities:
+        pair, plain = _entity_keys(ns, e.kind, e.id)
         work = _work_for(groups, slot(pair[0]) if cluster else 0)
         work.pairs += pair
         work.plain += plain
         work.entities += 1
+        for name_tag in e.tags(ns)[1:]:
+            if cluster:  # under its own hash tag
+                elsewhere = _work_for(groups, slot(name_tag))
+                elsewhere.alone.append(name_tag)
+                elsewhere.entities += 1
+            else:
+                work.alone.append(name_tag)
     if cluster:
         await _DROP.run_many(redis, [w.call(ttl, epoch, False) for w in buckets.values()], replicated_ms=wait_ms)
         entity_calls = [w.call(ttl, epoch, False) for ws in groups.values() for w in ws]
@@ -263,7 +294,7 @@ async def _run(
     # subscriber before it answers a later command, so once this returns the next request on any worker sees the
     # drop (edge/near.py).
     channel = keys.invalidations(ns)
-    message = " ".join([*names, *(keys.entity_name(kind, i) for kind, i in entities)])
+    message = " ".join([*names, *(name for e in entities for name in e.names())])
     if isinstance(redis, RedisCluster):
         await redis.execute_command("SPUBLISH", channel, message)
         await redis.exists(channel)  # routed by the channel's slot: the same primary
@@ -282,9 +313,4 @@ def _work_for(groups: dict[int, list[_Work]], key: int) -> _Work:
 
 def purge_tags(ns: str, touched: Touched) -> list[str]:
     """The CDN tags a write makes stale: the same names as the responses' `Surrogate-Key`."""
-    names = [keys.entity_name("paper", i) for i in sorted(touched.papers)]
-    # A response names a paper by its global id, which names its arXiv id: that is its tag.
-    names += [keys.entity_name("paper", k) for k in sorted(touched.paper_keys)]
-    names += [keys.entity_name("researcher", i) for i in sorted(touched.researchers)]
-    names += [keys.entity_name("institution", i) for i in sorted(touched.institutions)]
-    return [*_dropped_alone(touched), *names]
+    return [*_dropped_alone(touched), *(name for e in _entities(touched) for name in e.names())]

@@ -49,6 +49,13 @@ def entity_name(kind: str, entity_id: int | str) -> str:
     return f"{kind}:{entity_id}"
 
 
+def identity_name(kind: str, entity_id: int | str) -> str:
+    """Answers showing an entity only by what names it (`name:researcher:7`: a paper's authors): dropped when its
+    name changes (or it goes), not when its figures do."""
+    _check_kind(kind)
+    return f"name:{kind}:{entity_id}"
+
+
 def researcher_stats(ns: str, researcher_id: int) -> str:
     return _key(ns, entity_name("researcher", researcher_id), "stats", f"v{RESEARCHER_STATS_VERSION}")
 

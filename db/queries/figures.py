@@ -255,13 +255,10 @@ MARK_MODIFIED = {
 async def refresh_figures(conn: Conn, touched: Touched) -> None:
     """After a write, in the same transaction: refresh the figures of everything it touched, and stamp it
     modified."""
-    await refresh_researcher_figures(conn, sorted(touched.researchers))
-    await refresh_institution_figures(conn, sorted(touched.institutions))
-    for table, ids in (
-        ("papers", touched.papers),
-        ("researchers", touched.researchers),
-        ("institutions", touched.institutions),
-    ):
+    researchers, institutions = touched.all_researchers(), touched.all_institutions()
+    await refresh_researcher_figures(conn, sorted(researchers))
+    await refresh_institution_figures(conn, sorted(institutions))
+    for table, ids in (("papers", touched.papers), ("researchers", researchers), ("institutions", institutions)):
         if ids:
             await conn.execute(MARK_MODIFIED[table], sorted(ids))
 

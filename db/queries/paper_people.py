@@ -28,7 +28,8 @@ SELECT 'p', id, arxiv_id FROM papers WHERE id = any($1::bigint[])
 
 
 async def add_people_of_papers(conn: Conn, paper_ids: Iterable[int], touched: Touched) -> None:
-    """Add the researchers and institutions of these papers, and the papers' arXiv ids."""
+    """Add the researchers and institutions of these papers, and the papers' arXiv ids. What the papers count
+    changed, not what names their people (db/records.py Touched)."""
     ids = sorted(set(paper_ids))
     if not ids:
         return
@@ -36,4 +37,4 @@ async def add_people_of_papers(conn: Conn, paper_ids: Iterable[int], touched: To
         if r["kind"] == "p":
             touched.paper_keys.add(r["key"])
         else:
-            (touched.researchers if r["kind"] == "r" else touched.institutions).add(r["id"])
+            (touched.researcher_figures if r["kind"] == "r" else touched.institution_figures).add(r["id"])

@@ -230,7 +230,7 @@ async def test_ingest_write_path_then_invalidate_no_stale_read(logged_pool, cach
     assert store.metrics.hits == 1
 
     touched, _ = await write([paper("wc.0002")], [CitationRecord("wc.0002", 9, "s2")])
-    assert yan in touched.researchers
+    assert yan in touched.researcher_figures
     second = await load_researcher_stats(pool, store, yan)
     assert second is not None and (second.paper_count, second.citation_count, second.h_index) == (2, 13, 2)
     coauthors = await load_researcher_coauthors(pool, store, yan, first=5)
@@ -284,13 +284,13 @@ async def test_a_revision_of_a_paper_s_text_keeps_its_people_s_statistics(logged
     computed = log.count(SELECT_RESEARCHER_STATS)
 
     touched, after = await write(paper(2, "A better title", ["cs.LG"]))
-    assert touched.paper_keys == {"rv.0001"} and not touched.researchers
+    assert touched.paper_keys == {"rv.0001"} and not touched.all_researchers()
     assert after == before
     assert await load_researcher_stats(pool, store, vos) == stats
     assert log.count(SELECT_RESEARCHER_STATS) == computed  # answered from the cache
 
     touched, after = await write(paper(3, "A better title", ["math.AP"]))
-    assert vos in touched.researchers and after > before
+    assert vos in touched.researcher_figures and after > before
     moved = await load_researcher_stats(pool, store, vos)
     assert moved is not None and [f.category for f in moved.fields] == ["math.AP"]
     assert log.count(SELECT_RESEARCHER_STATS) == computed + 1

@@ -176,7 +176,7 @@ async def test_a_citation_change_moves_the_stored_figures(db) -> None:
     async with conn.transaction():
         await refresh_researcher_figures(conn, None)
         touched = await update_citations(conn, [CitationRecord("2101.00004", 20, "s2")])
-        changed = await refresh_researcher_figures(conn, sorted(touched.researchers))
+        changed = await refresh_researcher_figures(conn, sorted(touched.researcher_figures))
     assert changed == {rids["r"], rids["s"]}
     # R: 20 15 10 9 6 5 5 3 0 -> h 5 still (6th is 5 < 6), i10 3, citations 73.
     row = await conn.fetchrow("SELECT h_index, i10_index, citation_count FROM researchers WHERE id = $1", rids["r"])

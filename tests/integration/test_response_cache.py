@@ -80,6 +80,13 @@ query PaperPage($id: String!) {
 }
 """
 
+# A paper with its authors by name, as the site's paper cards show them.
+PAPER_AUTHORS = """
+query PaperAuthors($id: String!) {
+  paper(id: $id) { id title authors { position name researcher { id slug name } } }
+}
+"""
+
 _ns = itertools.count()
 
 
@@ -118,6 +125,7 @@ def operations_dir(tmp_path, monkeypatch) -> None:
         ("ResearchersList", RESEARCHERS_LIST),
         ("InstitutionPage", INSTITUTION_PAGE),
         ("PaperPage", PAPER_PAGE),
+        ("PaperAuthors", PAPER_AUTHORS),
     ):
         (ops / f"{name}.graphql").write_text(text)
     monkeypatch.setattr(app_module, "OPERATIONS_DIR", ops)
@@ -585,3 +593,57 @@ async def test_a_researcher_asked_for_by_id_before_it_exists_is_found_after_its_
     assert (await post(client, RESEARCHER_PAGE, {"id": str(next_id)})).headers["x-cache"] == "hit"
     await invalidate(store, Touched(researchers={next_id}))
     assert (await post(client, RESEARCHER_PAGE, {"id": str(next_id)})).headers["x-cache"] == "miss"
+
+
+async def test_a_researcher_s_new_figures_keep_the_answers_naming_them_and_a_new_name_drops_them(
+    make_database, redis_url, cache_namespace, operations_dir
+) -> None:
+    """The enrichment's write of a researcher (ingest's upsert_researchers): new figures drop the researcher's page,
+    not a paper's answer that shows them only by name; a new name drops that too."""
+    from db.queries.figures import refresh_figures
+    from db.queries.writes.researchers import upsert_researchers
+    from db.records import ResearcherRecord
+
+    dsn, ids = await build_resp_db(make_database, "respnames")
+    paper = {"id": ARXIV_IDS["P1"]}  # authors A, B
+    page = {"id": str(ids["A"])}
+
+    async def write(record: ResearcherRecord) -> Touched:
+        touched = Touched()
+        conn = await asyncpg.connect(dsn)
+        try:
+            async with conn.transaction():
+                await upsert_researchers(conn, [record], touched=touched)
+                await refresh_figures(conn, touched)
+        finally:
+            await conn.close()
+        return touched
+
+    conn = await asyncpg.connect(dsn)
+    await conn.execute("UPDATE researchers SET s2_author_id = 's2-ada' WHERE id = $1", ids["A"])
+    await conn.close()
+    async with serving(dsn, redis_url, f"{cache_namespace}-n{next(_ns)}") as (client, store, _):
+        shown = (await post(client, PAPER_AUTHORS, paper)).json()["data"]["paper"]["authors"]
+        assert [a["researcher"]["name"] for a in shown] == ["Ada", "Bob"]
+        s2 = (await post(client, RESEARCHER_PAGE, page)).json()["data"]["researcher"]["metrics"]["semanticScholar"]
+        assert s2["hIndex"] == 4
+        for query, variables in ((PAPER_AUTHORS, paper), (RESEARCHER_PAGE, page)):
+            assert (await post(client, query, variables)).headers["x-cache"] == "hit"
+
+        # Semantic Scholar's figures of Ada move; her name does not.
+        touched = await write(ResearcherRecord("Ada", s2_author_id="s2-ada", s2_paper_count=30, s2_h_index=9))
+        assert ids["A"] in touched.researcher_figures and ids["A"] not in touched.researchers
+        await invalidate(store, touched)
+        again = await post(client, RESEARCHER_PAGE, page)
+        assert again.headers["x-cache"] == "miss"
+        assert again.json()["data"]["researcher"]["metrics"]["semanticScholar"]["hIndex"] == 9
+        assert (await post(client, PAPER_AUTHORS, paper)).headers["x-cache"] == "hit"
+
+        # Her name changes: every answer showing it goes.
+        touched = await write(ResearcherRecord("Ada Lovelace", s2_author_id="s2-ada"))
+        assert ids["A"] in touched.researchers
+        await invalidate(store, touched)
+        renamed = await post(client, PAPER_AUTHORS, paper)
+        assert renamed.headers["x-cache"] == "miss"
+        assert [a["researcher"]["name"] for a in renamed.json()["data"]["paper"]["authors"]] == ["Ada Lovelace", "Bob"]
+        assert (await post(client, RESEARCHER_PAGE, page)).json()["data"]["researcher"]["name"] == "Ada Lovelace"

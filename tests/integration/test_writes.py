@@ -157,18 +157,20 @@ async def test_touched_ids_name_exactly_what_changed(conn: asyncpg.Connection) -
     yan, muller = out["rids"]["21021"], out["rids"]["21022"]
     assert out["papers"].touched.papers == {pid1, pid2}
     assert out["touched"].papers == {pid1, pid2}
-    assert out["touched"].researchers == {yan, muller}
-    assert out["touched"].institutions >= set(out["iids"].values())
+    # New researchers linked to papers: what names anyone stays as it was (only new institutions may be renamed).
+    assert out["touched"].researcher_figures == {yan, muller} and not out["touched"].researchers
+    assert out["touched"].all_institutions() >= set(out["iids"].values())
 
     # A citation update touches its paper and the people on it, and nothing else.
     async with conn.transaction():
         t = await update_citations(conn, [CitationRecord("2102.00002", 3, "openalex")])
-    assert t.papers == {pid2} and t.researchers == {muller} and t.institutions == {out["iids"][ROR_B]}
+    assert t.papers == {pid2} and t.researcher_figures == {muller} and t.institution_figures == {out["iids"][ROR_B]}
+    assert not t.researchers and not t.institutions
 
     # Replacing one researcher's works touches that researcher only; the same list again touches none.
     works = {yan: [WorkRecord("s2", "w9", "Z", 2020, 1)]}
     async with conn.transaction():
-        assert (await replace_researcher_works(conn, works)).researchers == {yan}
+        assert (await replace_researcher_works(conn, works)).researcher_figures == {yan}
         assert not await replace_researcher_works(conn, works)
 
 
@@ -227,13 +229,13 @@ async def test_reharvest_with_changed_names_keeps_the_matches_it_can(conn: async
         (3, out["iids"][ROR_B]),
     ]
     assert await conn.fetchval("SELECT matched_count FROM papers WHERE id = $1", pid) == 2
-    assert res.touched.papers == {pid} and {yan, muller} <= res.touched.researchers
+    assert res.touched.papers == {pid} and {yan, muller} <= res.touched.researcher_figures
 
     # Dropping an author drops their match, and says so.
     async with conn.transaction():
         res = await upsert_papers(conn, [paper("2104.00001", ["Ada Obi", "Wumo Yan"], version=4)])
     assert await researcher_ids_of(conn, "2104.00001") == [(1, "Ada Obi", None), (2, "Wumo Yan", yan)]
-    assert muller in res.touched.researchers
+    assert muller in res.touched.researcher_figures
     assert await conn.fetchval("SELECT matched_count FROM papers WHERE id = $1", pid) == 1
 
 
@@ -272,7 +274,7 @@ async def test_a_collaboration_is_never_matched_to_a_researcher(conn: asyncpg.Co
     async with conn.transaction():
         res = await upsert_papers(conn, [flagged])
     assert await researcher_ids_of(conn, "2106.00002") == [(1, "Jana Müller", None)]
-    assert out["rids"]["21062"] in res.touched.researchers
+    assert out["rids"]["21062"] in res.touched.researcher_figures
     assert await conn.fetchval("SELECT matched_count FROM papers WHERE arxiv_id = '2106.00002'") == 0
 
 
@@ -350,7 +352,7 @@ async def test_a_match_naming_institutions_replaces_that_authorships_set(conn: a
     )
     # Position 2 loses A and keeps B; position 1's match names none, so it keeps A.
     assert [tuple(r) for r in links] == [(1, a), (2, b)]
-    assert res.applied == 0 and res.touched.papers == {pid} and a in res.touched.institutions
+    assert res.applied == 0 and res.touched.papers == {pid} and a in res.touched.institution_figures
 
 
 async def test_a_batch_of_new_and_stored_papers_writes_each_kind_whole(conn: asyncpg.Connection) -> None:

@@ -77,16 +77,17 @@ async def test_latency_counts_from_the_intended_send_time_so_queueing_behind_a_s
 
 def test_the_timeline_places_each_request_by_when_it_was_due() -> None:
     record = Record()
-    for due_s, latency_ms, outcome in [(0.5, 10.0, "ok"), (9.9, 30.0, "not_modified"), (10.0, 2000.0, "TIMEOUT"),
+    for due_s, latency_ms, outcome in [(0.5, 10.0, "hit"), (9.9, 30.0, "not_modified"), (10.0, 2000.0, "TIMEOUT"),
                                        (25.0, 5.0, "ok")]:  # fmt: skip
         record.add(latency_ms, outcome, 0.0, due_s=due_s)
     merged = Record()
     merged.merge(record)
     assert merged.timeline(10.0) == [
-        {"from_s": 0.0, "sent": 2, "errors": 0, "p50_ms": 20.0, "p99_ms": 29.8},
-        {"from_s": 10.0, "sent": 1, "errors": 1, "p50_ms": 2000.0, "p99_ms": 2000.0},
-        {"from_s": 20.0, "sent": 1, "errors": 0, "p50_ms": 5.0, "p99_ms": 5.0},
+        {"from_s": 0.0, "sent": 2, "errors": 0, "hits": 1, "p50_ms": 20.0, "p99_ms": 29.8},
+        {"from_s": 10.0, "sent": 1, "errors": 1, "hits": 0, "p50_ms": 2000.0, "p99_ms": 2000.0},
+        {"from_s": 20.0, "sent": 1, "errors": 0, "hits": 0, "p50_ms": 5.0, "p99_ms": 5.0},
     ]
+    assert merged.summary()["hits"] == 1 and merged.errors == 1
     assert Record().timeline(10.0) == []
 
 

@@ -129,13 +129,14 @@ async def apply_authorship_matches(
     changed = await conn.fetch(APPLY_RESEARCHER_MATCHES)
     result.applied = len(changed)
     here.papers |= ids_of(changed, "paper_id")
-    here.researchers |= ids_of(changed, "old_rid") | ids_of(changed, "new_rid")
+    # Links change which papers (and institutions) are whose, not what names anyone (db/records.py Touched).
+    here.researcher_figures |= ids_of(changed, "old_rid") | ids_of(changed, "new_rid")
     links = await conn.fetch(APPLY_INSTITUTION_MATCHES)
     here.papers |= ids_of(links, "paper_id")
-    here.institutions |= ids_of(links, "institution_id")
+    here.institution_figures |= ids_of(links, "institution_id")
     ri = await conn.fetch(UPSERT_RESEARCHER_INSTITUTIONS_FROM_MATCHES)
-    here.researchers |= ids_of(ri, "researcher_id")
-    here.institutions |= ids_of(ri, "institution_id")
+    here.researcher_figures |= ids_of(ri, "researcher_id")
+    here.institution_figures |= ids_of(ri, "institution_id")
     if changed:
         await conn.execute(UPDATE_MATCHED_COUNTS, sorted(ids_of(changed, "paper_id")))
     await add_people_of_papers(conn, here.papers, here)

@@ -329,11 +329,12 @@ async def _relink_stored_authorships(conn: asyncpg.Connection, paper_ids: list[i
         await conn.execute(INSERT_CARRY)
         await conn.execute(INSERT_CHANGED_AUTHORSHIPS)
         await conn.execute(INSERT_CARRIED_AFFILIATIONS)
-        touched.researchers |= ids_of(await conn.fetch(RELINK_PINNED), "researcher_id")
+        # Which papers are whose changes, not what names anyone (db/records.py Touched).
+        touched.researcher_figures |= ids_of(await conn.fetch(RELINK_PINNED), "researcher_id")
         for r in await conn.fetch(SELECT_OLD_PEOPLE):
-            (touched.researchers if r["kind"] == "r" else touched.institutions).add(r["id"])
+            (touched.researcher_figures if r["kind"] == "r" else touched.institution_figures).add(r["id"])
     kept = await conn.fetch(UPDATE_KEPT_AUTHORSHIPS)
-    touched.researchers |= ids_of(kept, "researcher_id")
+    touched.researcher_figures |= ids_of(kept, "researcher_id")
     return changed | ids_of(kept, "paper_id")
 
 

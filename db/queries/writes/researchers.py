@@ -76,7 +76,7 @@ UPDATE researchers t SET
     openalex_updated_at = CASE WHEN ({", ".join(f"t.{c}" for c in _OA_FIGURES)}) IS DISTINCT FROM ({_kept(_OA_FIGURES)})
                                THEN now() ELSE t.openalex_updated_at END,
     modified_at = now()
-FROM stg_researchers s
+FROM stg_researchers s JOIN researchers o ON o.id = s.rid
 WHERE t.id = s.rid
   AND (t.name, t.name_slug, t.s2_author_id, t.openalex_id, t.orcid,
        {", ".join(f"t.{c}" for c in _S2_FIGURES + _OA_FIGURES)})
@@ -84,7 +84,7 @@ WHERE t.id = s.rid
       ({_NEW_NAME.format(c="name")}, {_NEW_NAME.format(c="name_slug")},
        {_free_id("s2_author_id")}, {_free_id("openalex_id")}, {_free_id("orcid")},
        {_kept(_S2_FIGURES + _OA_FIGURES)})
-RETURNING t.id
+RETURNING t.id, (o.name, o.name_slug) IS DISTINCT FROM (t.name, t.name_slug) AS renamed
 """
 INSERT_RESEARCHERS_FROM_STAGING = f"""
 INSERT INTO researchers (name, name_slug, s2_author_id, openalex_id, orcid,
@@ -166,10 +166,13 @@ async def upsert_researchers(
     # researcher: its key leads there, though the row keeps the S2 id it has.
     found = {r["key"]: r["rid"] for r in await conn.fetch(SELECT_RESOLVED_KEYS)}
     await conn.execute(DEDUPE_STAGED_RESEARCHERS)
-    changed = ids_of(await conn.fetch(UPDATE_RESEARCHERS_FROM_STAGING), "id")
-    changed |= ids_of(await conn.fetch(INSERT_RESEARCHERS_FROM_STAGING), "id")
+    updated = await conn.fetch(UPDATE_RESEARCHERS_FROM_STAGING)
+    inserted = ids_of(await conn.fetch(INSERT_RESEARCHERS_FROM_STAGING), "id")
     if touched is not None:
-        touched.researchers |= changed
+        # What names a researcher is their name (and its slug): one whose ids or figures alone changed, or who is
+        # new, is shown by name as before (db/records.py Touched).
+        touched.researchers |= {r["id"] for r in updated if r["renamed"]}
+        touched.researcher_figures |= {r["id"] for r in updated if not r["renamed"]} | inserted
     ids = found | {r["key"]: r["id"] for r in await conn.fetch(SELECT_STAGED_RESEARCHER_IDS)}
     # A record under an S2 id whose profile was merged into another is the survivor's author: its papers go there,
     # and the survivor keeps its own name and figures (the record was not written).
@@ -237,8 +240,8 @@ async def replace_researcher_works(
     here = Touched()
     if rows:
         await stage(conn, "stg_works", STG_WORKS, STG_WORK_COLUMNS, list(rows.values()))
-        here.researchers = ids_of(await conn.fetch(DELETE_REPLACED_WORKS), "researcher_id")
-        here.researchers |= ids_of(await conn.fetch(UPSERT_WORKS_FROM_STAGING), "researcher_id")
+        here.researcher_figures = ids_of(await conn.fetch(DELETE_REPLACED_WORKS), "researcher_id")
+        here.researcher_figures |= ids_of(await conn.fetch(UPSERT_WORKS_FROM_STAGING), "researcher_id")
     if touched is not None:
         touched.update(here)
     return here
