@@ -68,7 +68,10 @@ async def test_persisted_get_is_cdn_cacheable_with_etag_and_tags(seeded: Any, re
         assert etag.startswith('"') and not etag.startswith("W/")
         tags = first.headers["surrogate-key"].split()
         assert f"researcher:{wumo}" in tags and first.headers["cache-tag"] == ",".join(tags)
-        assert any(t.startswith("paper:") for t in tags) and any(t.startswith("institution:") for t in tags)
+        assert any(t.startswith("paper:") for t in tags)
+        # Institutions are on the page by name only (affiliations, authors): their figures do not purge it.
+        assert any(t.startswith("name:institution:") for t in tags)
+        assert not any(t.startswith("institution:") for t in tags)
         # Again, from the response cache: same body, same tag; with If-None-Match a 304 and no body.
         counter.reset()
         again = await client.get("/graphql", params=params)
@@ -268,7 +271,16 @@ async def test_invalidation_purges_the_cdn_tags(seeded: Any, redis_url: str, cac
         await purge.aclose()
         await store.aclose()
     assert _Receiver.received == [
-        {"tags": ["lists", "missing:paper:2501.00001", "missing:researcher:any", "paper:3", "researcher:7"]}
+        {
+            "tags": [
+                "lists",
+                "missing:paper:2501.00001",
+                "missing:researcher:any",
+                "paper:3",
+                "researcher:7",
+                "name:researcher:7",
+            ]
+        }
     ]
 
 
