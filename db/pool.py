@@ -45,10 +45,6 @@ _CLOSED_MESSAGES: Final = ("connection is closed", "released back to the pool", 
 # How stale the pool gauges may get between scrapes.
 REPORT_EVERY_S: Final = 0.25
 
-# What the API's connections call themselves on the server: how the ingest tells the site's statements from its own
-# (db/queries/site_load.py) and a benchmark tells their CPU apart.
-APPLICATION_NAME: Final = "wovepaper"
-
 
 def is_recovery_conflict(exc: BaseException) -> bool:
     """Whether a replica cancelled the statement because replaying the primary's WAL needed what it held (its
@@ -375,7 +371,7 @@ async def create_pool(
         server_settings={
             "statement_timeout": str(statement_timeout_ms),
             "idle_in_transaction_session_timeout": str(max(statement_timeout_ms * 2, 10_000)),
-            "application_name": APPLICATION_NAME,
+            "application_name": "wovepaper",
             **TEXT_TIMES,
         },
     )

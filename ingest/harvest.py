@@ -194,7 +194,6 @@ class HarvestRun:
             # can trip the slug's unique index, so the earlier page commits first.
             await self.settle()
         conn = self.writers[self.dispatched % len(self.writers)]
-        await self.pacing.before_write(conn)  # free: its page settled above
         task = asyncio.create_task(self._write_page(conn, page, checkpoint, self.previous))
         self.previous = asyncio.get_running_loop().create_future()
         task.add_done_callback(partial(_settle, self.previous))

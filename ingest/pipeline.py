@@ -332,7 +332,6 @@ async def enrich(
                     break
                 continue
             failed_in_row = 0
-            await pacing.before_write(conn)
             began = time.monotonic()
             written, failed = await write_isolating(conn, batch, cache)
             busy_s = time.monotonic() - began

@@ -137,7 +137,7 @@ async def run_arxiv(
                     set_spec=set_spec,
                     cache=cache,
                     writer=writer,
-                    pacing=DutyCycle(settings.ingest_share, yield_active=settings.ingest_yield_active),
+                    pacing=DutyCycle(settings.ingest_share),
                 )
             finally:
                 await writer.close()
@@ -169,7 +169,7 @@ async def run_enrich(
                 limit=limit,
                 batch_size=batch_size or ENRICH_BATCH,
                 cache=cache,
-                pacing=DutyCycle(settings.ingest_share, yield_active=settings.ingest_yield_active),
+                pacing=DutyCycle(settings.ingest_share),
             )
     finally:
         await s2c.aclose()

@@ -6,7 +6,7 @@ import httpx
 from ingest.clients.http import RetryPolicy
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
-from ingest.pacing import RETRY_S, SAMPLES, DutyCycle
+from ingest.pacing import DutyCycle
 from ingest.pipeline import enrich, harvest_arxiv
 from ingest.progress import Summary
 from tests.ingest.conftest import FIXTURES, FakeClock, FakeOAI
@@ -175,30 +175,6 @@ async def test_a_paced_enrichment_pauses_after_each_batch(conn: asyncpg.Connecti
     # One pause a batch, as long as its writes took (half the time writing).
     assert len(pauses) == 3 and all(p > 0 for p in pauses)
     assert await conn.fetchval("SELECT count(*) FROM papers WHERE enriched_at IS NULL") == 0
-
-
-async def test_an_enrichment_yielding_to_the_site_waits_before_each_batch(
-    conn: asyncpg.Connection, clock: FakeClock
-) -> None:
-    """`WOVEPAPER_INGEST_YIELD_ACTIVE`: before each batch's transaction the enrichment reads the site's load and
-    waits while it is at the bound."""
-    await harvest(conn, clock)
-    loads = iter([3] * SAMPLES + [0] * 100)
-    read_in_transaction: list[bool] = []
-    slept: list[float] = []
-
-    async def site_load(c: asyncpg.Connection) -> int:
-        read_in_transaction.append(c.is_in_transaction())
-        return next(loads)
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-
-    pacing = DutyCycle(yield_active=2, site_load=site_load, sleep=sleep)
-    summary = await run_enrich(conn, FakeScholarly(), clock, batch_size=1, pacing=pacing)
-    assert summary.seen == 3 and summary.failed == 0
-    # A busy reading, a retry, then each batch on a quiet one.
-    assert read_in_transaction == [False] * (4 * SAMPLES) and RETRY_S in slept
 
 
 async def test_s2_429_without_retry_after_backs_off(conn: asyncpg.Connection, clock: FakeClock) -> None:

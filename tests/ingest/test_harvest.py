@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from ingest.checkpoints import load_harvest_state
-from ingest.pacing import SAMPLES, DutyCycle
+from ingest.pacing import DutyCycle
 from ingest.pipeline import harvest_arxiv
 from tests.ingest.conftest import (
     OAI_CURRENT,
@@ -288,20 +288,3 @@ async def test_numbers_past_int32_in_a_record_do_not_stop_the_harvest(
         " WHERE p.arxiv_id = '2401.00002'"
     )
     assert row is not None and tuple(row) == (1, None)  # the impossible version and size are not numbers we keep
-
-
-async def test_a_harvest_reads_the_site_s_load_before_each_page_on_a_free_connection(
-    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None
-) -> None:
-    """`WOVEPAPER_INGEST_YIELD_ACTIVE`: before each page's transaction the harvest reads how busy the site keeps the
-    database, through the connection the page goes to (no statement of its own on it)."""
-    read_on: list[bool] = []
-
-    async def site_load(c: asyncpg.Connection) -> int:
-        read_on.append(c.is_in_transaction())
-        return 0
-
-    pacing = DutyCycle(yield_active=1, site_load=site_load)
-    summary = await harvest_arxiv(conn, three_page_archive().client(clock), writer=writer, pacing=pacing)
-    assert summary.seen == 8 and summary.failed == 0
-    assert read_on == [False] * (3 * SAMPLES)  # three pages, none read inside a transaction
