@@ -27,7 +27,9 @@ Output: one JSON line per class (`class`, `sent`, `errors`, `p50_ms`, `p99_ms`, 
 `not_modified`, `error_kinds`), then one with `"class": "all"` adding `rate_rps`, `saturation_rps`,
 `server_cpu_ms_per_req`, `pg_cpu_ms_per_req` (the backends of the API's pool, told apart by `application_name`),
 the response cache's hit rate and the machine's other load; the whole result in bench/results/traffic-<stamp>.json,
-with the run 10 s at a time (`timeline`: requests by when they were due, their errors, p50 and p99).
+with the run 10 s at a time (`timeline`: requests by when they were due, their errors, cache hits, p50 and p99;
+`class_timelines` the same for each class; `cpu_timeline`: the cores the server, its backends, the ingest's
+backends, autovacuum, Redis, this client and the whole machine used).
 Every run starts with an empty cache (a Redis namespace of its own). The database gains the readers (their follows
 reset at each run) and what `--ingest` loads; use a copy (`createdb -T`) when that matters.
 """
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import json
 import os
@@ -79,6 +82,7 @@ RESULTS = ROOT / "bench" / "results"
 # backends are told apart from each other and from this benchmark's own.
 API_APP = "wovepaper"
 INGEST_APP = "wovepaper-ingest"
+AUTOVACUUM = "autovacuum"  # PostgreSQL's autovacuum workers on the database (its own bursts after the ingest's)
 
 
 # ----------------------------------------------------------------------------------------------------- CPU
@@ -96,7 +100,7 @@ class Backends:
 
     async def sample(self) -> None:
         rows = await self.conn.fetch(
-            "SELECT pid, application_name FROM pg_stat_activity WHERE datname = current_database()"
+            "SELECT pid, application_name, backend_type FROM pg_stat_activity WHERE datname = current_database()"
         )
         for r in rows:
             stat = _stat(r["pid"])
@@ -104,7 +108,7 @@ class Backends:
                 continue
             self.first.setdefault(r["pid"], stat[1])
             self.last[r["pid"]] = stat[1]
-            self.app[r["pid"]] = r["application_name"] or ""
+            self.app[r["pid"]] = AUTOVACUUM if r["backend_type"] == "autovacuum worker" else r["application_name"] or ""
 
     def reset(self) -> None:
         self.first = dict(self.last)
@@ -166,19 +170,41 @@ class Meter:
             "wall": time.monotonic(),
         }
 
+    def used(self) -> dict[str, float]:
+        """CPU seconds of each part since start(), by the backends' latest sample."""
+        return {
+            "server": tree_cpu(self.server_pid) - self.marks["server"],
+            "pg_api": self.backends.seconds(API_APP),
+            "pg_ingest": self.backends.seconds(INGEST_APP),
+            "pg_autovacuum": self.backends.seconds(AUTOVACUUM),
+            "redis": (tree_cpu(self.redis_pid) - self.marks["redis"]) if self.redis_pid else 0.0,
+            "client": own_cpu() - self.marks["client"],
+        }
+
+    async def timeline(self, step_s: float, stop: asyncio.Event) -> list[dict[str, float]]:
+        """Cores each part used, `step_s` at a time from start() until `stop`: which part a slow stretch of the run
+        went to (a harvest page, an enrichment batch, autovacuum after them)."""
+        out: list[dict[str, float]] = []
+        before, busy_before, began = self.used(), total_cpu()[0], time.monotonic()
+        at = 0.0
+        tick = os.sysconf("SC_CLK_TCK")
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), began + at + step_s - time.monotonic())
+            now, busy, elapsed = self.used(), total_cpu()[0], time.monotonic() - began - at
+            window = {"from_s": round(at, 1), **{k: round((now[k] - before[k]) / elapsed, 2) for k in now}}
+            window["machine"] = round((busy - busy_before) / tick / elapsed, 2)
+            out.append(window)
+            before, busy_before, at = now, busy, at + elapsed
+        return out
+
     async def stop(self) -> dict[str, float]:
         await self.backends.sample()
         busy, total = total_cpu()
         cores = os.cpu_count() or 1
         tick = os.sysconf("SC_CLK_TCK")
         wall = time.monotonic() - self.marks["wall"]
-        used = {
-            "server": tree_cpu(self.server_pid) - self.marks["server"],
-            "pg_api": self.backends.seconds(API_APP),
-            "pg_ingest": self.backends.seconds(INGEST_APP),
-            "redis": (tree_cpu(self.redis_pid) - self.marks["redis"]) if self.redis_pid else 0.0,
-            "client": own_cpu() - self.marks["client"],
-        }
+        used = self.used()
         machine = (busy - self.marks["busy"]) / tick
         used["machine_busy_cores"] = (busy - self.marks["busy"]) / (total - self.marks["total"]) * cores
         used["others"] = max(0.0, machine - sum(v for k, v in used.items() if k != "machine_busy_cores"))
@@ -358,7 +384,11 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
         ingest_task = None
         if ingest is not None:
             ingest_task = asyncio.create_task(ingest.run(delay_s=args.ingest_delay, enrich_batch=args.enrich_batch))
+        measured = asyncio.Event()
+        cpu_timeline = asyncio.create_task(meter.timeline(10.0, measured))
         last = await open_loop(jobs(site), records, grace_s=args.timeout)
+        measured.set()
+        result["cpu_timeline"] = await cpu_timeline
         used = await meter.stop()
         after, lag_after = await scrape(client)
         if ingest_task is not None:
@@ -393,6 +423,7 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             "redis_cpu_ms_per_req": round(used["redis"] * 1000 / sent, 3),
             "client_cpu_ms_per_req": round(used["client"] * 1000 / sent, 3),
             "ingest_pg_cpu_s": round(used["pg_ingest"], 1),
+            "autovacuum_cpu_s": round(used["pg_autovacuum"], 1),
             "response_cache_hit_rate": hit_rate(before, after, "response"),
             "aggregate_cache_hit_rate": hit_rate(before, after, "aggregate"),
             "client_lag_p99_ms": _pct(total.lags_ms, 99),
