@@ -68,5 +68,6 @@ async def main() -> int:
             finally:
                 api.stop()
 
+
 if __name__ == "__main__":
     sys.exit(asyncio.run(main()))

@@ -61,6 +61,7 @@ import asyncpg
 import numpy as np
 
 import localservers
+from app import RESPONSE_TTL_S
 from bench import truth
 from bench.loadgen import Client, Record, arrival_times, closed_loop, encode_request, open_loop
 from bench.run import _stat, total_cpu
@@ -394,6 +395,9 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
         if ingest_task is not None:
             result["ingest"] = await ingest.finish(ingest_task)
         verdicts = await truth.check(admin, site.seen, site.latest, args.truth_grace, args.truth_allowance)
+        pages_held, stale, stale_examples = await truth.stale_entries(
+            admin, redis_url, env["WOVEPAPER_CACHE_NAMESPACE"], RESPONSE_TTL_S, args.truth_grace
+        )
 
         lines: list[dict[str, Any]] = []
         for cls in DEFAULT_SHARES:
@@ -424,6 +428,10 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             "client_cpu_ms_per_req": round(used["client"] * 1000 / sent, 3),
             "ingest_pg_cpu_s": round(used["pg_ingest"], 1),
             "autovacuum_cpu_s": round(used["pg_autovacuum"], 1),
+            # The pages the response cache held at the end, and those older than a write committed before.
+            "pages_held": pages_held,
+            "stale_entries": stale,
+            **({"stale_examples": stale_examples} if stale_examples else {}),
             "response_cache_hit_rate": hit_rate(before, after, "response"),
             "aggregate_cache_hit_rate": hit_rate(before, after, "aggregate"),
             "client_lag_p99_ms": _pct(total.lags_ms, 99),

@@ -9,14 +9,22 @@ records commit times (`track_commit_timestamp = on`) the latest state's commit t
 (or within those seconds) cannot be judged from the latest state alone and is counted as unchecked, not as right.
 LatestPapers is checked the same way: a paper published after the answer's oldest one, and unchanged since well
 before the request, must be in it.
+
+What the response cache still holds once the run ends is checked too (`stale_entries`): a page whose entity has
+a newer state, committed `grace` seconds before the entry was stored or before now, is an entry its write's drop
+missed (or one stored from a read older than the drop). Where answers were wrong and no entry is stale, the stale
+copy was a worker's memory (edge/near.py), which ends with the server.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import asyncpg
+import redis.asyncio as redis
 
 from bench.site_mix import Seen
 
@@ -102,3 +110,50 @@ async def check(
             if len(lv.examples) < 5:
                 lv.examples.append(f"latest papers at {sent_at:.0f}: {missed} newer papers missing")
     return verdicts
+
+
+# A page's entity as the response names it: the root lookup of PaperPage, ResearcherPage, InstitutionPage.
+_PAGE_ROOTS = {"paper": ("paper", "arxivId"), "researcher": ("researcher", "databaseId"),
+               "institution": ("institution", "databaseId")}  # fmt: skip
+
+
+async def stale_entries(
+    conn: asyncpg.Connection, redis_url: str, namespace: str, ttl_s: int, grace_s: float
+) -> tuple[int, int, list[str]]:
+    """(pages held, stale, examples) of the whole responses the cache of `namespace` holds now."""
+    client = redis.Redis.from_url(redis_url)
+    held: list[tuple[str, str, str, float]] = []  # kind, key, modifiedAt, stored at
+    now = time.time()
+    try:
+        async for name in client.scan_iter(match=f"{namespace}:*:response:*", count=5000):
+            raw, remaining = await client.get(name), await client.ttl(name)
+            body = raw.partition(b"\n")[2] if raw else b""
+            try:
+                data = json.loads(body).get("data") or {}
+            except ValueError:
+                continue
+            for root, (kind, field_name) in _PAGE_ROOTS.items():
+                page = data.get(root) if isinstance(data, dict) else None
+                if isinstance(page, dict) and page.get("modifiedAt") and page.get(field_name) is not None:
+                    held.append((kind, str(page[field_name]), page["modifiedAt"], now - (ttl_s - max(remaining, 0))))
+    finally:
+        await client.aclose()
+    exact = await conn.fetchval("SELECT current_setting('track_commit_timestamp') = 'on'")
+    committed = "coalesce(pg_xact_commit_timestamp(xmin), modified_at)" if exact else "modified_at"
+    current: dict[tuple[str, str], tuple[float, float]] = {}
+    for kind, sql in _CURRENT.items():
+        keys = sorted({k for kd, k, _, _ in held if kd == kind})
+        for r in await conn.fetch(sql.format(committed=committed), keys) if keys else []:
+            current[(kind, r["key"])] = (r["modified_at"].timestamp(), r["committed"].timestamp())
+    stale, examples = 0, []
+    for kind, key, modified_at, stored in held:
+        state = current.get((kind, key))
+        if state is None or _when(modified_at) >= state[0] - 1e-6 or state[1] + grace_s > now:
+            continue
+        stale += 1
+        if len(examples) < 5:
+            examples.append(
+                f"{kind} {key}: the cache holds the state of {modified_at}, stored about {_iso(stored)}; the state "
+                f"of {_iso(state[0])} committed at {_iso(state[1])}"
+            )
+    return len(held), stale, examples

@@ -78,7 +78,8 @@ def test_a_place_names_only_when_every_field_merged_there_names(
 def test_an_answer_is_tagged_by_name_where_it_only_names(schema: GraphQLSchema) -> None:
     op = cacheable_operation((OPERATIONS / "ResearcherPage.graphql").read_text(), schema)
     assert op is not None
-    ada, bob, mit = encode_global_id("Researcher", 7), encode_global_id("Researcher", 8), encode_global_id("Institution", 3)
+    ada, bob = encode_global_id("Researcher", 7), encode_global_id("Researcher", 8)
+    mit = encode_global_id("Institution", 3)
     card = {"id": paper_global_id("2401.00001"), "authors": [{"researcher": {"id": ada}}, {"researcher": {"id": bob}}]}
     data = {"researcher": {"id": ada, "affiliations": [{"institution": {"id": mit}}], "papers": {"nodes": [card]}}}
     full, names = entity_refs(data, op.named)
