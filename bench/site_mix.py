@@ -312,6 +312,9 @@ class Seen:
     modified_at: str
     sent_at: float  # wall-clock time the request left
     revalidated: bool  # a 304: the answer is the copy the CDN held
+    # How the server answered: its X-Cache (hit: from the response cache, miss: computed) and X-Request-Id (its log
+    # line), so that a wrong answer says whether a cache or a read held the old state.
+    answered: str = ""
 
 
 _MODIFIED = re.compile(rb'"modifiedAt":"([^"]+)"')
@@ -397,7 +400,7 @@ class Site:
                 return "CHECK: 304 without If-None-Match"
             self.cdn.move_to_end(target)
             if truth is not None and held[1] is not None:
-                self.seen.append(Seen(label or operation, truth[0], truth[1], held[1], sent, True))
+                self.seen.append(Seen(label or operation, truth[0], truth[1], held[1], sent, True, _answered(response)))
             return "not_modified"
         outcome = _checked(response, expect)
         if outcome not in ANSWERED:
@@ -405,7 +408,9 @@ class Site:
         modified = _MODIFIED.search(response.body)
         modified_at = modified.group(1).decode() if modified else None
         if truth is not None and modified_at is not None:
-            self.seen.append(Seen(label or operation, truth[0], truth[1], modified_at, sent, False))
+            self.seen.append(
+                Seen(label or operation, truth[0], truth[1], modified_at, sent, False, _answered(response))
+            )
         etag = response.headers.get(b"etag")
         if cdn and etag is not None and b"public" in response.headers.get(b"cache-control", b""):
             self.cdn[target] = (etag, modified_at)
@@ -549,6 +554,11 @@ def _operation_name(text: str) -> str:
     if m is None:
         raise ValueError("an operation without a name")
     return m.group(1)
+
+
+def _answered(response: Response) -> str:
+    cache = response.headers.get(b"x-cache", b"").decode("latin-1") or "no X-Cache"
+    return f"{cache}, request {response.headers.get(b'x-request-id', b'?').decode('latin-1')}"
 
 
 def _checked(response: Response, expect: bytes | None) -> Outcome:

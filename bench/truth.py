@@ -95,8 +95,8 @@ async def check(
             if len(v.examples) < 5:
                 how = "a 304 confirmed" if s.revalidated else "answered"
                 v.examples.append(
-                    f"{s.kind} {s.key}: {how} the state of {s.modified_at} at {_iso(s.sent_at)}; the state of "
-                    f"{_iso(latest_change)} committed at {_iso(commit)}"
+                    f"{s.kind} {s.key}: {how} the state of {s.modified_at} at {_iso(s.sent_at)} ({s.answered}); the "
+                    f"state of {_iso(latest_change)} committed at {_iso(commit)}"
                 )
         else:
             v.unchecked += 1

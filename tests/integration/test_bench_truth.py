@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import redis.asyncio as redis
 
-from bench.truth import stale_entries
+from bench.site_mix import Seen
+from bench.truth import check, stale_entries
 from db.migrate import migrate
 from tests.integration.agg_data import insert_paper
 
@@ -38,6 +40,12 @@ async def test_an_entry_older_than_a_committed_write_is_stale(make_database, red
         # Within the grace the write's drop may still be on its way: not counted.
         assert (await stale_entries(conn, redis_url, "ns", 600, grace_s=60))[1] == 0
         assert datetime.now(UTC) - now < timedelta(seconds=60)
+        # An answer older than a write committed long before it was asked for is wrong, and says how it was answered.
+        asked = Seen("PaperPage", "paper", "2401.00001", before, time.time() + 100, False, "hit, request 7f00")
+        verdict = (await check(conn, [asked], [], grace_s=5, allowance_s=30))["PaperPage"]
+        assert (verdict.checked, verdict.wrong) == (1, 1)
+        assert f"answered the state of {before} at" in verdict.examples[0]
+        assert "(hit, request 7f00)" in verdict.examples[0]
     finally:
         await client.aclose()
         await conn.close()
