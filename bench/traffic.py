@@ -396,7 +396,7 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             result["ingest"] = await ingest.finish(ingest_task)
         verdicts = await truth.check(admin, site.seen, site.latest, args.truth_grace, args.truth_allowance)
         pages_held, stale, stale_examples = await truth.stale_entries(
-            admin, redis_url, env["WOVEPAPER_CACHE_NAMESPACE"], RESPONSE_TTL_S, args.truth_grace
+            admin, redis_url, env["WOVEPAPER_CACHE_NAMESPACE"], RESPONSE_TTL_S, args.truth_grace, args.truth_allowance
         )
 
         lines: list[dict[str, Any]] = []

@@ -11,9 +11,9 @@ LatestPapers is checked the same way: a paper published after the answer's oldes
 before the request, must be in it.
 
 What the response cache still holds once the run ends is checked too (`stale_entries`): a page whose entity has
-a newer state, committed `grace` seconds before the entry was stored or before now, is an entry its write's drop
-missed (or one stored from a read older than the drop). Where answers were wrong and no entry is stale, the stale
-copy was a worker's memory (edge/near.py), which ends with the server.
+a newer state, committed more than `grace` seconds (and `allowance` without commit times) before the run ended, is an
+entry its write's drop missed (or one stored from a read older than the drop). Where answers were wrong and no entry
+is stale, the stale copy was a worker's memory (edge/near.py), which ends with the server, or was dropped since.
 """
 
 from __future__ import annotations
@@ -52,6 +52,21 @@ class Verdict:
     basis: str = ""  # "commit time" or "modified_at + allowance"
 
 
+async def _states(
+    conn: asyncpg.Connection, wanted: set[tuple[str, str]]
+) -> tuple[bool, dict[tuple[str, str], tuple[float, float]]]:
+    """Whether the server keeps commit times, and each wanted entity's latest (modified_at, committed)."""
+    exact = bool(await conn.fetchval("SELECT current_setting('track_commit_timestamp') = 'on'"))
+    committed = "coalesce(pg_xact_commit_timestamp(xmin), modified_at)" if exact else "modified_at"
+    current: dict[tuple[str, str], tuple[float, float]] = {}
+    for kind, sql in _CURRENT.items():
+        keys = sorted({key for k, key in wanted if k == kind})
+        for start in range(0, len(keys), 50_000):
+            for r in await conn.fetch(sql.format(committed=committed), keys[start : start + 50_000]):
+                current[(kind, r["key"])] = (r["modified_at"].timestamp(), r["committed"].timestamp())
+    return exact, current
+
+
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
 
@@ -68,15 +83,8 @@ async def check(
     allowance_s: float = 30.0,
 ) -> dict[str, Verdict]:
     """Verdicts by traffic class."""
-    exact = await conn.fetchval("SELECT current_setting('track_commit_timestamp') = 'on'")
-    committed = "coalesce(pg_xact_commit_timestamp(xmin), modified_at)" if exact else "modified_at"
+    exact, current = await _states(conn, {(s.kind, s.key) for s in seen})
     wait = grace_s if exact else grace_s + allowance_s
-    current: dict[tuple[str, str], tuple[float, float]] = {}
-    for kind, sql in _CURRENT.items():
-        keys = sorted({s.key for s in seen if s.kind == kind})
-        for start in range(0, len(keys), 50_000):
-            for r in await conn.fetch(sql.format(committed=committed), keys[start : start + 50_000]):
-                current[(kind, r["key"])] = (r["modified_at"].timestamp(), r["committed"].timestamp())
     verdicts: dict[str, Verdict] = {}
     basis = "commit time" if exact else f"modified_at + {allowance_s:.0f} s"
     for s in seen:
@@ -118,7 +126,7 @@ _PAGE_ROOTS = {"paper": ("paper", "arxivId"), "researcher": ("researcher", "data
 
 
 async def stale_entries(
-    conn: asyncpg.Connection, redis_url: str, namespace: str, ttl_s: int, grace_s: float
+    conn: asyncpg.Connection, redis_url: str, namespace: str, ttl_s: int, grace_s: float, allowance_s: float = 30.0
 ) -> tuple[int, int, list[str]]:
     """(pages held, stale, examples) of the whole responses the cache of `namespace` holds now."""
     client = redis.Redis.from_url(redis_url)
@@ -138,17 +146,12 @@ async def stale_entries(
                     held.append((kind, str(page[field_name]), page["modifiedAt"], now - (ttl_s - max(remaining, 0))))
     finally:
         await client.aclose()
-    exact = await conn.fetchval("SELECT current_setting('track_commit_timestamp') = 'on'")
-    committed = "coalesce(pg_xact_commit_timestamp(xmin), modified_at)" if exact else "modified_at"
-    current: dict[tuple[str, str], tuple[float, float]] = {}
-    for kind, sql in _CURRENT.items():
-        keys = sorted({k for kd, k, _, _ in held if kd == kind})
-        for r in await conn.fetch(sql.format(committed=committed), keys) if keys else []:
-            current[(kind, r["key"])] = (r["modified_at"].timestamp(), r["committed"].timestamp())
+    exact, current = await _states(conn, {(kind, key) for kind, key, _, _ in held})
+    wait = grace_s if exact else grace_s + allowance_s
     stale, examples = 0, []
     for kind, key, modified_at, stored in held:
         state = current.get((kind, key))
-        if state is None or _when(modified_at) >= state[0] - 1e-6 or state[1] + grace_s > now:
+        if state is None or _when(modified_at) >= state[0] - 1e-6 or state[1] + wait > now:
             continue
         stale += 1
         if len(examples) < 5:
