@@ -250,19 +250,19 @@ class ResponseCache:
             since = near.mark() if near is not None else 0
             epoch_key = keys.response_epoch(store.namespace, key.response_key)
             got = await store.fetch_guarded(key.response_key, epoch_key)
-            if isinstance(got, Unavailable):
+            cached, epoch = (None, None) if isinstance(got, Unavailable) else got
+            entry = got if isinstance(got, Unavailable) else await _listed_entry(store, key.response_key, cached)
+            if isinstance(entry, Unavailable):
                 key = None
+            elif entry is not None:
+                if await self._charged(send, charge, entry.cost, scope):
+                    store.metrics.response_hits += 1
+                    if near is not None:
+                        near.keep(key.response_key, entry.body, cost=entry.cost, tags=entry.tags, since=since)
+                    self._keep(state, key, memo, public)
+                    await self._send(send, entry.body, entry.tags, media, public=public, hit=True, inm=inm)
+                return
             else:
-                cached, epoch = got
-                entry = _Entry.load(cached) if cached is not None else None
-                if entry is not None:
-                    if await self._charged(send, charge, entry.cost, scope):
-                        store.metrics.response_hits += 1
-                        if near is not None:
-                            near.keep(key.response_key, entry.body, cost=entry.cost, tags=entry.tags, since=since)
-                        self._keep(state, key, memo, public)
-                        await self._send(send, entry.body, entry.tags, media, public=public, hit=True, inm=inm)
-                    return
                 store.metrics.response_misses += 1
         captured = Capture()
         await self.app(scope, receive, captured)
@@ -425,6 +425,19 @@ class _Entry:
         if not isinstance(meta, dict) or not isinstance(meta.get("cost"), int):
             return None
         return cls(meta["cost"], [str(t) for t in meta.get("tags", [])], body)
+
+
+async def _listed_entry(store: CacheStore, key: str, cached: bytes | None) -> _Entry | None | Unavailable:
+    """The entry Redis held under `key`, while every tag set it joined still lists it (db/cache/store.py, `listed`):
+    one that some set no longer lists would outlive the invalidation of that set's entity."""
+    entry = _Entry.load(cached) if cached is not None else None
+    if entry is None:
+        return None
+    listed = await store.listed(key, keys.tag_keys(store.namespace, entry.tags, of_key=key))
+    if listed is False:
+        store.metrics.response_unlisted_skipped += 1
+        return None
+    return listed if isinstance(listed, Unavailable) else entry
 
 
 def _json(raw: bytes) -> object:

@@ -380,14 +380,14 @@ async def _feed(
     if isinstance(got, Unavailable):
         return await _render(ctx, source, fmt, limit)
     cached, epoch = got
-    if cached is not None:
+    # Tagged like a list response: any write drops it (its entries may be any papers).
+    tags = [keys.lists_tag(store.namespace, key)]
+    if cached is not None and await store.listed(key, tags) is True:
         try:
             return RenderedFeed.loads(cached)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             pass
     feed = await _render(ctx, source, fmt, limit)
-    # Tagged like a list response: any write drops it (its entries may be any papers).
-    tags = [keys.lists_tag(store.namespace, key)]
     if replayed is not None and not await replayed_invalidations(store, tags, replayed):
         return feed  # a replica that may not have the latest write yet: served, not kept
     ttl_s = min(settings.cache_ttl_s, CACHE_TTL_S)

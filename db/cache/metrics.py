@@ -19,11 +19,14 @@ EVENTS: Final = {
     "stale_stores_skipped": ("aggregate", "stale_store_skipped"),  # an invalidation ran meanwhile
     # read from a replica that had not replayed a later invalidation of it: served, not stored
     "lagging_stores_skipped": ("aggregate", "lagging_store_skipped"),
+    # a value one of its tag sets no longer lists (Redis evicted the set): recomputed, not answered
+    "unlisted_skipped": ("aggregate", "unlisted_skipped"),
     "response_hits": ("response", "hit"),
     "response_near_hits": ("response", "near_hit"),  # of the hits, those answered from memory (no Redis call)
     "response_misses": ("response", "miss"),
     "response_stores": ("response", "store"),
     "response_lagging_skipped": ("response", "lagging_store_skipped"),
+    "response_unlisted_skipped": ("response", "unlisted_skipped"),
     "calls": ("redis", "call"),  # round trips to Redis (an MGET batch, a pipeline, a script)
     "errors": ("redis", "error"),  # calls that failed or timed out
     "short_circuits": ("redis", "short_circuit"),  # calls skipped: breaker open
@@ -56,11 +59,13 @@ class CacheMetrics:
     singleflight_joins = _Count()
     stale_stores_skipped = _Count()
     lagging_stores_skipped = _Count()
+    unlisted_skipped = _Count()
     response_hits = _Count()
     response_near_hits = _Count()
     response_misses = _Count()
     response_stores = _Count()
     response_lagging_skipped = _Count()
+    response_unlisted_skipped = _Count()
     calls = _Count()
     errors = _Count()
     short_circuits = _Count()

@@ -3,7 +3,9 @@
 Correctness never depends on Redis. Every call has a short timeout and no client-side retry; after a
 few failures the breaker opens and callers go straight to PostgreSQL until Redis answers a probe.
 A value computed while an invalidation of its entity ran is not stored (the entity's generation
-is read together with the value and checked again, atomically, when storing).
+is read together with the value and checked again, atomically, when storing). A value is answered only while every
+tag set it joined still lists it (`listed`): an invalidation finds what to drop through those sets, and Redis under
+`maxmemory` may evict a set before the values it lists.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from db.cache.guarded import UNAVAILABLE, GuardedRedis
 from db.cache.guarded import Unavailable as Unavailable  # where its users have always found it
 from db.cache.metrics import CacheMetrics
 from db.cache.positions import replayed_invalidations
-from db.cache.scripts import Script
+from db.cache.scripts import Call, Script
 from db.pool import current_connection_budget
 from db.records import Touched
 
@@ -62,6 +64,18 @@ _TAG_ADD = Script("""
 redis.call('SADD', KEYS[1], ARGV[1])
 if redis.call('TTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('EXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+""")
+
+
+# KEYS: tag sets of one hash tag; ARGV[1] a key. 1 when every set still lists the key. Under `maxmemory` with an LRU
+# policy Redis evicts a tag set sooner than the entries it lists (an entry is read on every hit, its sets only
+# written by stores): an invalidation then finds no set, and those entries would be answered stale until their TTL
+# (bench/RESULTS.md, "Round 26").
+_LISTED = Script("""
+for i = 1, #KEYS do
+  if redis.call('SISMEMBER', KEYS[i], ARGV[1]) == 0 then return 0 end
 end
 return 1
 """)
@@ -134,6 +148,8 @@ class CacheStore(GuardedRedis):
         self._slots = asyncio.Semaphore(max_in_flight)
         self._reads: list[tuple[list[str], asyncio.Future[list[bytes | None] | Unavailable]]] = []
         self._stores: list[_Store] = []
+        self._checks: list[tuple[str, list[str], asyncio.Future[bool | Unavailable]]] = []
+        self._check_scheduled = False
         self._read_scheduled = False
         self._store_scheduled = False
         self._batches: set[asyncio.Task[None]] = set()
@@ -151,6 +167,51 @@ class CacheStore(GuardedRedis):
             self._read_scheduled = True
             self._spawn(self._flush_reads)
         return await self.wait(future)
+
+    async def listed(self, key: str, tag_keys: Sequence[str]) -> bool | Unavailable:
+        """Whether every tag set `key` joined when it was stored still lists it (checked with every other key asked
+        about in this loop turn, in one pipeline): a value some set no longer lists is not to be answered, since
+        the invalidation that drops that set's entity would not find it."""
+        if not tag_keys:
+            return True
+        if self.redis is None or allowance.spent():
+            return UNAVAILABLE
+        future: asyncio.Future[bool | Unavailable] = asyncio.get_running_loop().create_future()
+        self._checks.append((key, list(tag_keys), future))
+        if not self._check_scheduled:
+            self._check_scheduled = True
+            self._spawn(self._flush_checks)
+        return await self.wait(future)
+
+    async def _flush_checks(self) -> None:
+        got_slot = await self._slot()
+        batch, self._checks = self._checks, []
+        self._check_scheduled = False
+        try:
+            # One script call per key and hash tag of its sets (a Cluster keeps them apart), all in one pipeline.
+            calls: list[Call] = []
+            owners: list[int] = []
+            for i, (key, tag_keys, _) in enumerate(batch):
+                by_slot: dict[int, list[str]] = {}
+                for t in tag_keys:
+                    by_slot.setdefault(slot(t) if self.cluster else 0, []).append(t)
+                calls += [(ts, [key]) for ts in by_slot.values()]
+                owners += [i] * len(by_slot)
+            results: list[object] | Unavailable = UNAVAILABLE
+            if got_slot:
+                results = await self.call_shared(lambda r: _LISTED.run_many(r, calls))
+            else:
+                self.metrics.saturated += 1
+            listed = [True] * len(batch)
+            if not isinstance(results, Unavailable):
+                for i, result in zip(owners, results, strict=True):
+                    listed[i] = listed[i] and result == 1
+            for i, (_, _, future) in enumerate(batch):
+                if not future.done():
+                    future.set_result(results if isinstance(results, Unavailable) else listed[i])
+        finally:
+            if got_slot:
+                self._free_slot()
 
     def _spawn(self, flush: Callable[[], Coroutine[Any, Any, None]], *, delay: float = 0.0) -> None:
         loop = asyncio.get_running_loop()
@@ -321,16 +382,23 @@ class CacheStore(GuardedRedis):
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                 log.warning("undecodable cache entry %s; recomputing", key)
             else:
-                self.metrics.hits += 1
-                _note_request("cache_hits")
-                return cached
+                listed = await self.listed(key, self._tag_keys(owner, tags, cached))
+                if isinstance(listed, Unavailable):
+                    flight.generation = listed
+                    self.metrics.fallbacks += 1
+                    _note_request("cache_fallbacks")
+                    return await compute()
+                if listed:
+                    self.metrics.hits += 1
+                    _note_request("cache_hits")
+                    return cached
+                self.metrics.unlisted_skipped += 1
         self.metrics.misses += 1
         _note_request("cache_misses")
         value = await compute()
         if value is None and not keep_none:
             return value
-        tag_refs = {owner, *(tags(value) if tags is not None else ())}
-        tag_keys = [keys.entity_tag(self.namespace, t.kind, t.id) for t in sorted(tag_refs, key=_ref_order)]
+        tag_keys = self._tag_keys(owner, tags, value)
         if flight.replayed is not None and not await replayed_invalidations(self, tag_keys, flight.replayed):
             # Read from a replica that may not have replayed a write that invalidated it: served, never stored.
             self.metrics.lagging_stores_skipped += 1
@@ -346,6 +414,10 @@ class CacheStore(GuardedRedis):
             linger=STORE_LINGER_S if len(self._inflight) > 1 else 0.0,
         )
         return value
+
+    def _tag_keys(self, owner: EntityRef, tags: Callable[[T], Iterable[EntityRef]] | None, value: T) -> list[str]:
+        refs = {owner, *(tags(value) if tags is not None else ())}
+        return [keys.entity_tag(self.namespace, t.kind, t.id) for t in sorted(refs, key=_ref_order)]
 
     async def fetch_guarded(self, key: str, guard_key: str) -> tuple[bytes | None, bytes | None] | Unavailable:
         """The value of `key` and the current value of its guard, in one round trip."""
@@ -391,7 +463,7 @@ class CacheStore(GuardedRedis):
 
     async def settle(self) -> None:
         """Wait until every queued read and store has been sent (tests, shutdown)."""
-        while self._batches or self._read_scheduled or self._store_scheduled:
+        while self._batches or self._read_scheduled or self._store_scheduled or self._check_scheduled:
             await asyncio.sleep(STORE_LINGER_S / 2 if not self._batches else 0)
             if self._batches:
                 await asyncio.gather(*self._batches, return_exceptions=True)

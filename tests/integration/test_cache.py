@@ -171,6 +171,28 @@ async def test_network_dropped_when_any_node_is_invalidated(logged_pool, cache_d
     assert log.count(SELECT_RESEARCHER_NETWORK) - before == 2
 
 
+async def test_a_value_whose_tag_set_redis_evicted_is_computed_again(logged_pool, cache_db, store) -> None:
+    """Under `maxmemory` Redis evicts a tag set sooner than the values it lists (an LRU policy: values are read on
+    every hit, sets only written by stores). A value its set no longer lists would outlive the invalidation of the
+    set's entity: it is computed again, not answered, and stored where the next invalidation finds it."""
+    pool, log = logged_pool
+    ids = cache_db[1]
+    before = log.count(SELECT_RESEARCHER_NETWORK)
+
+    async def computed() -> int:
+        net = await load_researcher_network(pool, store, ids["A"], depth=1, min_shared=1, limit=100)
+        assert net is not None and ids["B"] in {n.researcher_id for n in net.nodes}
+        return log.count(SELECT_RESEARCHER_NETWORK) - before
+
+    assert await computed() == 1 and await computed() == 1
+    assert store.redis is not None
+    assert await store.redis.delete(keys.entity_tag(store.namespace, "researcher", ids["B"])) == 1  # evicted
+    assert await computed() == 2 and store.metrics.unlisted_skipped == 1
+    assert await computed() == 2  # listed again: a hit
+    await invalidate(store, Touched(researchers={ids["B"]}))
+    assert await computed() == 3
+
+
 async def test_coauthors_first_is_a_slice_of_one_entry(logged_pool, cache_db, store) -> None:
     pool, _ = logged_pool
     ids = cache_db[1]

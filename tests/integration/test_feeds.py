@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from app import create_app
+from db.cache import keys
 from db.cache.client import create_redis
 from db.cache.invalidation import invalidate
 from db.cache.store import CacheStore
@@ -255,6 +256,24 @@ async def test_public_feeds_are_cached_until_a_write(feeds: Feeds) -> None:
     fresh = await feeds.parsed("/rss/latest.xml?limit=3")
     assert fresh.entries[0].title == "A newer paper"
     assert fresh.entries[0].id == "https://arxiv.org/abs/2501.00001"
+
+
+async def test_a_cached_feed_whose_tag_set_redis_evicted_is_rendered_again(feeds: Feeds) -> None:
+    """Redis under `maxmemory` may evict the set an invalidation drops a feed by: a feed it no longer lists is
+    rendered again, not served."""
+    path = "/rss/latest.xml?limit=2"
+    await feeds.get(path)
+    feeds.counter.reset()
+    await feeds.get(path)
+    assert feeds.counter.count == 0
+    redis = feeds.cache.redis
+    assert redis is not None
+    assert await redis.delete(*keys.lists_tags(feeds.cache.namespace)) >= 1  # evicted
+    await feeds.get(path)
+    assert feeds.counter.count >= 2  # rendered from PostgreSQL again
+    feeds.counter.reset()
+    await feeds.get(path)
+    assert feeds.counter.count == 0  # listed again
 
 
 async def test_the_personal_feed_is_private_and_never_cached(feeds: Feeds) -> None:

@@ -19,6 +19,7 @@ import pytest
 import app as app_module
 import localservers
 from app import create_app
+from db.cache import keys
 from db.cache.invalidation import invalidate
 from db.cache.store import CacheStore
 from db.migrate import migrate
@@ -341,6 +342,32 @@ async def test_invalidation_drops_responses_that_read_the_entity(api, resp_db) -
     assert (await post(client, RESEARCHER_PAGE, variables)).headers["x-cache"] == "hit"
     await invalidate(store, Touched(papers={ids["P8"]}, paper_keys={ARXIV_IDS["P8"]}))
     assert (await post(client, RESEARCHER_PAGE, variables)).headers["x-cache"] == "miss"
+
+
+async def test_an_answer_whose_tag_set_redis_evicted_is_not_served_after_its_paper_changes(api, resp_db) -> None:
+    """Redis under `maxmemory` (allkeys-lru) evicts a tag set sooner than the answers it lists: the paper's write
+    then finds no set to drop them by. An answer some tag set no longer lists is computed again, not served."""
+    client, store, _ = api
+    ids = resp_db[1]
+    variables = {"id": ARXIV_IDS["P1"]}
+    title = (await post(client, PAPER_PAGE, variables)).json()["data"]["paper"]["title"]
+    assert (await post(client, PAPER_PAGE, variables)).headers["x-cache"] == "hit"
+    assert store.redis is not None
+    evicted = await store.redis.delete(keys.entity_tag(store.namespace, "paper", ARXIV_IDS["P1"]))
+    assert evicted == 1
+    conn = await asyncpg.connect(resp_db[0])
+    try:
+        await conn.execute("UPDATE papers SET title = 'Revised' WHERE id = $1", ids["P1"])
+        await invalidate(store, Touched(papers={ids["P1"]}, paper_keys={ARXIV_IDS["P1"]}))
+        after = await post(client, PAPER_PAGE, variables)
+        assert after.headers["x-cache"] == "miss" and after.json()["data"]["paper"]["title"] == "Revised"
+        assert store.metrics.response_unlisted_skipped == 1
+        again = await post(client, PAPER_PAGE, variables)
+        assert again.headers["x-cache"] == "hit" and again.json()["data"]["paper"]["title"] == "Revised"
+    finally:
+        await conn.execute("UPDATE papers SET title = $2 WHERE id = $1", ids["P1"], title)
+        await conn.close()
+        await invalidate(store, Touched(papers={ids["P1"]}, paper_keys={ARXIV_IDS["P1"]}))
 
 
 async def test_write_then_invalidate_shows_new_figures_at_once(api, resp_db) -> None:
