@@ -395,7 +395,7 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
         if ingest_task is not None:
             result["ingest"] = await ingest.finish(ingest_task)
         verdicts = await truth.check(admin, site.seen, site.latest, args.truth_grace, args.truth_allowance)
-        pages_held, stale, stale_examples = await truth.stale_entries(
+        pages_held, unlisted, stale, stale_examples = await truth.stale_entries(
             admin, redis_url, env["WOVEPAPER_CACHE_NAMESPACE"], RESPONSE_TTL_S, args.truth_grace, args.truth_allowance
         )
 
@@ -430,6 +430,7 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             "autovacuum_cpu_s": round(used["pg_autovacuum"], 1),
             # The pages the response cache held at the end, and those older than a write committed before.
             "pages_held": pages_held,
+            "pages_unlisted": unlisted,
             "stale_entries": stale,
             **({"stale_examples": stale_examples} if stale_examples else {}),
             "response_cache_hit_rate": hit_rate(before, after, "response"),

@@ -14,6 +14,7 @@ What the response cache still holds once the run ends is checked too (`stale_ent
 a newer state, committed more than `grace` seconds (and `allowance` without commit times) before the run ended, is an
 entry its write's drop missed (or one stored from a read older than the drop). Where answers were wrong and no entry
 is stale, the stale copy was a worker's memory (edge/near.py), which ends with the server, or was dropped since.
+An entry one of its tag sets no longer lists (Redis evicted the set) is never served, and is counted apart.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import asyncpg
 import redis.asyncio as redis
 
 from bench.site_mix import Seen
+from db.cache import keys
 
 # {committed}: the latest state's commit time where the server keeps them, else its modified_at.
 _CURRENT = {
@@ -127,23 +129,37 @@ _PAGE_ROOTS = {"paper": ("paper", "arxivId"), "researcher": ("researcher", "data
 
 async def stale_entries(
     conn: asyncpg.Connection, redis_url: str, namespace: str, ttl_s: int, grace_s: float, allowance_s: float = 30.0
-) -> tuple[int, int, list[str]]:
-    """(pages held, stale, examples) of the whole responses the cache of `namespace` holds now."""
+) -> tuple[int, int, int, list[str]]:
+    """(pages held, unlisted, stale, examples) of the whole responses the cache of `namespace` holds now. An entry
+    some tag set of its no longer lists (Redis evicted the set) is never served (db/cache/store.py, `listed`): it
+    is counted as unlisted, not held."""
     client = redis.Redis.from_url(redis_url)
     held: list[tuple[str, str, str, float]] = []  # kind, key, modifiedAt, stored at
+    unlisted = 0
     now = time.time()
     try:
         async for name in client.scan_iter(match=f"{namespace}:*:response:*", count=5000):
             raw, remaining = await client.get(name), await client.ttl(name)
-            body = raw.partition(b"\n")[2] if raw else b""
+            head, _, body = (raw or b"").partition(b"\n")
             try:
                 data = json.loads(body).get("data") or {}
+                tags = [str(t) for t in json.loads(head).get("tags", [])]
             except ValueError:
                 continue
-            for root, (kind, field_name) in _PAGE_ROOTS.items():
-                page = data.get(root) if isinstance(data, dict) else None
-                if isinstance(page, dict) and page.get("modifiedAt") and page.get(field_name) is not None:
-                    held.append((kind, str(page[field_name]), page["modifiedAt"], now - (ttl_s - max(remaining, 0))))
+            pages = [
+                (kind, str(page[field_name]), page["modifiedAt"])
+                for root, (kind, field_name) in _PAGE_ROOTS.items()
+                if isinstance(data, dict)
+                and isinstance(page := data.get(root), dict)
+                and page.get("modifiedAt")
+                and page.get(field_name) is not None
+            ]
+            if not pages:
+                continue
+            if not await _listed(client, name.decode(), keys.tag_keys(namespace, tags, of_key=name.decode())):
+                unlisted += 1
+                continue
+            held += [(kind, key, modified_at, now - (ttl_s - max(remaining, 0))) for kind, key, modified_at in pages]
     finally:
         await client.aclose()
     exact, current = await _states(conn, {(kind, key) for kind, key, _, _ in held})
@@ -159,4 +175,11 @@ async def stale_entries(
                 f"{kind} {key}: the cache holds the state of {modified_at}, stored about {_iso(stored)}; the state "
                 f"of {_iso(state[0])} committed at {_iso(state[1])}"
             )
-    return len(held), stale, examples
+    return len(held), unlisted, stale, examples
+
+
+async def _listed(client: redis.Redis, name: str, tag_keys: list[str]) -> bool:
+    pipe = client.pipeline(transaction=False)
+    for tag_key in tag_keys:
+        pipe.sismember(tag_key, name)
+    return all(await pipe.execute())
