@@ -111,6 +111,31 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def evicting_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Redis of its own that has evicted keys under `maxmemory` (allkeys-lru), as a full cache does: its
+    `evicted_keys` is above 0, so the API checks that cached values are still listed by their tag sets. Its memory
+    is unbounded again afterwards, so nothing the tests store is evicted by chance."""
+    import redis
+
+    server = localservers.start_redis(tmp_path_factory.mktemp("evicting-redis"))
+    client = redis.Redis.from_url(server.url)
+    try:
+        client.config_set("maxmemory", "2mb")
+        filler = b"x" * 10_000
+        for i in range(1_000):
+            client.set(f"filler:{i}", filler)
+            if int(client.info("stats")["evicted_keys"]) > 0:
+                break
+        assert int(client.info("stats")["evicted_keys"]) > 0
+        client.flushall()
+        client.config_set("maxmemory", "512mb")
+    finally:
+        client.close()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def cache_namespace() -> str:
     return CACHE_NAMESPACE
 

@@ -5,7 +5,8 @@ few failures the breaker opens and callers go straight to PostgreSQL until Redis
 A value computed while an invalidation of its entity ran is not stored (the entity's generation
 is read together with the value and checked again, atomically, when storing). A value is answered only while every
 tag set it joined still lists it (`listed`): an invalidation finds what to drop through those sets, and Redis under
-`maxmemory` may evict a set before the values it lists.
+`maxmemory` may evict a set before the values it lists. The check costs a round trip, so it is made only while
+Redis evicts (its `evicted_keys` moved within a tag set's lifetime, read at most once a second).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 
 # Tag sets outlive the entries they list, so an invalidation always finds them.
 TAG_TTL_FACTOR: Final = 2
+# How often the count of keys Redis evicted is read (at most; only while values are answered from Redis).
+EVICTIONS_POLL_S: Final = 1.0
 # Keys per MGET: a larger batch is split, in one pipeline.
 MGET_CHUNK: Final = 500
 # While several computations are in flight, a store waits this long for others to share its pipeline.
@@ -150,6 +153,11 @@ class CacheStore(GuardedRedis):
         self._stores: list[_Store] = []
         self._checks: list[tuple[str, list[str], asyncio.Future[bool | Unavailable]]] = []
         self._check_scheduled = False
+        # Redis's count of evicted keys when last read (None: not yet), when it was read, and until when tag sets
+        # may be missing (a set evicted then outlives no entry past its own TTL).
+        self._evictions: int | None = None
+        self._evictions_read_at = -EVICTIONS_POLL_S
+        self._evicting_until = 0.0
         self._read_scheduled = False
         self._store_scheduled = False
         self._batches: set[asyncio.Task[None]] = set()
@@ -161,6 +169,7 @@ class CacheStore(GuardedRedis):
         """The values of `keys`, read in the same MGET as every other key asked for in this loop turn."""
         if self.redis is None or allowance.spent():
             return UNAVAILABLE
+        self._watch_evictions()
         future: asyncio.Future[list[bytes | None] | Unavailable] = asyncio.get_running_loop().create_future()
         self._reads.append((keys, future))
         if not self._read_scheduled:
@@ -176,12 +185,35 @@ class CacheStore(GuardedRedis):
             return True
         if self.redis is None or allowance.spent():
             return UNAVAILABLE
+        if not self._may_have_evicted():
+            return True
         future: asyncio.Future[bool | Unavailable] = asyncio.get_running_loop().create_future()
         self._checks.append((key, list(tag_keys), future))
         if not self._check_scheduled:
             self._check_scheduled = True
             self._spawn(self._flush_checks)
         return await self.wait(future)
+
+    def _may_have_evicted(self) -> bool:
+        """Whether a tag set may have been evicted from under a live entry: Redis's eviction count was not read yet,
+        or moved within the last tag-set lifetime."""
+        return self._evictions is None or asyncio.get_running_loop().time() < self._evicting_until
+
+    def _watch_evictions(self) -> None:
+        """Read Redis's eviction count again (in the background) if it was last read a second ago or more: a set
+        evicted within that second goes unseen for that long."""
+        now = asyncio.get_running_loop().time()
+        if now - self._evictions_read_at >= EVICTIONS_POLL_S:
+            self._evictions_read_at = now
+            self._spawn(self._read_evictions)
+
+    async def _read_evictions(self) -> None:
+        count = await self.call_shared(_evicted_keys)
+        if isinstance(count, Unavailable):
+            return
+        if count > 0 if self._evictions is None else count != self._evictions:
+            self._evicting_until = asyncio.get_running_loop().time() + self.ttl_s * TAG_TTL_FACTOR
+        self._evictions = count
 
     async def _flush_checks(self) -> None:
         got_slot = await self._slot()
@@ -492,6 +524,17 @@ async def _mget_chunked(redis: RedisClient, wanted: list[str]) -> list[bytes | N
     for start in range(0, len(wanted), MGET_CHUNK):
         pipe.mget(wanted[start : start + MGET_CHUNK])
     return [_as_bytes(v) for chunk in await pipe.execute() for v in chunk]
+
+
+async def _evicted_keys(redis: RedisClient) -> int:
+    """Keys Redis evicted since it started (every primary's, on a Cluster)."""
+    if isinstance(redis, RedisCluster):
+        info = await redis.info("stats", target_nodes=RedisCluster.PRIMARIES)
+    else:
+        info = await redis.info("stats")
+    # A Cluster answers per node (the node's name to its section).
+    answers = list(info.values()) if info and all(isinstance(v, dict) for v in info.values()) else [info]
+    return sum(int(answer.get("evicted_keys", 0)) for answer in answers)
 
 
 def _replayed() -> int | None:

@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+import localservers
 from db.cache import keys
 from db.cache.client import create_redis
 from db.cache.invalidation import CHUNK, invalidate
@@ -171,10 +172,20 @@ async def test_network_dropped_when_any_node_is_invalidated(logged_pool, cache_d
     assert log.count(SELECT_RESEARCHER_NETWORK) - before == 2
 
 
-async def test_a_value_whose_tag_set_redis_evicted_is_computed_again(logged_pool, cache_db, store) -> None:
+async def test_a_value_whose_tag_set_redis_evicted_is_computed_again(
+    logged_pool, cache_db, evicting_redis_url, cache_namespace
+) -> None:
     """Under `maxmemory` Redis evicts a tag set sooner than the values it lists (an LRU policy: values are read on
     every hit, sets only written by stores). A value its set no longer lists would outlive the invalidation of the
     set's entity: it is computed again, not answered, and stored where the next invalidation finds it."""
+    store = CacheStore(create_redis(evicting_redis_url, timeout_s=0.25), namespace=f"{cache_namespace}-ev", ttl_s=600)
+    try:
+        await _evicted_set_is_seen(logged_pool, cache_db, store)
+    finally:
+        await store.aclose()
+
+
+async def _evicted_set_is_seen(logged_pool, cache_db, store: CacheStore) -> None:
     pool, log = logged_pool
     ids = cache_db[1]
     before = log.count(SELECT_RESEARCHER_NETWORK)
@@ -191,6 +202,26 @@ async def test_a_value_whose_tag_set_redis_evicted_is_computed_again(logged_pool
     assert await computed() == 2  # listed again: a hit
     await invalidate(store, Touched(researchers={ids["B"]}))
     assert await computed() == 3
+
+
+async def test_a_redis_that_never_evicted_answers_a_value_in_one_round_trip(
+    logged_pool, cache_db, tmp_path, cache_namespace
+) -> None:
+    """The check of a value's tag sets costs a round trip: made only while Redis evicts (its count of evicted keys,
+    read once a second at most, moved within a tag set's lifetime); a Redis of its own never evicted."""
+    pool, _ = logged_pool
+    a = cache_db[1]["A"]
+    server = localservers.start_redis(tmp_path / "redis")
+    store = CacheStore(create_redis(server.url, timeout_s=0.25), namespace=f"{cache_namespace}-ne", ttl_s=600)
+    try:
+        await load_researcher_stats(pool, store, a)
+        await store.settle()  # the count of evictions read (0)
+        calls = store.metrics.calls
+        await load_researcher_stats(pool, store, a)
+        assert store.metrics.hits == 1 and store.metrics.calls - calls == 1
+    finally:
+        await store.aclose()
+        server.stop()
 
 
 async def test_coauthors_first_is_a_slice_of_one_entry(logged_pool, cache_db, store) -> None:

@@ -4,6 +4,7 @@ things a one-line 404, and public feeds cached until a write while the personal 
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -62,7 +63,14 @@ class Feeds:
 
 @pytest.fixture(scope="module")
 async def feeds(make_database: Any, redis_url: str, cache_namespace: str) -> AsyncIterator[Feeds]:
-    seeded = await seeded_database(make_database, "feeds")
+    async with serving_feeds(make_database, "feeds", redis_url, f"{cache_namespace}feeds") as served:
+        yield served
+
+
+@contextlib.asynccontextmanager
+async def serving_feeds(make_database: Any, name: str, redis_url: str, namespace: str) -> AsyncIterator[Feeds]:
+    """The feeds of database `name` (seeded, and a paper with a TeX title), served with Redis at `redis_url`."""
+    seeded = await seeded_database(make_database, name)
     conn = await asyncpg.connect(seeded.dsn)
     try:
         when = datetime(2023, 6, 1, tzinfo=UTC)
@@ -70,7 +78,6 @@ async def feeds(make_database: Any, redis_url: str, cache_namespace: str) -> Asy
         await insert_paper(conn, seeded, tex)
     finally:
         await conn.close()
-    namespace = f"{cache_namespace}feeds"
     counter = StatementCounter()
     settings = settings_for(
         seeded.dsn,
@@ -258,9 +265,16 @@ async def test_public_feeds_are_cached_until_a_write(feeds: Feeds) -> None:
     assert fresh.entries[0].id == "https://arxiv.org/abs/2501.00001"
 
 
-async def test_a_cached_feed_whose_tag_set_redis_evicted_is_rendered_again(feeds: Feeds) -> None:
+async def test_a_cached_feed_whose_tag_set_redis_evicted_is_rendered_again(
+    make_database: Any, evicting_redis_url: str, cache_namespace: str
+) -> None:
     """Redis under `maxmemory` may evict the set an invalidation drops a feed by: a feed it no longer lists is
     rendered again, not served."""
+    async with serving_feeds(make_database, "evfeeds", evicting_redis_url, f"{cache_namespace}evfeeds") as feeds:
+        await _evicted_set_is_seen(feeds)
+
+
+async def _evicted_set_is_seen(feeds: Feeds) -> None:
     path = "/rss/latest.xml?limit=2"
     await feeds.get(path)
     feeds.counter.reset()
