@@ -433,7 +433,7 @@ async def _listed_entry(store: CacheStore, key: str, cached: bytes | None) -> _E
     entry = _Entry.load(cached) if cached is not None else None
     if entry is None:
         return None
-    listed = await store.listed(key, keys.tag_keys(store.namespace, entry.tags, of_key=key))
+    listed = await store.listed(key, lambda: keys.tag_keys(store.namespace, entry.tags, of_key=key))
     if listed is False:
         store.metrics.response_unlisted_skipped += 1
         return None

@@ -382,7 +382,7 @@ async def _feed(
     cached, epoch = got
     # Tagged like a list response: any write drops it (its entries may be any papers).
     tags = [keys.lists_tag(store.namespace, key)]
-    if cached is not None and await store.listed(key, tags) is True:
+    if cached is not None and await store.listed(key, lambda: tags) is True:
         try:
             return RenderedFeed.loads(cached)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):

@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final, TypeVar
 
 import orjson
@@ -177,18 +178,20 @@ class CacheStore(GuardedRedis):
             self._spawn(self._flush_reads)
         return await self.wait(future)
 
-    async def listed(self, key: str, tag_keys: Sequence[str]) -> bool | Unavailable:
-        """Whether every tag set `key` joined when it was stored still lists it (checked with every other key asked
-        about in this loop turn, in one pipeline): a value some set no longer lists is not to be answered, since
-        the invalidation that drops that set's entity would not find it."""
-        if not tag_keys:
-            return True
+    async def listed(self, key: str, tag_keys: Callable[[], Sequence[str]]) -> bool | Unavailable:
+        """Whether every tag set `key` joined when it was stored (`tag_keys()`, named only when they are checked)
+        still lists it, checked with every other key asked about in this loop turn, in one pipeline: a value some
+        set no longer lists is not to be answered, since the invalidation that drops that set's entity would not
+        find it. Checked only while Redis evicts."""
         if self.redis is None or allowance.spent():
             return UNAVAILABLE
         if not self._may_have_evicted():
             return True
+        names = list(tag_keys())
+        if not names:
+            return True
         future: asyncio.Future[bool | Unavailable] = asyncio.get_running_loop().create_future()
-        self._checks.append((key, list(tag_keys), future))
+        self._checks.append((key, names, future))
         if not self._check_scheduled:
             self._check_scheduled = True
             self._spawn(self._flush_checks)
@@ -414,7 +417,7 @@ class CacheStore(GuardedRedis):
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                 log.warning("undecodable cache entry %s; recomputing", key)
             else:
-                listed = await self.listed(key, self._tag_keys(owner, tags, cached))
+                listed = await self.listed(key, partial(self._tag_keys, owner, tags, cached))
                 if isinstance(listed, Unavailable):
                     flight.generation = listed
                     self.metrics.fallbacks += 1
