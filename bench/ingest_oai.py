@@ -5,7 +5,7 @@
 A loopback server (a separate process) serves generated ListRecords pages in the real arXivRaw
 format (2025 server shape: opaque tokens, empty final token; versions, TeX, old-style ids,
 withdrawn papers, `<acm-class>None`). The real harvest (`ingest.harvest.harvest_arxiv`: streaming
-parse, a page in parts of 500 records, each its own transaction, the last with the checkpoint) loads them into a throwaway database, which is
+parse, one transaction per page with its checkpoint) loads them into a throwaway database, which is
 dropped afterwards. Reports records/s and the process's resident memory after each tenth of the run.
 Without --database-url (or DATABASE_URL) the project-local PostgreSQL is used.
 """

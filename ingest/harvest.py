@@ -49,8 +49,8 @@ PART_RECORDS = 500
 # full collections over everything alive: 12% of the harvest's CPU time, 6% at this threshold.
 HARVEST_GC_THRESHOLD = 10_000
 
-# What a part's transaction wrote, the papers it withdrew, where its commit is in the WAL (ingest/cache.py), and
-# the seconds it kept PostgreSQL busy (its wait for the part before left out).
+# What a page's transaction wrote, the papers it withdrew, where its commit is in the WAL (ingest/cache.py), and
+# the seconds it kept PostgreSQL busy (its wait for the page before left out).
 Written = tuple[PaperWriteResult, set[int], int | None, float]
 
 
@@ -131,7 +131,7 @@ class HarvestRun:
         self.restarts = 0
         self.prefetched: asyncio.Task[OAIPage] | None = None
         self.inflight: deque[PageWrite] = deque()
-        # The last part's commit, as a future the next part's transaction waits on.
+        # The last page's commit, as a future the next page's transaction waits on.
         self.previous: asyncio.Future[None] | None = None
         self.dispatched = 0
         self.progress: RunProgress | None = None
