@@ -136,13 +136,13 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-async def run(admin_dsn: str, port: int, total: int, writers: int = 2, part_records: int | None = None) -> None:
+async def run(admin_dsn: str, port: int, total: int, writers: int = 2) -> None:
     import asyncpg
 
     from db.admin import create_database
     from db.migrate import migrate
     from ingest.clients.arxiv_oai import ArxivOAIClient
-    from ingest.harvest import PART_RECORDS, harvest_arxiv
+    from ingest.harvest import harvest_arxiv
 
     name = f"wovepaper_bench_ingest_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(admin_dsn)
@@ -183,14 +183,7 @@ async def run(admin_dsn: str, port: int, total: int, writers: int = 2, part_reco
         start_rss = rss_mb()
         cpu0, pg0 = time.process_time(), cpu_s(backend) + (cpu_s(backend2) if backend2 else 0)
         t0 = time.perf_counter()
-        part = part_records or PART_RECORDS
-        summary = await harvest_arxiv(
-            conn,
-            client,
-            stream=Sampler(),  # type: ignore[arg-type]
-            writer=writer,
-            part_records=part,
-        )
+        summary = await harvest_arxiv(conn, client, stream=Sampler(), writer=writer)  # type: ignore[arg-type]
         elapsed = time.perf_counter() - t0
         cpu, pg_cpu = time.process_time() - cpu0, cpu_s(backend) + (cpu_s(backend2) if backend2 else 0) - pg0
         if writer is not None:
@@ -215,8 +208,7 @@ async def run(admin_dsn: str, port: int, total: int, writers: int = 2, part_reco
         # The harvester and the backends run in parallel (the next page parses while two are written):
         # records per CPU-second says what the work costs, whatever else the machine is running.
         print(
-            f"writers: {writers}, {part:,} records a transaction;"
-            f" CPU: harvester {cpu:.1f} s ({summary.seen / cpu:,.0f} records/s),"
+            f"writers: {writers}; CPU: harvester {cpu:.1f} s ({summary.seen / cpu:,.0f} records/s),"
             f" PostgreSQL backends {pg_cpu:.1f} s ({summary.seen / pg_cpu:,.0f} records/s),"
             f" together {summary.seen / (cpu + pg_cpu):,.0f} records per CPU-second;"
             f" 1-min load average at the end {load:.1f} on {os.cpu_count()} cores"
@@ -232,7 +224,6 @@ def main() -> None:
     parser.add_argument("--page-size", type=int, default=2500)
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
     parser.add_argument("--writers", type=int, choices=(1, 2), default=2, help="connections writing pages")
-    parser.add_argument("--part-records", type=int, help="records a transaction (default: the harvest's own)")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -265,7 +256,7 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.05)
-        asyncio.run(run(dsn, port, args.records, args.writers, args.part_records))
+        asyncio.run(run(dsn, port, args.records, args.writers))
     finally:
         server.terminate()
         server.wait()

@@ -1,12 +1,10 @@
 """The arXiv harvest (OAI-PMH ListRecords -> papers) as a run of steps: resume, fetch, checkpoint, write in
 order, settle.
 
-A page is written in parts of `part_records` records, each in its own transaction; the last part carries the
-page's checkpoint, and the cache forgets what a part touched only after it commits. With a second connection two
-parts are written at once; they still commit in order (each part's transaction waits for the part before), so a
-crash never skips a record and the next run resumes after the last page whose checkpoint committed: the parts of
-the page it fetches again that had committed are rewritten unchanged. A part, not a page of 2,500 records, is what
-keeps PostgreSQL busy between two pauses of a paced ingest (ingest/pacing.py).
+A page is written together with its checkpoint in one transaction, and the cache forgets what it touched only
+after that commits. With a second connection two pages are written at once; their checkpoints still commit in
+page order (each page's transaction waits for the page before), so a crash never skips a page and the next run
+resumes where the last commit left off.
 """
 
 from __future__ import annotations
@@ -41,9 +39,6 @@ from ingest.progress import RunProgress, Summary
 log = logging.getLogger("ingest")
 
 MAX_TOKEN_RESTARTS = 3
-# Records a transaction writes. A whole 2,500-record page kept about one of two cores busy for 2-3 s, long enough
-# to queue the site's requests past their deadline on a host they share (bench/RESULTS.md, "Round 26").
-PART_RECORDS = 500
 # A page parses into some 40,000 objects (records, names, dates, rows) that live until it is written. At the
 # default threshold of 700 allocations the collector rescans them dozens of times a page and promotes them into
 # full collections over everything alive: 12% of the harvest's CPU time, 6% at this threshold.
@@ -77,30 +72,21 @@ def _settle(commit: asyncio.Future[None], task: asyncio.Task[Written]) -> None:
 
 @dataclass(frozen=True, slots=True)
 class PageCheckpoint:
-    """What a page's last part saves with its rows: the harvest state after the page, the page's number and
-    records, and (on the last page of a complete harvest up to now) the moment the archive is caught up to."""
+    """What a page's transaction saves with its rows: the harvest state after it, the page's number, and (on the
+    last page of a complete harvest up to now) the moment the archive is caught up to."""
 
     state: HarvestState
     number: int
-    records: int
     caught_up_to: datetime | None
 
 
 @dataclass(slots=True)
 class PageWrite:
-    """A part of a page being written: its transaction's task, the part and the page's number."""
+    """A page being written: its transaction's task, the page and its number."""
 
     task: asyncio.Task[Written]
     page: OAIPage
     number: int
-
-
-def page_parts(page: OAIPage, records: int) -> list[OAIPage]:
-    """`page` in parts of at most `records` records, in order; the withdrawn and the unparsed go with the last."""
-    chunks = [page.records[i : i + records] for i in range(0, len(page.records), records)] or [[]]
-    parts = [OAIPage(response_date=page.response_date, records=chunk) for chunk in chunks]
-    parts[-1].deleted, parts[-1].skipped = page.deleted, page.skipped
-    return parts
 
 
 class HarvestRun:
@@ -115,10 +101,8 @@ class HarvestRun:
         cache: CacheStore | None = None,
         writer: asyncpg.Connection | None = None,
         pacing: DutyCycle | None = None,
-        part_records: int = PART_RECORDS,
     ) -> None:
         self.conn = conn
-        self.part_records = part_records
         self.pacing = pacing or DutyCycle()
         self.client = client
         self.set_spec = set_spec
@@ -191,13 +175,12 @@ class HarvestRun:
         began = self.state.started or page.response_date
         caught_up_to = began if not page.token and self.state.until is None else None
         self.state = self.state.page_done(page.token, page.response_date)
-        return PageCheckpoint(self.state, self.state.pages, page.seen, caught_up_to)
+        return PageCheckpoint(self.state, self.state.pages, caught_up_to)
 
     # -- write in order ----------------------------------------------------------------------------------
 
-    async def write(self, page: OAIPage, checkpoint: PageCheckpoint, *, last: bool = True) -> None:
-        """Start writing a part of the page `checkpoint` follows on a free connection, once no part in flight shares
-        a record with it; the page's `last` part saves the checkpoint."""
+    async def write(self, page: OAIPage, checkpoint: PageCheckpoint) -> None:
+        """Start writing `page` on a free connection, once no page in flight shares a record with it."""
         if len(self.inflight) == len(self.writers):
             await self.settle()  # frees the connection the next page goes to
         if self.pacing.owing:
@@ -211,18 +194,17 @@ class HarvestRun:
             # can trip the slug's unique index, so the earlier page commits first.
             await self.settle()
         conn = self.writers[self.dispatched % len(self.writers)]
-        task = asyncio.create_task(self._write_part(conn, page, checkpoint, last, self.previous))
+        task = asyncio.create_task(self._write_page(conn, page, checkpoint, self.previous))
         self.previous = asyncio.get_running_loop().create_future()
         task.add_done_callback(partial(_settle, self.previous))
         self.inflight.append(PageWrite(task, page, checkpoint.number))
         self.dispatched += 1
 
-    async def _write_part(
+    async def _write_page(
         self,
         conn: asyncpg.Connection,
         page: OAIPage,
         checkpoint: PageCheckpoint,
-        last: bool,
         before: asyncio.Future[None] | None,
     ) -> Written:
         began = time.monotonic()
@@ -234,26 +216,25 @@ class HarvestRun:
             # A withdrawn paper leaves its researchers' and institutions' counts (refreshed below).
             await add_people_of_papers(conn, tombstoned, result.touched)
             if before is not None:
-                # Parts commit in order: wait for the part before (its failure rolls this back).
-                # Until then this transaction holds rows of its own papers only, which the part before never
-                # needs (parts that share a paper are not written at once). Figure rows are shared: taking one
-                # before this wait could make the part before wait on this one, for ever, since PostgreSQL
+                # Checkpoints commit in page order: wait for the page before (its failure rolls this back).
+                # Until then this transaction holds rows of its own papers only, which the page before never
+                # needs (pages that share a paper are not written at once). Figure rows are shared: taking one
+                # before this wait could make the page before wait on this one, for ever, since PostgreSQL
                 # cannot see a wait that passes through Python. Category counts, shared too, change at commit
                 # (migration 0018).
-                log.debug("a part of page %d written; waiting for the part before to commit", checkpoint.number)
+                log.debug("page %d written; waiting for page %d to commit", checkpoint.number, checkpoint.number - 1)
                 waiting = time.monotonic()
                 await asyncio.shield(before)
                 waited = time.monotonic() - waiting
             # A re-harvest that changed an author list can drop matches: keep stored figures true.
             await refresh_figures(conn, result.touched)
-            if last:
-                await record_progress(conn, self.key, records=checkpoint.records, caught_up_to=checkpoint.caught_up_to)
-                await save_harvest_state(conn, self.key, checkpoint.state)
+            await record_progress(conn, self.key, records=page.seen, caught_up_to=checkpoint.caught_up_to)
+            await save_harvest_state(conn, self.key, checkpoint.state)
         position = await commit_position(self.cache, conn)
         return result, tombstoned, position, time.monotonic() - began - waited
 
     async def settle(self) -> None:
-        """Wait for the oldest part in flight to commit; then the cache forgets what it touched, and it counts."""
+        """Wait for the oldest page in flight to commit; then the cache forgets what it touched, and it counts."""
         w = self.inflight.popleft()
         result, tombstoned, position, busy_s = await w.task
         touched = result.touched
@@ -332,11 +313,7 @@ class HarvestRun:
             await self.caught_up()
             return False
         self.fetch_ahead(page)
-        checkpoint = self.checkpoint(page)
-        *parts, last = page_parts(page, self.part_records)
-        for part in parts:
-            await self.write(part, checkpoint, last=False)
-        await self.write(last, checkpoint)
+        await self.write(page, self.checkpoint(page))
         return bool(self.token)
 
     async def run(self, stream: TextIO | None = None) -> Summary:
@@ -366,20 +343,16 @@ async def harvest_arxiv(
     stream: TextIO | None = None,
     writer: asyncpg.Connection | None = None,
     pacing: DutyCycle | None = None,
-    part_records: int = PART_RECORDS,
 ) -> Summary:
-    """ListRecords from `from_` (clamped to earliestDatestamp) or from the checkpoint, page by page, each page
-    written in parts of `part_records` records.
+    """ListRecords from `from_` (clamped to earliestDatestamp) or from the checkpoint, page by page.
 
-    With a second connection (`writer`) two parts are written at once, each in its own transaction;
-    they still commit in order, so a crash never skips a record. `pacing`: the share of the time
+    With a second connection (`writer`) two pages are written at once, each in its own transaction;
+    their checkpoints still commit in page order, so a crash never skips a page. `pacing`: the share of the time
     it may keep PostgreSQL writing (ingest/pacing.py; all of it by default).
 
     Summary: seen = records read, inserted/updated = papers written, skipped = records already up
     to date, failed = records that could not be parsed (logged) plus a request that failed for good.
     """
-    run = HarvestRun(
-        conn, client, set_spec=set_spec, cache=cache, writer=writer, pacing=pacing, part_records=part_records
-    )
+    run = HarvestRun(conn, client, set_spec=set_spec, cache=cache, writer=writer, pacing=pacing)
     await run.resume(from_, until)
     return await run.run(stream)

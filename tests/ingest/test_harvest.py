@@ -6,11 +6,8 @@ import asyncpg
 import httpx
 import pytest
 
-from db.queries.ingest_state import fetch_ingest_status
 from ingest.checkpoints import load_harvest_state
-from ingest.harvest import page_parts
 from ingest.pacing import DutyCycle
-from ingest.parsers.oai import OAIPage
 from ingest.pipeline import harvest_arxiv
 from tests.ingest.conftest import (
     OAI_CURRENT,
@@ -179,60 +176,6 @@ async def test_crash_inside_the_page_transaction_rolls_back_page_and_checkpoint(
     await conn.execute("DROP FUNCTION boom()")
     await harvest_arxiv(conn, three_page_archive().client(clock), writer=writer)
     assert {r[0] for r in await paper_rows(conn)} == ALL_IDS
-
-
-async def test_a_page_written_in_parts_resumes_after_the_last_checkpoint_and_counts_each_record_once(
-    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None
-) -> None:
-    """Parts of one record: a failure in page 2's last part keeps its earlier parts (their own transactions) but
-    not the page's checkpoint; the next run fetches page 2 again, rewrites those parts unchanged, and counts every
-    record and page once."""
-    await conn.execute(
-        "CREATE OR REPLACE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-        " IF NEW.arxiv_id = '1008.3222' THEN RAISE EXCEPTION 'disk full'; END IF; RETURN NEW; END $$"
-    )
-    await conn.execute("CREATE OR REPLACE TRIGGER boom BEFORE INSERT ON papers FOR EACH ROW EXECUTE FUNCTION boom()")
-    with pytest.raises(asyncpg.PostgresError):
-        await harvest_arxiv(conn, three_page_archive().client(clock), writer=writer, part_records=1)
-    page1 = {"cs/0001024", "0704.0248", "chao-dyn/9510015"}
-    assert {r[0] for r in await paper_rows(conn)} == page1 | {"hep-th/9901002", "0704.0046"}
-    state = await load_harvest_state(conn, "arxiv:all")
-    assert state is not None and state.pages == 1 and state.token
-    (progress,) = (await fetch_ingest_status(conn)).sources
-    assert (progress.records, progress.pages) == (3, 1)
-    written = await conn.fetchval("SELECT max(modified_at) FROM papers")
-
-    await conn.execute("DROP TRIGGER boom ON papers")
-    await conn.execute("DROP FUNCTION boom()")
-    resumed = three_page_archive()
-    summary = await harvest_arxiv(conn, resumed.client(clock), writer=writer, part_records=1)
-    assert "resumptionToken" in resumed.requests[0] and len(resumed.requests) == 2
-    assert (summary.seen, summary.inserted, summary.skipped) == (5, 3, 2)
-    assert (
-        await conn.fetchval(
-            "SELECT count(*) FROM papers WHERE arxiv_id = any($1::text[]) AND modified_at > $2",
-            ["hep-th/9901002", "0704.0046"],
-            written,
-        )
-        == 0
-    )
-    rows = await paper_rows(conn)
-    assert {r[0] for r in rows} == ALL_IDS and all(r[10] == r[8] for r in rows)
-    (progress,) = (await fetch_ingest_status(conn)).sources
-    assert (progress.records, progress.pages) == (8, 3)
-    assert await paper_rows(conn) == rows
-
-
-def test_a_page_splits_into_parts_in_order_with_its_withdrawn_and_unparsed_last() -> None:
-    records = [object(), object(), object()]
-    page = OAIPage(records=records, deleted=["a"], skipped=[("b", "no title")], token="t")  # type: ignore[arg-type]
-    parts = page_parts(page, 2)
-    assert [p.records for p in parts] == [records[:2], records[2:]]
-    assert (parts[0].deleted, parts[0].skipped) == ([], [])
-    assert (parts[1].deleted, parts[1].skipped) == (["a"], [("b", "no title")])
-    assert sum(p.seen for p in parts) == page.seen
-    (only,) = page_parts(OAIPage(deleted=["a"]), 2)
-    assert only.records == [] and only.deleted == ["a"]
 
 
 async def test_expired_token_restarts_from_the_saved_date(

@@ -67,7 +67,7 @@ async def test_a_page_never_holds_figure_rows_while_it_waits_for_the_page_before
         caplog.set_level(logging.DEBUG, logger="ingest")
         run = asyncio.create_task(harvest_arxiv(conn, revised.client(clock), writer=writer))
         for _ in range(3000):
-            if any("waiting for the part before to commit" in r.getMessage() for r in caplog.records) or run.done():
+            if any("waiting for page 1 to commit" in r.getMessage() for r in caplog.records) or run.done():
                 break
             await asyncio.sleep(0.01)
         assert not run.done(), run.exception() if not run.cancelled() else "cancelled"
