@@ -22,8 +22,8 @@ import orjson
 from redis.asyncio.cluster import RedisCluster
 
 from db.cache import allowance, keys
-from db.cache.breaker import CircuitBreaker
-from db.cache.client import RedisClient, slot
+from db.cache.breaker import BreakerState, CircuitBreaker
+from db.cache.client import REDIS_ERRORS, RedisClient, slot
 from db.cache.guarded import UNAVAILABLE, GuardedRedis
 from db.cache.guarded import Unavailable as Unavailable  # where its users have always found it
 from db.cache.metrics import CacheMetrics
@@ -211,8 +211,14 @@ class CacheStore(GuardedRedis):
             self._spawn(self._read_evictions)
 
     async def _read_evictions(self) -> None:
-        count = await self.call_shared(_evicted_keys)
-        if isinstance(count, Unavailable):
+        # A background reading, kept out of the breaker and the counters (which judge the calls requests make); one
+        # that fails is made again a second later, and until one succeeds the checks go on as they were.
+        if self.redis is None or self.breaker.state is not BreakerState.CLOSED:
+            return
+        try:
+            async with asyncio.timeout(self.timeout_s * 2):
+                count = await _evicted_keys(self.redis)
+        except (*REDIS_ERRORS, TimeoutError):
             return
         if count > 0 if self._evictions is None else count != self._evictions:
             self._evicting_until = asyncio.get_running_loop().time() + self.ttl_s * TAG_TTL_FACTOR
