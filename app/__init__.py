@@ -28,6 +28,7 @@ from chat.service import ChatService
 from db.cache.breaker import CircuitBreaker
 from db.cache.client import REDIS_ERRORS, RedisClient, create_redis
 from db.cache.store import CacheStore
+from db.cache.strain import StrainReporter
 from db.ingest_gauges import IngestProgressCollector
 from db.migrate import Migration, pending_migrations
 from db.pool import PoolExhausted, QueryLogger, ServingPool, create_pool, is_lost_connection
@@ -194,7 +195,9 @@ def create_app(
         watcher = asyncio.create_task(near.watch()) if near is not None else None
         replicas = _replicas(settings, pool, cache, query_logger)
         health = asyncio.create_task(replicas.run()) if replicas is not None else None
-        lag = asyncio.create_task(loop_lag.watch())
+        # The ingest waits while any process of the site is strained (db/cache/strain.py).
+        strain = StrainReporter(cache, settings.cache_namespace, lambda: pool.waiting) if redis is not None else None
+        lag = asyncio.create_task(loop_lag.watch(also=strain.sample if strain is not None else None))
         # Chat is the one place the API calls an upstream while answering: its own client and retry rules.
         chat = ChatService.open(
             pool,

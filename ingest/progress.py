@@ -29,6 +29,7 @@ class Summary:
     requests: int = 0
     retries: int = 0
     tokens: int = 0  # language-model tokens spent (the analysis stage)
+    yielded_s: float = 0.0  # time spent waiting for a strained site (ingest/pacing.py)
     stopped: str | None = None  # why the run stopped early (budget spent, upstream down), if it did
 
     def add(self, other: Summary) -> None:
@@ -44,6 +45,8 @@ class Summary:
         )
         if self.tokens:
             text += f", tokens {self.tokens}"
+        if self.yielded_s:
+            text += f", waited {self.yielded_s:.0f} s for a strained site"
         return text + (f"; stopped early: {self.stopped}" if self.stopped else "")
 
 

@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import date
+from functools import partial
 
 import asyncpg
 
@@ -13,6 +14,7 @@ from cdn.purge import HttpPurge
 from db.cache.client import create_redis
 from db.cache.invalidation import attach_purge
 from db.cache.store import CacheStore
+from db.cache.strain import strained
 from db.queries.figures import refresh_figures
 from db.queries.ingest_state import EnrichFailure, IngestStatus, fetch_enrich_failures, fetch_ingest_status
 from db.queries.matching import count_unlinked, fetch_unlinked
@@ -114,6 +116,15 @@ async def _cache(settings: Settings) -> AsyncIterator[CacheStore | None]:
             await purge.aclose()
 
 
+def _pacing(settings: Settings, cache: CacheStore | None) -> DutyCycle:
+    """The ingest's share of the time, and its yielding to a strained site (when it shares the site's Redis)."""
+    if cache is None or settings.ingest_yield_s == 0:
+        return DutyCycle(settings.ingest_share)
+    return DutyCycle(
+        settings.ingest_share, strained=partial(strained, cache, cache.namespace), yield_s=settings.ingest_yield_s
+    )
+
+
 async def run_arxiv(
     settings: Settings,
     *,
@@ -128,8 +139,9 @@ async def run_arxiv(
         async with _resources(settings, "arxiv", wait=wait, on_wait=on_wait) as (conn, cache):
             # A second connection writes one page while the first writes the previous one.
             writer = await connect(settings, "arxiv")
+            pacing = _pacing(settings, cache)
             try:
-                return await harvest_arxiv(
+                summary = await harvest_arxiv(
                     conn,
                     client,
                     from_=from_,
@@ -137,10 +149,12 @@ async def run_arxiv(
                     set_spec=set_spec,
                     cache=cache,
                     writer=writer,
-                    pacing=DutyCycle(settings.ingest_share),
+                    pacing=pacing,
                 )
             finally:
                 await writer.close()
+            summary.yielded_s = pacing.yielded_s
+            return summary
     finally:
         await client.aclose()
 
@@ -162,15 +176,12 @@ async def run_enrich(
     )
     try:
         async with _resources(settings, "enrich", wait=wait, on_wait=on_wait) as (conn, cache):
-            return await enrich(
-                conn,
-                s2c,
-                oac,
-                limit=limit,
-                batch_size=batch_size or ENRICH_BATCH,
-                cache=cache,
-                pacing=DutyCycle(settings.ingest_share),
+            pacing = _pacing(settings, cache)
+            summary = await enrich(
+                conn, s2c, oac, limit=limit, batch_size=batch_size or ENRICH_BATCH, cache=cache, pacing=pacing
             )
+            summary.yielded_s = pacing.yielded_s
+            return summary
     finally:
         await s2c.aclose()
         await oac.aclose()

@@ -31,9 +31,7 @@ BUILT_IN = {"String", "Int", "Float", "Boolean", "ID"}
 def _escaped(text: str) -> str:
     """Markdown from a description: `<` and `>` outside code spans shown as written, not read as HTML tags."""
     parts = re.split(r"(`[^`]*`)", text)
-    return "".join(
-        part if part.startswith("`") else part.replace("<", "&lt;").replace(">", "&gt;") for part in parts
-    )
+    return "".join(part if part.startswith("`") else part.replace("<", "&lt;").replace(">", "&gt;") for part in parts)
 
 
 def _cell(text: str | None) -> str:

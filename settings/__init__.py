@@ -165,6 +165,9 @@ class Settings(BaseSettings):
     # The share of the time the harvest and the enrichment may keep PostgreSQL writing (ingest/pacing.py): 1 writes
     # as fast as it can; less bounds the ingest's own writes on a host the API shares.
     ingest_share: float = Field(1.0, gt=0, le=1)
+    # The longest the harvest and the enrichment wait, before a write, while an API process says the site is
+    # strained (db/cache/strain.py; through the cache's Redis); 0 never waits.
+    ingest_yield_s: float = Field(30.0, ge=0)
     # The CPU priority the batch commands (`ingest ...`, `embed`) lower themselves to (nice, 0-19): on a host the API
     # shares, the scheduler gives the API and PostgreSQL the cores first; alone on a host it changes nothing.
     ingest_nice: int = Field(10, ge=0, le=19)

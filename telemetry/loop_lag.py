@@ -11,6 +11,7 @@ step, a full collection).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Final
 
 from telemetry.metrics import EVENT_LOOP_LAG
@@ -18,11 +19,15 @@ from telemetry.metrics import EVENT_LOOP_LAG
 INTERVAL_S: Final = 0.05
 
 
-async def watch(interval_s: float = INTERVAL_S) -> None:
-    """Records the loop's lateness every `interval_s` until cancelled (a timer a second costs nothing measurable)."""
+async def watch(interval_s: float = INTERVAL_S, also: Callable[[float], None] | None = None) -> None:
+    """Records the loop's lateness every `interval_s` until cancelled (a timer a second costs nothing measurable),
+    and hands each to `also` (the site's strain: db/cache/strain.py)."""
     loop = asyncio.get_running_loop()
     observe = EVENT_LOOP_LAG.observe
     while True:
         due = loop.time() + interval_s
         await asyncio.sleep(interval_s)
-        observe(max(loop.time() - due, 0.0))
+        late = max(loop.time() - due, 0.0)
+        observe(late)
+        if also is not None:
+            also(late)

@@ -193,3 +193,9 @@ def invalidated_position(tag_key: str) -> str:
     """The WAL position of the latest write that dropped this tag (`tag_key` is one of the tag keys above): an
     entry tagged with it may be stored only from a server that has replayed that far. In the tag's slot."""
     return f"{tag_key}:wal"
+
+
+def strain(ns: str) -> str:
+    """Set for a moment by an API process that is strained, renewed while it stays so; the ingest waits while it
+    is set (db/cache/strain.py). Its own slot."""
+    return _key(ns, "strain", "site")

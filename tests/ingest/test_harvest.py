@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 from datetime import date
+from functools import partial
 
 import asyncpg
 import httpx
 import pytest
 
+from db.cache import keys
+from db.cache.store import CacheStore
+from db.cache.strain import StrainReporter, strained
 from ingest.checkpoints import load_harvest_state
-from ingest.pacing import DutyCycle
+from ingest.pacing import POLL_S, DutyCycle
 from ingest.pipeline import harvest_arxiv
 from tests.ingest.conftest import (
     OAI_CURRENT,
@@ -89,6 +93,43 @@ async def test_a_paced_harvest_pauses_with_nothing_committed_unseen(
     assert {r[0] for r in await paper_rows(conn)} == ALL_IDS
     assert summary.seen == 8 and summary.inserted == 8 and summary.failed == 0
     assert pauses and all(p > 0 for p in pauses) and pacing.paused_s == pytest.approx(sum(pauses))
+    assert states == [{"idle"}] * len(pauses)
+
+
+async def test_a_harvest_waits_between_pages_while_the_site_is_strained(
+    conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None, ingest_dsn: str, cache: CacheStore
+) -> None:
+    """`WOVEPAPER_INGEST_YIELD_S`: while an API process says the site is strained, the harvest waits before its next
+    page (at most the yield each time), with every page it wrote committed and dropped from the cache, and then
+    writes every page all the same."""
+    reporter = StrainReporter(cache, cache.namespace, waiting=lambda: 4)
+    reporter.sample(0.3)
+    await reporter.settle()
+    # Renewed for the whole harvest, as a process strained throughout would.
+    assert await cache.redis.pexpire(keys.strain(cache.namespace), 60_000)  # type: ignore[union-attr]
+    harvest_pids = [conn.get_server_pid(), *([writer.get_server_pid()] if writer is not None else [])]
+    checker = await asyncpg.connect(ingest_dsn)
+    pauses: list[float] = []
+    states: list[set[str]] = []
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        rows = await checker.fetch("SELECT state FROM pg_stat_activity WHERE pid = any($1::int[])", harvest_pids)
+        states.append({r["state"] for r in rows})
+
+    try:
+        pacing = DutyCycle(sleep=pause, strained=partial(strained, cache, cache.namespace), yield_s=1.0)
+        summary = await harvest_arxiv(
+            conn, three_page_archive().client(clock), writer=writer, pacing=pacing, cache=cache
+        )
+    finally:
+        await checker.close()
+    assert {r[0] for r in await paper_rows(conn)} == ALL_IDS
+    assert summary.seen == 8 and summary.inserted == 8 and summary.failed == 0
+    # Each wait before a page: polls of POLL_S until the yield of 1 s ran out.
+    waits = round(1.0 / POLL_S)
+    assert pauses and pauses == pytest.approx([POLL_S] * len(pauses)) and len(pauses) % waits == 0
+    assert pacing.yielded_s == pytest.approx(sum(pauses)) and pacing.paused_s == 0
     assert states == [{"idle"}] * len(pauses)
 
 

@@ -51,8 +51,10 @@ def test_the_sdl_enum_the_documented_tables_and_the_list_agree() -> None:
     assert isinstance(enum, GraphQLEnumType)
     assert list(enum.values) == list(ERROR_CODES)
     assert all(enum.values[code].description == text for code, text in ERROR_CODES.items())
-    for page, heading in ((ROOT / "docs" / "partners" / "errors.md", "# Error codes\n"),
-                          (ROOT / "frontend_contract" / "README.md", "## Error codes\n")):
+    for page, heading in (
+        (ROOT / "docs" / "partners" / "errors.md", "# Error codes\n"),
+        (ROOT / "frontend_contract" / "README.md", "## Error codes\n"),
+    ):
         section = page.read_text().split(heading, 1)[1].split("\n## ", 1)[0]
         listed = re.findall(r"^\| `([A-Z_]+)` \| (.+) \|$", section, flags=re.MULTILINE)
         assert list(dict(listed)) == list(ERROR_CODES), page
