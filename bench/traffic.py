@@ -252,6 +252,7 @@ _METRIC = re.compile(r'^wovepaper_cache_events_total\{cache="(\w+)",event="(\w+)
 
 
 _LAG_BUCKET = re.compile(r'^wovepaper_event_loop_lag_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$', re.M)
+_STRAINED = re.compile(r"^wovepaper_site_strained_marks_total ([0-9.e+]+)$", re.M)
 
 
 async def scrape(client: Client) -> tuple[dict[str, float], dict[float, float]]:
@@ -259,6 +260,7 @@ async def scrape(client: Client) -> tuple[dict[str, float], dict[float, float]]:
     response = await client.request(encode_request("GET", "/metrics", client.authority))
     text = response.body.decode()
     events = {f"{c}_{e}": float(v) for c, e, v in _METRIC.findall(text)}
+    events["site_strained"] = sum(float(v) for v in _STRAINED.findall(text))
     return events, {float(le): float(v) for le, v in _LAG_BUCKET.findall(text)}
 
 
@@ -436,6 +438,8 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             "response_cache_hit_rate": hit_rate(before, after, "response"),
             "aggregate_cache_hit_rate": hit_rate(before, after, "aggregate"),
             "client_lag_p99_ms": _pct(total.lags_ms, 99),
+            # Marks the ingest waited on (db/cache/strain.py): at most four a second.
+            "site_strained_marks": after["site_strained"] - before["site_strained"],
             "server_loop_lag_p50_ms": lag_quantile(lag_before, lag_after, 0.5),
             "server_loop_lag_p99_ms": lag_quantile(lag_before, lag_after, 0.99),
             "server_loop_lag_max_bucket_ms": lag_quantile(lag_before, lag_after, 1.0),

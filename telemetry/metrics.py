@@ -117,6 +117,12 @@ EVENT_LOOP_LAG = Histogram(
     "is ready to go on waits for the work ahead of it in the same process.",
     buckets=LOOP_LAG_BUCKETS,
 )
+SITE_STRAINED = Counter(
+    "wovepaper_site_strained_marks_total",
+    "Times this process marked the site strained for the ingest, which then waits before its next write "
+    "(db/cache/strain.py): its event loop ran 100 ms late or requests waited for a database connection; at most four "
+    "a second.",
+)
 
 _operation_names: frozenset[str] = frozenset()
 

@@ -21,6 +21,7 @@ from db.cache import keys
 from db.cache.breaker import BreakerState
 from db.cache.client import REDIS_ERRORS
 from db.cache.guarded import GuardedRedis, Unavailable
+from telemetry.metrics import SITE_STRAINED
 
 # How late a timer may run before the process counts as strained: tens of milliseconds is a worker near its CPU
 # (telemetry/loop_lag.py); a request making four round trips pays it four times.
@@ -72,6 +73,7 @@ class StrainReporter:
         except (*REDIS_ERRORS, TimeoutError):
             return
         self.marks += 1
+        SITE_STRAINED.inc()
 
 
 async def strained(cache: GuardedRedis, namespace: str) -> str | None:
