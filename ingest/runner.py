@@ -118,11 +118,8 @@ async def _cache(settings: Settings) -> AsyncIterator[CacheStore | None]:
 
 def _pacing(settings: Settings, cache: CacheStore | None) -> DutyCycle:
     """The ingest's share of the time, and its yielding to a strained site (when it shares the site's Redis)."""
-    if cache is None or settings.ingest_yield_s == 0:
-        return DutyCycle(settings.ingest_share)
-    return DutyCycle(
-        settings.ingest_share, strained=partial(strained, cache, cache.namespace), yield_s=settings.ingest_yield_s
-    )
+    strain = partial(strained, cache, cache.namespace) if cache is not None else None
+    return DutyCycle(settings.ingest_share, strained=strain, yield_s=settings.ingest_yield_s)
 
 
 async def run_arxiv(
