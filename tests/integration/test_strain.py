@@ -16,6 +16,7 @@ from db.cache.client import create_redis
 from db.cache.store import CacheStore
 from db.cache.strain import HOLD_MS, LATE_S, StrainReporter, strained
 from telemetry import loop_lag
+from tests.integration.inprocess import served
 
 _namespaces = itertools.count()
 
@@ -75,3 +76,19 @@ async def test_a_redis_that_cannot_answer_strains_nothing_and_raises_nothing(cac
         assert await strained(gone, gone.namespace) is None
     finally:
         await gone.aclose()
+
+
+async def test_a_served_api_whose_loop_stalls_marks_the_site_for_the_ingest(
+    database_url: str, redis_url: str, cache_namespace: str
+) -> None:
+    namespace = f"{cache_namespace}-served"
+    async with served(database_url, redis_url, cache_namespace=namespace) as (client, state):
+        cache: CacheStore = state["cache"]
+        assert (await client.get("/healthz")).status_code == 200
+        assert await strained(cache, namespace) is None
+        time.sleep(LATE_S * 2)  # noqa: ASYNC251 (a request's long synchronous step, on purpose)
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if (why := await strained(cache, namespace)) is not None:
+                break
+    assert why is not None and "ms late" in why
