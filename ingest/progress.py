@@ -46,7 +46,7 @@ class Summary:
         if self.tokens:
             text += f", tokens {self.tokens}"
         if self.yielded_s:
-            text += f", waited {self.yielded_s:.0f} s for a strained site"
+            text += f", waited {self.yielded_s:.1f} s for a strained site"
         return text + (f"; stopped early: {self.stopped}" if self.stopped else "")
 
 

@@ -134,8 +134,9 @@ async def run_arxiv(
     client = ArxivOAIClient(settings.arxiv_oai_url, delay_s=settings.arxiv_delay_s)
     try:
         async with _resources(settings, "arxiv", wait=wait, on_wait=on_wait) as (conn, cache):
-            # A second connection writes one page while the first writes the previous one.
-            writer = await connect(settings, "arxiv")
+            # A second connection writes one page while the first writes the previous one; not when the ingest
+            # shares the host (WOVEPAPER_INGEST_SHARE below 1): two pages at once take two of PostgreSQL's cores.
+            writer = await connect(settings, "arxiv") if settings.ingest_share == 1 else None
             pacing = _pacing(settings, cache)
             try:
                 summary = await harvest_arxiv(
@@ -149,7 +150,8 @@ async def run_arxiv(
                     pacing=pacing,
                 )
             finally:
-                await writer.close()
+                if writer is not None:
+                    await writer.close()
             summary.yielded_s = pacing.yielded_s
             return summary
     finally:
