@@ -69,27 +69,38 @@ async def test_walks_resumption_tokens_to_the_empty_final_token(
     assert state is not None and state.token is None and state.next_from == date(2026, 11, 30)
 
 
+class Pauses:
+    """A pacing's sleep that waits for nothing and notes, at each pause, the harvest connections' states."""
+
+    def __init__(self, checker: asyncpg.Connection, pids: list[int]) -> None:
+        self.checker, self.pids = checker, pids
+        self.seconds: list[float] = []
+        self.states: list[set[str]] = []
+
+    @classmethod
+    async def watching(cls, dsn: str, conn: asyncpg.Connection, writer: asyncpg.Connection | None) -> Pauses:
+        pids = [conn.get_server_pid(), *([writer.get_server_pid()] if writer is not None else [])]
+        return cls(await asyncpg.connect(dsn), pids)
+
+    async def __call__(self, seconds: float) -> None:
+        self.seconds.append(seconds)
+        rows = await self.checker.fetch("SELECT state FROM pg_stat_activity WHERE pid = any($1::int[])", self.pids)
+        self.states.append({r["state"] for r in rows})
+
+
 async def test_a_paced_harvest_pauses_with_nothing_committed_unseen(
     conn: asyncpg.Connection, clock: FakeClock, writer: asyncpg.Connection | None, ingest_dsn: str
 ) -> None:
     """`WOVEPAPER_INGEST_SHARE`: a share of a third waits twice as long as the pages' transactions took, and only
     once every page written has committed and been settled (its cache entries dropped): during a pause no
     transaction of the harvest is open, so no page that committed waits out the pause with the cache unaware."""
-    harvest_pids = [conn.get_server_pid(), *([writer.get_server_pid()] if writer is not None else [])]
-    checker = await asyncpg.connect(ingest_dsn)
-    pauses: list[float] = []
-    states: list[set[str]] = []
-
-    async def pause(seconds: float) -> None:
-        pauses.append(seconds)
-        rows = await checker.fetch("SELECT state FROM pg_stat_activity WHERE pid = any($1::int[])", harvest_pids)
-        states.append({r["state"] for r in rows})
-
+    pause = await Pauses.watching(ingest_dsn, conn, writer)
+    pauses, states = pause.seconds, pause.states
     try:
         pacing = DutyCycle(1 / 3, sleep=pause)
         summary = await harvest_arxiv(conn, three_page_archive().client(clock), writer=writer, pacing=pacing)
     finally:
-        await checker.close()
+        await pause.checker.close()
     assert {r[0] for r in await paper_rows(conn)} == ALL_IDS
     assert summary.seen == 8 and summary.inserted == 8 and summary.failed == 0
     assert pauses and all(p > 0 for p in pauses) and pacing.paused_s == pytest.approx(sum(pauses))
@@ -107,23 +118,15 @@ async def test_a_harvest_waits_between_pages_while_the_site_is_strained(
     await reporter.settle()
     # Renewed for the whole harvest, as a process strained throughout would.
     assert await cache.redis.pexpire(keys.strain(cache.namespace), 60_000)  # type: ignore[union-attr]
-    harvest_pids = [conn.get_server_pid(), *([writer.get_server_pid()] if writer is not None else [])]
-    checker = await asyncpg.connect(ingest_dsn)
-    pauses: list[float] = []
-    states: list[set[str]] = []
-
-    async def pause(seconds: float) -> None:
-        pauses.append(seconds)
-        rows = await checker.fetch("SELECT state FROM pg_stat_activity WHERE pid = any($1::int[])", harvest_pids)
-        states.append({r["state"] for r in rows})
-
+    pause = await Pauses.watching(ingest_dsn, conn, writer)
+    pauses, states = pause.seconds, pause.states
     try:
         pacing = DutyCycle(sleep=pause, strained=partial(strained, cache, cache.namespace), yield_s=1.0)
         summary = await harvest_arxiv(
             conn, three_page_archive().client(clock), writer=writer, pacing=pacing, cache=cache
         )
     finally:
-        await checker.close()
+        await pause.checker.close()
     assert {r[0] for r in await paper_rows(conn)} == ALL_IDS
     assert summary.seen == 8 and summary.inserted == 8 and summary.failed == 0
     # Each wait before a page: polls of POLL_S until the yield of 1 s ran out.
