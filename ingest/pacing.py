@@ -36,7 +36,7 @@ class DutyCycle:
     paused_s: float = 0.0
     yielded_s: float = 0.0
     owed_s: float = 0.0
-    due: bool = False
+    owing: bool = False  # a write since the last payment that owes a pause or a look at the site
 
     def __post_init__(self) -> None:
         if not 0.0 < self.share <= 1.0:
@@ -46,21 +46,15 @@ class DutyCycle:
     def yields(self) -> bool:
         return self.strained is not None and self.yield_s > 0.0
 
-    @property
-    def owing(self) -> bool:
-        return self.due
-
     def owe(self, busy_s: float) -> None:
         if self.share < 1.0 and busy_s > 0.0:
             self.owed_s += busy_s
-            self.due = True
-        elif self.yields:
-            self.due = True
+        self.owing = self.owed_s > 0.0 or self.yields
 
     async def pay(self) -> None:
         pause = self.owed_s * (1.0 - self.share) / self.share
         self.owed_s = 0.0
-        self.due = False
+        self.owing = False
         if pause > 0.0:
             self.paused_s += pause
             await self.sleep(pause)
