@@ -7,9 +7,9 @@ normalisation, so that it maps token ids straight to unit vectors:
 - `query`: int8 weights in blocks of 32 (`MatMulNBits`), each token's activations quantised per block at run time:
   within cosine 0.9995 of float32 and 1.3-1.6 times as fast for a short text (it reads a quarter of the weights);
 - `batch`: int8 weights per output channel, activations quantised per run (`DynamicQuantizeMatMul`, signed
-  weights so that the AVX-512 VNNI / AVX-VNNI kernels apply), but for the feed-forward layers' second product,
-  kept in float32; the products' inputs smoothed first (`_smooth`): the fastest for many tokens, within about
-  0.002 for a paper.
+  weights so that the AVX-512 VNNI / AVX-VNNI kernels apply), the products' inputs smoothed first (`_smooth`);
+  the feed-forward layers' second products, whose inputs one scale a run is too coarse for, as in the query graph
+  but in blocks of 128 (`AFTER_GELU_BLOCK`): the fastest for many tokens, within about 0.002 for a paper.
 They live under the model directory (`WOVEPAPER_MODEL_DIR`, given by `semantic.configure`; default
 `~/.cache/wovepaper/models`), one folder per model package and ONNX Runtime version.
 """
@@ -31,7 +31,7 @@ from semantic.text import DIMENSIONS, MODEL_NAME
 # What the export needs beyond serving (with the reference's modules): the graph tools and the block quantiser's.
 EXPORT_MODULES = ("onnx", "onnx_ir")
 # Bump when the export itself changes, so that caches made by an older one are not read.
-EXPORT_FORMAT = 6
+EXPORT_FORMAT = 7
 OPSET = 17
 HEADS = 12
 LAYERS = 6
@@ -39,6 +39,10 @@ LAYERS = 6
 FEED_FORWARD = 4 * DIMENSIONS
 # The `query` graph's weight blocks: 32 values along the input share a scale (and its activations' blocks too).
 QUERY_BLOCK = 32
+# The batch graph's products after the GELU, in blocks of 128: 1.21 times the papers a second of keeping them in
+# float32 on an AVX-512 Zen 4 (blocks of 32: 1.11, of 64: 1.16, of 256: 1.22), the mean cosine to float32 0.9989
+# against 0.9990 (bench/RESULTS.md, round 28). Blocks for every product were slower still (0.80 times).
+AFTER_GELU_BLOCK = 128
 # How much of an input channel's range the smoothing moves into the weights (SmoothQuant's alpha): 0.5 gave
 # recall@10 0.966 on 1,500 papers, 0.7 0.963, 0.3 0.956.
 SMOOTHING = 0.5
@@ -128,7 +132,8 @@ def ensure_onnx_files(root: Path | None = None) -> OnnxFiles:
             _optimise(work / "raw.onnx", work / "fp32.onnx")
             _quantise_blocks(work / "fp32.onnx", work / "query.onnx")
             _smooth(work / "fp32.onnx", work / "smoothed.onnx")
-            _quantise_channels(work / "smoothed.onnx", work / "batch.onnx")
+            _quantise_channels(work / "smoothed.onnx", work / "channels.onnx")
+            _quantise_blocks(work / "channels.onnx", work / "batch.onnx", AFTER_GELU_BLOCK)
             # The float32 graph last: `exist()` is true only once all three are in place.
             os.replace(work / "query.onnx", files.query)
             os.replace(work / "batch.onnx", files.batch)
@@ -195,17 +200,18 @@ def _optimise(source: Path, target: Path) -> None:
     optimised.save_model_to_file(str(target))
 
 
-def _quantise_blocks(source: Path, target: Path) -> None:
-    """int8 weights in symmetric blocks along the input; accuracy level 4: activations quantised per token and
-    block at run time, so that the products run on int8 dot products without the error of one scale a run."""
+def _quantise_blocks(source: Path, target: Path, block: int = QUERY_BLOCK) -> None:
+    """Every float32 product with constant weights: int8 weights in symmetric blocks of `block` along the input;
+    accuracy level 4: activations quantised per token and block at run time, so that the products run on int8 dot
+    products without the error of one scale a run."""
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
 
-    config = DefaultWeightOnlyQuantConfig(block_size=QUERY_BLOCK, is_symmetric=True, accuracy_level=4, bits=8)
+    config = DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=True, accuracy_level=4, bits=8)
     quantiser = MatMulNBitsQuantizer(
         onnx.load(str(source)),
         bits=8,
-        block_size=QUERY_BLOCK,
+        block_size=block,
         is_symmetric=True,
         accuracy_level=4,
         algo_config=config,
@@ -242,8 +248,8 @@ def _smooth(source: Path, target: Path) -> None:
     the few channels whose values reach 28 (against a median of 1.6) no longer set one scale for the whole run.
     Without AMX (AVX-512 VNNI) the re-embedded corpus's recall@10 went from 0.93-0.94 to 0.96-0.97 and the mean
     cosine from 0.9971 to 0.9990, for about 2 % fewer papers a second (bench/RESULTS.md, round 18). The
-    feed-forward's second products stay float32 (`after_gelu`): smoothed and in int8 they still lost recall
-    (0.91-0.94)."""
+    feed-forward's second products are left to the blocks (`after_gelu`): smoothed and with one scale a run they
+    still lost recall (0.91-0.94)."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -296,9 +302,9 @@ def _smooth(source: Path, target: Path) -> None:
 
 def after_gelu(path: Path) -> list[str]:
     """The feed-forward layers' second products (one a layer), which read the GELU's output: its outliers (24-28
-    against a median of 1.4-2) make one int8 scale a run too coarse. In float32 they took the re-embedded corpus's
-    recall@10 from 0.93 to 0.96 (mean cosine 0.9936 to 0.9971) for 23 % fewer papers per CPU-second. Found by their
-    weights' shape (the feed-forward width by the hidden width), which no fusion of ONNX Runtime's changes."""
+    against a median of 1.4-2) make one int8 scale a run too coarse. Out of the run-scaled ones (float32, then
+    blocks) they took the re-embedded corpus's recall@10 from 0.93 to 0.96 (mean cosine 0.9936 to 0.9971). Found
+    by their weights' shape (the feed-forward width by the hidden width), which no fusion of ONNX Runtime's changes."""
     import onnx
 
     graph = onnx.load(str(path), load_external_data=False).graph

@@ -16,7 +16,14 @@ import pytest
 import semantic
 from semantic import bf16, onnx_runtime
 from semantic.embedder import missing
-from semantic.onnx_export import EXPORT_MODULES, OnnxFiles, after_gelu, ensure_onnx_files, onnx_files
+from semantic.onnx_export import (
+    AFTER_GELU_BLOCK,
+    EXPORT_MODULES,
+    OnnxFiles,
+    after_gelu,
+    ensure_onnx_files,
+    onnx_files,
+)
 from semantic.onnx_runtime import (
     ONNX_MODULES,
     OnnxEmbedder,
@@ -64,7 +71,7 @@ def cosines(a: np.ndarray, b: np.ndarray) -> list[float]:
 
 @pytest.mark.parametrize(
     ("graph", "least", "mean"),
-    [("fp32", 0.999, 0.9999), ("query", 0.999, 0.9995), ("batch", 0.995, 0.998)],
+    [("fp32", 0.999, 0.9999), ("query", 0.999, 0.9995), ("batch", 0.994, 0.9975)],
     ids=["fp32", "query-graph", "batch-graph"],
 )
 def test_onnx_vectors_equal_the_reference(
@@ -78,7 +85,7 @@ def test_onnx_vectors_equal_the_reference(
     for vectors in (batch, one_by_one):
         assert vectors.shape == (len(TEXTS), semantic.DIMENSIONS)
         assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
-        # The batch graph moves a one-letter text most, by about 0.004 (the rest by 0.0003-0.002); unsmoothed it
+        # The batch graph moves a one-letter text most, by about 0.005 (the rest by 0.0003-0.003); unsmoothed it
         # moved that text by 0.015 and the mean by 0.005, so these bounds fail the graph without its smoothing.
         # The neighbours it finds are measured by bench/embeddings.py (recall@10).
         similarity = cosines(vectors, reference)
@@ -188,8 +195,8 @@ def _op_types(path: Path) -> collections.Counter[str]:
 def test_sessions_run_the_dense_layers_in_int8_without_skip_layer_norm(files: OnnxFiles, tmp_path: Path) -> None:
     # What makes the graphs fast here: the 36 dense layers (the attention's projections too) on int8 kernels,
     # signed weights in the batch graph (the VNNI kernels' kind), and no SkipLayerNormalization (a slow kernel)
-    # in what the sessions actually run, after ONNX Runtime's own fusions. The batch graph keeps the products
-    # after each layer's GELU in float32 (their outliers would coarsen its one scale a run).
+    # in what the sessions actually run, after ONNX Runtime's own fusions. The batch graph runs the products
+    # after each layer's GELU in blocks of 128 (their outliers would coarsen its one scale a run).
     layers = 6
     dense = layers * (3 + 1 + 2)
     ran = {}
@@ -202,9 +209,13 @@ def test_sessions_run_the_dense_layers_in_int8_without_skip_layer_norm(files: On
     assert _op_types(files.batch)["MatMulInteger"] == dense - layers
     graph = onnx.load(str(files.batch)).graph
     made_by = {out: node.op_type for node in graph.node for out in node.output}
-    kept = [node for node in graph.node if node.op_type == "MatMul"]
-    assert len(kept) == layers and {made_by[node.input[0]] for node in kept} == {"BiasGelu"}
-    assert after_gelu(files.fp32) == [node.name for node in kept]
+    assert not [node for node in graph.node if node.op_type == "MatMul"]
+    blocks = [node for node in graph.node if node.op_type == "MatMulNBits"]
+    assert len(blocks) == layers and {made_by[node.input[0]] for node in blocks} == {"BiasGelu"}
+    assert {attribute.i for node in blocks for attribute in node.attribute if attribute.name == "block_size"} == {
+        AFTER_GELU_BLOCK
+    }
+    assert sorted(after_gelu(files.fp32)) == sorted(node.name.removesuffix("_Q8") for node in blocks)
     weights = {init.name: init for init in onnx.load(str(files.batch)).graph.initializer}
     quantised = [
         weights[node.input[1]] for node in onnx.load(str(files.batch)).graph.node if node.op_type == "MatMulInteger"
