@@ -208,6 +208,44 @@ async def test_reharvest_with_the_same_names_keeps_every_match(conn: asyncpg.Con
     assert inst == 3
 
 
+async def test_a_revision_naming_an_affiliation_touches_the_paper_and_no_ones_figures(
+    conn: asyncpg.Connection,
+) -> None:
+    # arXivRaw's `Jana Müller (Wien)`: the text the page shows changes; no link, count or figure does, so no
+    # researcher's figures are recomputed for it (a well-cited paper's authors are the most prolific).
+    out = await write_everything(conn, "2109")
+    yan, muller = out["rids"]["21091"], out["rids"]["21092"]
+    revised = paper("2109.00001", ["Wumo Yan", "Jana Müller", "ATLAS Collaboration"], version=3)
+    revised = PaperRecord(
+        **{
+            **{f: getattr(revised, f) for f in PaperRecord.__slots__},
+            "authors": [
+                AuthorRecord(1, "Wumo Yan"),
+                AuthorRecord(2, "Jana Müller", "Universität Wien"),
+                AuthorRecord(3, "ATLAS Collaboration", None, True),
+            ],
+        }
+    )
+    async with conn.transaction():
+        res = await upsert_papers(conn, [revised])
+    pid = res.ids["2109.00001"]
+    assert res.touched.papers == {pid} and res.touched.paper_keys == {"2109.00001"}
+    assert not res.touched.researcher_figures and not res.touched.institution_figures
+    assert await researcher_ids_of(conn, "2109.00001") == [
+        (1, "Wumo Yan", yan),
+        (2, "Jana Müller", muller),
+        (3, "ATLAS Collaboration", None),
+    ]
+    assert await conn.fetchval("SELECT affiliation FROM authorships WHERE paper_id = $1 AND position = 2", pid) == (
+        "Universität Wien"
+    )
+
+    # The same affiliation again, no new version: nothing to write, nothing touched.
+    async with conn.transaction():
+        res = await upsert_papers(conn, [revised])
+    assert not res.touched
+
+
 async def test_reharvest_with_changed_names_keeps_the_matches_it_can(conn: asyncpg.Connection) -> None:
     out = await write_everything(conn, "2104")
     yan, muller = out["rids"]["21041"], out["rids"]["21042"]

@@ -179,10 +179,11 @@ FROM spot s
 WHERE a.paper_id = s.paper_id AND a.position = s.position
 RETURNING a.researcher_id
 """
-# Same names in the same places: keep every match, refresh what arXiv says about each authorship.
+# Same names in the same places: keep every match, refresh what arXiv says about each authorship. `unlinked`: the
+# authorship lost its researcher (it is now a collaboration's); an affiliation's text alone changes no figure.
 UPDATE_KEPT_AUTHORSHIPS = """
 WITH old AS (
-    SELECT a.paper_id, a.position, a.researcher_id
+    SELECT a.paper_id, a.position, a.researcher_id, s.is_collaboration AND a.researcher_id IS NOT NULL AS unlinked
     FROM authorships a JOIN stg_authors s ON s.paper_id = a.paper_id AND s.position = a.position
     WHERE NOT EXISTS (SELECT 1 FROM stg_changed c WHERE c.paper_id = s.paper_id)
       AND (a.affiliation, a.is_collaboration) IS DISTINCT FROM (s.affiliation, s.is_collaboration)
@@ -195,7 +196,7 @@ WITH old AS (
     FROM old JOIN stg_authors s ON s.paper_id = old.paper_id AND s.position = old.position
     WHERE a.paper_id = old.paper_id AND a.position = old.position
 )
-SELECT paper_id, researcher_id FROM old
+SELECT paper_id, researcher_id, unlinked FROM old
 """
 SELECT_OLD_PEOPLE = """
 SELECT 'r' AS kind, researcher_id AS id FROM stg_old_authors WHERE researcher_id IS NOT NULL
@@ -293,14 +294,15 @@ async def upsert_papers(
         written |= ids_of(await conn.fetch(UPSERT_PAPER_VERSIONS_FROM_STAGING), "paper_id")
     touched_here = Touched()
     relinked: set[int] = set()
+    refreshed: set[int] = set()
     if stored:
         # Joins against the stored authorships need the staged rows' statistics.
         await stage(conn, "stg_authors", STG_AUTHORS, AUTHORSHIP_COLUMNS, stored_authors)
-        relinked = await _relink_stored_authorships(conn, sorted(stored), touched_here)
+        relinked, refreshed = await _relink_stored_authorships(conn, sorted(stored), touched_here)
         if relinked:
             await conn.execute(UPDATE_MATCHED_COUNTS, sorted(relinked))
 
-    touched_here.papers = written | relinked
+    touched_here.papers = written | relinked | refreshed
     touched_here.paper_keys = {aid for aid, pid in result.ids.items() if pid in touched_here.papers}
     touched_here.new_papers = {p.arxiv_id for p in fresh if result.ids[p.arxiv_id] in new}
     # A paper new to the archive has no researcher or institution linked yet. A stored one touches its people when
@@ -313,9 +315,14 @@ async def upsert_papers(
     return result
 
 
-async def _relink_stored_authorships(conn: asyncpg.Connection, paper_ids: list[int], touched: Touched) -> set[int]:
+async def _relink_stored_authorships(
+    conn: asyncpg.Connection, paper_ids: list[int], touched: Touched
+) -> tuple[set[int], set[int]]:
     """Papers already stored: replace the author lists that changed, carrying matches over by name, and
-    refresh the rest in place. Returns the papers whose links may have changed; adds the people they had."""
+    refresh the rest in place. Returns the papers whose links may have changed (adding the people they had) and
+    those whose authorships changed only as the page shows them (an affiliation's text: no figure moves, and
+    refreshing the figures of a well-cited paper's prolific authors for it cost a harvest page of 2,500 revisions
+    40-140 s of PostgreSQL beside the site; bench/RESULTS.md, round 28)."""
     await stage(conn, "stg_changed", STG_CHANGED, ("paper_id",), [])
     await stage(conn, "stg_old_authors", STG_OLD_AUTHORS, (), [])
     await stage(conn, "stg_old_affiliations", STG_OLD_AFFILIATIONS, (), [])
@@ -334,8 +341,9 @@ async def _relink_stored_authorships(conn: asyncpg.Connection, paper_ids: list[i
         for r in await conn.fetch(SELECT_OLD_PEOPLE):
             (touched.researcher_figures if r["kind"] == "r" else touched.institution_figures).add(r["id"])
     kept = await conn.fetch(UPDATE_KEPT_AUTHORSHIPS)
-    touched.researcher_figures |= ids_of(kept, "researcher_id")
-    return changed | ids_of(kept, "paper_id")
+    unlinked = [r for r in kept if r["unlinked"]]
+    touched.researcher_figures |= ids_of(unlinked, "researcher_id")
+    return changed | ids_of(unlinked, "paper_id"), ids_of(kept, "paper_id")
 
 
 # Columns of paper_versions and authorships as the harvest writes them, directly or through staging.
