@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import asyncpg
@@ -215,16 +216,13 @@ async def test_a_revision_naming_an_affiliation_touches_the_paper_and_no_ones_fi
     # researcher's figures are recomputed for it (a well-cited paper's authors are the most prolific).
     out = await write_everything(conn, "2109")
     yan, muller = out["rids"]["21091"], out["rids"]["21092"]
-    revised = paper("2109.00001", ["Wumo Yan", "Jana Müller", "ATLAS Collaboration"], version=3)
-    revised = PaperRecord(
-        **{
-            **{f: getattr(revised, f) for f in PaperRecord.__slots__},
-            "authors": [
-                AuthorRecord(1, "Wumo Yan"),
-                AuthorRecord(2, "Jana Müller", "Universität Wien"),
-                AuthorRecord(3, "ATLAS Collaboration", None, True),
-            ],
-        }
+    revised = replace(
+        paper("2109.00001", ["Wumo Yan", "Jana Müller", "ATLAS Collaboration"], version=3),
+        authors=[
+            AuthorRecord(1, "Wumo Yan"),
+            AuthorRecord(2, "Jana Müller", "Universität Wien"),
+            AuthorRecord(3, "ATLAS Collaboration", None, True),
+        ],
     )
     async with conn.transaction():
         res = await upsert_papers(conn, [revised])
@@ -302,12 +300,9 @@ async def test_a_collaboration_is_never_matched_to_a_researcher(conn: asyncpg.Co
     assert (await researcher_ids_of(conn, "2106.00001"))[2] == (3, "ATLAS Collaboration", None)
 
     # An authorship that turns out to be a collaboration (same name, now flagged) loses its researcher.
-    flagged = paper("2106.00002", ["Jana Müller"], title="On Hecke operators")
-    flagged = PaperRecord(
-        **{
-            **{f: getattr(flagged, f) for f in PaperRecord.__slots__},
-            "authors": [AuthorRecord(1, "Jana Müller", None, True)],
-        }
+    flagged = replace(
+        paper("2106.00002", ["Jana Müller"], title="On Hecke operators"),
+        authors=[AuthorRecord(1, "Jana Müller", None, True)],
     )
     async with conn.transaction():
         res = await upsert_papers(conn, [flagged])

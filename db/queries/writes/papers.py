@@ -322,7 +322,7 @@ async def _relink_stored_authorships(
     refresh the rest in place. Returns the papers whose links may have changed (adding the people they had) and
     those whose authorships changed only as the page shows them (an affiliation's text: no figure moves, and
     refreshing the figures of a well-cited paper's prolific authors for it cost a harvest page of 2,500 revisions
-    40-140 s of PostgreSQL beside the site; bench/RESULTS.md, round 28)."""
+    19-144 s of PostgreSQL beside the site, 7-18 s without; bench/RESULTS.md, round 28)."""
     await stage(conn, "stg_changed", STG_CHANGED, ("paper_id",), [])
     await stage(conn, "stg_old_authors", STG_OLD_AUTHORS, (), [])
     await stage(conn, "stg_old_affiliations", STG_OLD_AFFILIATIONS, (), [])
