@@ -450,7 +450,7 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             "duration_s": args.duration,
         }
         if redis_pid:
-            all_line["redis_used_memory_mb"] = await _redis_memory(redis_url)
+            all_line["redis_used_memory_mb"], all_line["redis_evicted_keys"] = await _redis_memory(redis_url)
         lines.append(all_line)
         result["classes"] = lines
         # Every class together, 10 s at a time (the ingest's report says when its stages started and ended), and
@@ -518,13 +518,15 @@ async def per_class(
     return out
 
 
-async def _redis_memory(url: str) -> float:
+async def _redis_memory(url: str) -> tuple[float, int]:
+    """The throwaway Redis's memory at the end (MB), and the keys it evicted: while it evicts, each answer from
+    it checks its tag sets (docs/operating.md), a cost the run's figures then include."""
     import redis.asyncio as redis
 
     r = redis.from_url(url)
     try:
-        info = await r.info("memory")
-        return round(info["used_memory"] / 2**20, 1)
+        memory, stats = await r.info("memory"), await r.info("stats")
+        return round(memory["used_memory"] / 2**20, 1), int(stats["evicted_keys"])
     finally:
         await r.aclose()
 
@@ -533,6 +535,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
     parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL"), help="default: a throwaway redis-server")
+    parser.add_argument(
+        "--redis-maxmemory",
+        default=localservers.LOCAL_MAXMEMORY,
+        help=f"the throwaway redis-server's maxmemory (default {localservers.LOCAL_MAXMEMORY}; docs/capacity.md)",
+    )
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of the run (default 60)")
     parser.add_argument("--rate", default="auto", help="requests/s, or `auto`: --fraction of the saturation rate")
     parser.add_argument("--fraction", type=float, default=0.7, help="of the saturation rate, with --rate auto")
@@ -577,7 +584,8 @@ def main() -> None:
     local = None
     redis_url, redis_pid = args.redis_url, None
     if redis_url is None:
-        local = localservers.start_redis(Path(tempfile.mkdtemp(prefix="traffic-redis-")), port=localservers.free_port())
+        directory = Path(tempfile.mkdtemp(prefix="traffic-redis-"))
+        local = localservers.start_redis(directory, port=localservers.free_port(), maxmemory=args.redis_maxmemory)
         redis_url, redis_pid = local.url, local.pid
     try:
         import uvloop

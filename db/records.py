@@ -174,6 +174,10 @@ class Touched:
     # write that cannot tell puts them in `researchers` / `institutions`, which drops those answers too.
     researcher_figures: set[int] = field(default_factory=set)
     institution_figures: set[int] = field(default_factory=set)
+    # Whether the write may change which entities a list (a search, a category, a path, a sitemap) holds or their
+    # order, so that every list answer goes: every write but a follow, whose follower count no list filters or
+    # sorts by (the lists showing the entity in full are dropped by its own tag).
+    lists: bool = True
 
     def update(self, other: Touched) -> None:
         self.papers |= other.papers
@@ -183,6 +187,7 @@ class Touched:
         self.new_papers |= other.new_papers
         self.researcher_figures |= other.researcher_figures
         self.institution_figures |= other.institution_figures
+        self.lists = self.lists or other.lists
 
     def all_researchers(self) -> set[int]:
         return self.researchers | self.researcher_figures

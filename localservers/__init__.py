@@ -8,10 +8,11 @@ from localservers.environment import LocalEnvironment, local_environment
 from localservers.errors import LocalServiceError
 from localservers.ports import free_port
 from localservers.postgres import LocalPostgres, start_local_postgres, start_postgres, with_database
-from localservers.redis import MAX_SOCKET_PATH, LocalRedis, redis_server_binary, start_redis
+from localservers.redis import LOCAL_MAXMEMORY, MAX_SOCKET_PATH, LocalRedis, redis_server_binary, start_redis
 
 __all__ = [
     "MAX_SOCKET_PATH",
+    "LOCAL_MAXMEMORY",
     "LocalEnvironment",
     "LocalPostgres",
     "LocalRedis",

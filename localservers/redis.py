@@ -101,14 +101,15 @@ def _socket_path(directory: Path) -> Path:
     return short / "redis.sock"
 
 
-def start_redis(directory: Path, *, port: int | None = None) -> LocalRedis:
-    """Start a throwaway redis-server: on a Unix socket in `directory`, or on 127.0.0.1:`port`."""
+def start_redis(directory: Path, *, port: int | None = None, maxmemory: str = LOCAL_MAXMEMORY) -> LocalRedis:
+    """Start a throwaway redis-server: on a Unix socket in `directory`, or on 127.0.0.1:`port`, holding at most
+    `maxmemory` (Redis's own notation: `512mb`, `2gb`)."""
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "redis.log"
     args = [redis_server_binary(), "--save", "", "--appendonly", "no", "--dir", str(directory), "--logfile", str(log)]
     # Bounded and evicting, as docs/operating.md asks of any Redis the API uses (db/cache/memory_policy.py checks it).
-    args += ["--maxmemory", LOCAL_MAXMEMORY, "--maxmemory-policy", "allkeys-lru"]
+    args += ["--maxmemory", maxmemory, "--maxmemory-policy", "allkeys-lru"]
     socket_dir: Path | None = None
     if port is None:
         sock = _socket_path(directory)

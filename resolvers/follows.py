@@ -64,7 +64,9 @@ async def set_following(
             "unfollow some first."
         )
     if changed:
-        touched = Touched(researchers={target}) if kind == "researcher" else Touched(institutions={target})
+        # A follower count is neither a name (answers naming the target stay) nor what any list filters or sorts by.
+        touched = Touched(lists=False)
+        (touched.researcher_figures if kind == "researcher" else touched.institution_figures).add(target)
         await invalidate(ctx.cache, touched, position=ctx.written_at)
     follows_loader(ctx, kind).prime(target, following, force=True)
     return rows[0]

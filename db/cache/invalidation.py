@@ -1,8 +1,8 @@
 """Forget what a committed write changed: called by the ingest after each batch commits, never before.
 
 In order, each step finished before the next starts (on a Cluster each is one pipeline over the nodes):
-1. every response bucket gets a new epoch and loses its lists tag (with its members): a response computed across
-   this write may no longer be stored, in whichever bucket;
+1. every response bucket gets a new epoch and, unless the write changes no list (a follow), loses its lists tag
+   (with its members): a response computed across this write may no longer be stored, in whichever bucket;
 2. each touched entity loses its tag set (with its members) and its aggregates, and its generation moves: an
    aggregate computed across the write may no longer be stored; a researcher or an institution whose name the write
    may have changed loses its `name:` tag set too (answers showing it by name only); the tags of lookups that found
@@ -152,7 +152,8 @@ def _entity_keys(ns: str, kind: str, entity_id: int | str) -> tuple[list[str], l
 
 def _dropped_alone(todo: Touched) -> list[str]:
     """The tags (as a CDN names them) of lookups that found nothing which this write may now answer, and lists."""
-    names = [keys.LISTS, *(keys.missing_name("paper", a) for a in sorted(todo.new_papers))]
+    names = [keys.LISTS] if todo.lists else []
+    names += [keys.missing_name("paper", a) for a in sorted(todo.new_papers)]
     if todo.all_researchers():
         names.append(keys.missing_name("researcher", "any"))
     if todo.all_institutions():
@@ -184,12 +185,12 @@ async def invalidate(
 async def _drop(cache: CacheStore | None, touched: Touched, position: int | None) -> None:
     if cache is None or cache.redis is None:
         return
-    todo = Touched()
+    todo = Touched(lists=False)
     todo.update(cache.pending_invalidation)
     todo.update(touched)
     if not todo:
         return
-    cache.pending_invalidation = Touched()
+    cache.pending_invalidation = Touched(lists=False)
     entities = _entities(todo)
     names = _dropped_alone(todo)
     # A page of the harvest touches thousands of entities: in calls of BATCH entities, each bounded by a round trip
@@ -239,7 +240,9 @@ async def _run(
     epoch = os.urandom(8).hex()
     # Before any drop: whoever sees a drop sees the write's position too (a replica that has not replayed it may not
     # fill what the dropped tags name: db/cache/positions.py).
-    dropped = [*keys.lists_tags(ns), *(keys.tag(ns, name) for name in names[1:])]
+    alone = [keys.tag(ns, name) for name in names if name != keys.LISTS]
+    lists = keys.LISTS in names
+    dropped = [*(keys.lists_tags(ns) if lists else []), *alone]
     dropped += [tag for e in entities for tag in e.tags(ns)]
     await record_invalidation(redis, dropped, position)
     # Step 1: every bucket's epoch and lists tag (one script per bucket on a Cluster, else one for all).
@@ -247,11 +250,12 @@ async def _run(
     for epoch_key, lists_key in zip(keys.response_epochs(ns), keys.lists_tags(ns), strict=True):
         work = buckets.setdefault(slot(epoch_key) if cluster else 0, _Work())
         work.epochs.append(epoch_key)
-        work.alone.append(lists_key)
+        if lists:
+            work.alone.append(lists_key)
     # Step 2: each entity's set, generation and aggregates, grouped by hash tag, at most CHUNK entities a call.
     groups: dict[int, list[_Work]] = {}
-    for name in names[1:]:
-        _work_for(groups, slot(keys.tag(ns, name)) if cluster else 0).alone.append(keys.tag(ns, name))
+    for tag in alone:
+        _work_for(groups, slot(tag) if cluster else 0).alone.append(tag)
     for e in entities:
         pair, plain = _entity_keys(ns, e.kind, e.id)
         work = _work_for(groups, slot(pair[0]) if cluster else 0)

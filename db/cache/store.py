@@ -148,7 +148,7 @@ class CacheStore(GuardedRedis):
         self.ttl_s = ttl_s
         self._inflight: dict[str, _Flight] = {}
         # What an invalidation could not deliver; sent again with the next one.
-        self.pending_invalidation = Touched()
+        self.pending_invalidation = Touched(lists=False)
         self._slots = asyncio.Semaphore(max_in_flight)
         self._reads: list[tuple[list[str], asyncio.Future[list[bytes | None] | Unavailable]]] = []
         self._stores: list[_Store] = []

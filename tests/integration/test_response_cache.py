@@ -81,6 +81,24 @@ query PaperPage($id: String!) {
 }
 """
 
+# A researcher's follower count, and a list showing it.
+FOLLOWERS = """
+query Followers($id: String!) {
+  researcher(id: $id) { id followerCount }
+}
+"""
+FOLLOWED_LIST = """
+query FollowedList {
+  researchers(first: 10) { nodes { id followerCount } }
+}
+"""
+# A list of papers alone: no researcher in it.
+PAPERS_LIST = """
+query PapersList {
+  papers(first: 5) { nodes { id title } }
+}
+"""
+
 # A paper with its authors by name, as the site's paper cards show them.
 PAPER_AUTHORS = """
 query PaperAuthors($id: String!) {
@@ -127,6 +145,9 @@ def operations_dir(tmp_path, monkeypatch) -> None:
         ("InstitutionPage", INSTITUTION_PAGE),
         ("PaperPage", PAPER_PAGE),
         ("PaperAuthors", PAPER_AUTHORS),
+        ("Followers", FOLLOWERS),
+        ("FollowedList", FOLLOWED_LIST),
+        ("PapersList", PAPERS_LIST),
     ):
         (ops / f"{name}.graphql").write_text(text)
     monkeypatch.setattr(app_module, "OPERATIONS_DIR", ops)
@@ -680,3 +701,51 @@ async def test_a_researcher_s_new_figures_keep_the_answers_naming_them_and_a_new
         assert renamed.headers["x-cache"] == "miss"
         assert [a["researcher"]["name"] for a in renamed.json()["data"]["paper"]["authors"]] == ["Ada Lovelace", "Bob"]
         assert (await post(client, RESEARCHER_PAGE, page)).json()["data"]["researcher"]["name"] == "Ada Lovelace"
+
+
+async def test_a_follow_drops_what_shows_the_follower_count_and_keeps_the_lists_and_the_names(
+    make_database, redis_url, cache_namespace, operations_dir
+) -> None:
+    """A follow changes one figure of its target: the answers showing it go (the target's own, a list showing it in
+    full); lists that do not show it, and answers naming the target (a paper's authors), stay, since no list filters
+    or sorts by followers."""
+    from tests.jwt_support import SECRET, bearer, hs256
+
+    dsn, ids = await build_resp_db(make_database, "respfollow")
+    follow = "mutation F($id: String!) { followResearcher(input: {id: $id}) { researcher { followerCount } } }"
+    reader = bearer(hs256("follow-cache-reader"))
+    ada, eve, paper = {"id": str(ids["A"])}, {"id": str(ids["E"])}, {"id": ARXIV_IDS["P1"]}  # P1: Ada and Bob
+    answers = [(PAPERS_LIST, None), (FOLLOWED_LIST, None), (FOLLOWERS, ada), (PAPER_AUTHORS, paper)]
+
+    async def cached() -> dict[str, str]:
+        return {q.split()[1].split("(")[0]: (await post(client, q, v)).headers["x-cache"] for q, v in answers}
+
+    async with serving(dsn, redis_url, f"{cache_namespace}-f{next(_ns)}", jwt_secret=SECRET) as (client, _, _):
+        await cached()
+        assert set((await cached()).values()) == {"hit"}
+
+        # Eve: the list showing her follower count goes; the list of papers (before: any follow dropped every list),
+        # Ada's count and the paper naming Ada stay.
+        followed = await post(client, follow, eve, **reader)
+        assert followed.json()["data"]["followResearcher"]["researcher"] == {"followerCount": 1}
+        assert await cached() == {
+            "PapersList": "hit",
+            "FollowedList": "miss",
+            "Followers": "hit",
+            "PaperAuthors": "hit",
+        }
+        counts = {
+            n["id"]: n["followerCount"]
+            for n in (await post(client, FOLLOWED_LIST)).json()["data"]["researchers"]["nodes"]
+        }
+        assert counts[gid("Researcher", ids["E"])] == 1 and counts[gid("Researcher", ids["A"])] == 0
+
+        # Ada: what shows her follower count goes, with the new count; what only names her stays.
+        await post(client, follow, ada, **reader)
+        assert await cached() == {
+            "PapersList": "hit",
+            "FollowedList": "miss",
+            "Followers": "miss",
+            "PaperAuthors": "hit",
+        }
+        assert (await post(client, FOLLOWERS, ada)).json()["data"]["researcher"]["followerCount"] == 1
