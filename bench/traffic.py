@@ -437,6 +437,10 @@ async def run(args: argparse.Namespace, redis_url: str, redis_pid: int | None) -
             **({"stale_examples": stale_examples} if stale_examples else {}),
             "response_cache_hit_rate": hit_rate(before, after, "response"),
             "aggregate_cache_hit_rate": hit_rate(before, after, "aggregate"),
+            # Responses stored, and stores of any value refused because an invalidation ran while it was computed.
+            "response_stores": after.get("response_store", 0) - before.get("response_store", 0),
+            "stale_stores_skipped": after.get("aggregate_stale_store_skipped", 0)
+            - before.get("aggregate_stale_store_skipped", 0),
             "client_lag_p99_ms": _pct(total.lags_ms, 99),
             # Marks the ingest waited on (db/cache/strain.py): at most four a second.
             "site_strained_marks": after["site_strained"] - before["site_strained"],
