@@ -293,7 +293,13 @@ class ResponseCache:
             charged = charge.decision.cost if charge is not None and charge.decision else 1
             payload = _Entry(charged, tags, body).dump()
             if await store.store_guarded(
-                key.response_key, payload, guard_key=epoch_key, guard_value=epoch, tag_keys=tag_keys, ttl_s=self.ttl_s
+                key.response_key,
+                payload,
+                guard_key=epoch_key,
+                guard_value=epoch,
+                tag_keys=tag_keys,
+                ttl_s=self.ttl_s,
+                by_tags=True,
             ):
                 store.metrics.response_stores += 1
                 if near is not None:

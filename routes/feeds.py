@@ -391,7 +391,9 @@ async def _feed(
     if replayed is not None and not await replayed_invalidations(store, tags, replayed):
         return feed  # a replica that may not have the latest write yet: served, not kept
     ttl_s = min(settings.cache_ttl_s, CACHE_TTL_S)
-    await store.store_guarded(key, feed.dumps(), guard_key=epoch_key, guard_value=epoch, tag_keys=tags, ttl_s=ttl_s)
+    await store.store_guarded(
+        key, feed.dumps(), guard_key=epoch_key, guard_value=epoch, tag_keys=tags, ttl_s=ttl_s, by_tags=True
+    )
     return feed
 
 

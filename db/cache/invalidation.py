@@ -32,7 +32,7 @@ from db.cache import keys
 from db.cache.client import RedisClient, replicated, slot
 from db.cache.positions import record_invalidation
 from db.cache.scripts import Call, Script
-from db.cache.store import CacheStore, Unavailable
+from db.cache.store import DROPPED_TTL_S, CacheStore, Unavailable
 from db.records import Touched
 
 log = logging.getLogger(__name__)
@@ -68,19 +68,35 @@ return #KEYS
 
 # KEYS: ARGV[3] epochs, then ARGV[4] tag sets dropped alone (a bucket's lists tag, tags of lookups that found
 # nothing), then ARGV[5] (tag set, generation) pairs, then plain keys (aggregates) to delete. ARGV[1] ttl, ARGV[2]
-# the new epoch; ARGV[6] 1: delete the dropped sets' members here (one server), 0: return them (a Cluster, where
-# they live under other hash tags). Epochs move before any set is dropped.
+# the new epoch ('' on one server: made here, and returned); ARGV[6] 1: delete the dropped sets' members here (one
+# server), 0: return them (a Cluster, where they live under other hash tags); ARGV[7] how long to keep when each set
+# was dropped (0: not kept). Epochs move before any set is dropped. On one server an epoch is `t` and Redis's clock in
+# microseconds, past every epoch before it, and each dropped set's `<set>:dropped` (keys.dropped_at) keeps it: a
+# response computed across this write is still stored if none of its own tags was dropped (db/cache/store.py).
 _DROP = Script("""
 local ttl = ARGV[1]
 local epochs, alone, pairs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local here = ARGV[6] == '1'
+local keep = tonumber(ARGV[7])
+local epoch = ARGV[2]
+if epoch == '' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  for j = 1, epochs do
+    local held = redis.call('GET', KEYS[j])
+    local was = held and string.sub(held, 1, 1) == 't' and tonumber(string.sub(held, 2))
+    if was and was >= now then now = was + 1 end
+  end
+  epoch = 't' .. string.format('%.0f', now)
+end
 local i = 1
 for _ = 1, epochs do
-  redis.call('SET', KEYS[i], ARGV[2], 'EX', ttl)
+  redis.call('SET', KEYS[i], epoch, 'EX', ttl)
   i = i + 1
 end
 local found = {}
 local function drop(tag)
+  if keep > 0 then redis.call('SET', tag .. ':dropped', string.sub(epoch, 2), 'EX', keep) end
   local members = redis.call('SMEMBERS', tag)
   if here then
     for j = 1, #members, 1000 do
@@ -104,6 +120,7 @@ end
 for j = i, #KEYS do
   redis.call('DEL', KEYS[j])
 end
+if here then return {epoch} end
 return found
 """)
 
@@ -120,6 +137,7 @@ class _Work:
 
     def call(self, ttl: int, epoch: str, here: bool) -> Call:
         args: list[str | int] = [ttl, epoch, len(self.epochs), len(self.alone), len(self.pairs) // 2, int(here)]
+        args.append(DROPPED_TTL_S if here else 0)
         return [*self.epochs, *self.alone, *self.pairs, *self.plain], args
 
 
@@ -237,7 +255,7 @@ async def _run(
     ttl = cache.ttl_s * 2
     # Half the socket timeout: the reply must come before the read gives up (a primary without a replica waits it out).
     wait_ms = int(cache.timeout_s * 500) if replicated(redis) else 0
-    epoch = os.urandom(8).hex()
+    epoch = os.urandom(8).hex() if cluster else ""  # one server: the first call makes it
     # Before any drop: whoever sees a drop sees the write's position too (a replica that has not replayed it may not
     # fill what the dropped tags name: db/cache/positions.py).
     alone = [keys.tag(ns, name) for name in names if name != keys.LISTS]
@@ -292,7 +310,8 @@ async def _run(
             first.alone += head.alone
             first.pairs += head.pairs
             first.plain += head.plain
-        await _DROP.run_many(redis, [first.call(ttl, epoch, True)], replicated_ms=wait_ms)
+        made = (await _DROP.run_many(redis, [first.call(ttl, epoch, True)], replicated_ms=wait_ms))[0]
+        epoch = _text(made[0]) if isinstance(made, list) and made else ""  # "": each chunk makes its own, later
         await _DROP.run_many(redis, [w.call(ttl, epoch, True) for w in chunks], replicated_ms=wait_ms)
     # Step 4: tell the workers, then one more round trip on the same server: Redis has written the message to every
     # subscriber before it answers a later command, so once this returns the next request on any worker sees the
@@ -306,6 +325,10 @@ async def _run(
         await redis.publish(channel, message)
         await redis.ping()
     return True
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _work_for(groups: dict[int, list[_Work]], key: int) -> _Work:

@@ -136,6 +136,12 @@ def response_epoch(ns: str, of_key: str) -> str:
     return _key(ns, hash_tag(of_key), "epoch")
 
 
+def dropped_at(tag_key: str) -> str:
+    """When the tag set `tag_key` was last dropped (the epoch of the invalidation that dropped it), under its hash
+    tag: a response computed across an invalidation is stored if none of its own tags was dropped meanwhile."""
+    return f"{tag_key}:dropped"
+
+
 def response_epochs(ns: str) -> list[str]:
     """Every bucket's epoch: what an invalidation bumps."""
     return [_key(ns, b, "epoch") for b in buckets()]

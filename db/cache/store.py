@@ -42,17 +42,35 @@ TAG_TTL_FACTOR: Final = 2
 EVICTIONS_POLL_S: Final = 1.0
 # Keys per MGET: a larger batch is split, in one pipeline.
 MGET_CHUNK: Final = 500
+# How long an invalidation's drop time of each tag is kept (keys.dropped_at): far longer than a response may take
+# from reading its epoch to its store (WOVEPAPER_OPERATION_TIMEOUT_S, 10 s by default); an epoch older than this is
+# refused outright once it moved.
+DROPPED_TTL_S: Final = 300
 # While several computations are in flight, a store waits this long for others to share its pipeline.
 STORE_LINGER_S: Final = 0.005
 
-# KEYS[1] value, KEYS[2] generation (guard), KEYS[3..] tag sets; ARGV value, expected generation, ttl, tag ttl.
-# On a Cluster the tag sets here are those of the value's hash tag; the others were joined before (_TAG_ADD).
+# KEYS[1] value, KEYS[2] guard, KEYS[3..] ARGV[5] tag sets, then (with ARGV[6] = 1) when each was last dropped;
+# ARGV value, expected guard, ttl, tag ttl, tag sets, 1 when the tags may decide. A guard that moved refuses the
+# store, but for a response's epoch when the tags may decide (db/cache/invalidation.py): an epoch is `t` and Redis's
+# clock in microseconds when a drop set it, so the store goes ahead when none of its own tags was dropped after the
+# epoch it read, and that epoch is younger than the drop times are kept. On a Cluster the tag sets here are those of
+# the value's hash tag; the others were joined before (_TAG_ADD).
 _STORE_GUARDED = Script("""
 local g = redis.call('GET', KEYS[2]) or '0'
-if g ~= ARGV[2] then return 0 end
+local sets = tonumber(ARGV[5])
+if g ~= ARGV[2] then
+  if ARGV[6] ~= '1' then return 0 end
+  local read = ARGV[2] == '0' and 0 or (string.sub(ARGV[2], 1, 1) == 't' and tonumber(string.sub(ARGV[2], 2)))
+  local now = string.sub(g, 1, 1) == 't' and tonumber(string.sub(g, 2))
+  if not read or not now or now - read > tonumber(ARGV[7]) * 1000000 then return 0 end
+  for i = 3 + sets, 2 + 2 * sets do
+    local d = redis.call('GET', KEYS[i])
+    if d and (tonumber(d) or math.huge) > read then return 0 end
+  end
+end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
 local tag_ttl = tonumber(ARGV[4])
-for i = 3, #KEYS do
+for i = 3, 2 + sets do
   redis.call('SADD', KEYS[i], KEYS[1])
   -- Only ever lengthen: the set must outlive every entry in it, whatever their TTLs.
   if redis.call('TTL', KEYS[i]) < tag_ttl then
@@ -477,8 +495,15 @@ class CacheStore(GuardedRedis):
         tag_keys: Sequence[str],
         ttl_s: int,
         linger: float = 0.0,
+        by_tags: bool = False,
     ) -> bool:
         """SET `key` with a TTL and add it to every tag set, unless the guard moved since it was read.
+
+        `by_tags`: the guard is a response epoch, and a store whose epoch moved still goes ahead when none of its own
+        tags was dropped since (one server, not evicting: on a Cluster the tags' drop times live under other hash
+        tags, and while Redis evicts one may be gone). Every invalidation moves every epoch: without this, an answer
+        that took longer to compute than the time between two writes (the slowest pages, under an ingest) would
+        never be kept, whatever the writes changed.
 
         It goes out with the other stores of the batch: on the next loop turn, or `linger` seconds from now with
         every store queued by then."""
@@ -491,8 +516,11 @@ class CacheStore(GuardedRedis):
         if self.cluster:
             home = slot(key)
             local, remote = [t for t in tag_keys if slot(t) == home], [t for t in tag_keys if slot(t) != home]
-        args: list[bytes | int] = [payload, expected, ttl_s, ttl_s * TAG_TTL_FACTOR]
-        self._stores.append(_Store([key, guard_key, *local], args, remote, future))
+        decide = by_tags and not self.cluster and not self._may_have_evicted()
+        dropped = [keys.dropped_at(t) for t in local] if decide else []
+        args: list[bytes | int] = [payload, expected, ttl_s, ttl_s * TAG_TTL_FACTOR, len(local), int(decide)]
+        args.append(DROPPED_TTL_S)
+        self._stores.append(_Store([key, guard_key, *local, *dropped], args, remote, future))
         if not self._store_scheduled:
             self._store_scheduled = True
             self._spawn(self._flush_stores, delay=linger)

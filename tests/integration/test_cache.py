@@ -13,7 +13,7 @@ import localservers
 from db.cache import keys
 from db.cache.client import create_redis
 from db.cache.invalidation import CHUNK, invalidate
-from db.cache.store import CacheStore, EntityRef
+from db.cache.store import CacheStore, EntityRef, Unavailable
 from db.pool import create_pool
 from db.queries.aggregates import SELECT_RESEARCHER_NETWORK, SELECT_RESEARCHER_STATS, fetch_researcher_stats
 from db.queries.figures import refresh_figures
@@ -445,3 +445,71 @@ async def test_a_harvest_page_s_thousands_of_entities_are_dropped_not_deferred(
         assert sum(allowed) >= len(touched.researchers) // CHUNK
     finally:
         await store.aclose()
+
+
+async def test_a_response_computed_across_a_write_is_kept_unless_the_write_dropped_one_of_its_tags(
+    tmp_path, evicting_redis_url, cache_namespace
+) -> None:
+    """Every invalidation moves every response epoch; a response computed across one is still stored when that
+    write dropped none of its tags (on one Redis that never evicted), so the slowest pages are kept while an ingest
+    writes. A write that dropped one of them, or a Redis that evicts (a tag's drop time may be gone), refuses it."""
+    server = localservers.start_redis(tmp_path / "redis")
+    stores = [
+        CacheStore(create_redis(server.url, timeout_s=0.25), namespace=f"{cache_namespace}-bt", ttl_s=600),
+        CacheStore(create_redis(evicting_redis_url, timeout_s=0.25), namespace=f"{cache_namespace}-bte", ttl_s=600),
+    ]
+    try:
+        for store in stores:
+            evicting = store is stores[1]
+            ns = store.namespace
+            page, listing = (keys.response(ns, schema_version="1", operation=op, document_hash="h", variables=b"{}")
+                             for op in ("ResearcherPage", "PaperList"))  # fmt: skip
+            tags = {page: keys.tag_keys(ns, ["researcher:1"], of_key=page),
+                    listing: keys.tag_keys(ns, [keys.LISTS], of_key=listing)}  # fmt: skip
+            await invalidate(store, Touched(papers={7}))
+            await store.settle()  # Redis's count of evicted keys read
+
+            # A follow of researcher 2: neither answer shows it, nor is either a list it changes.
+            epochs = await _epochs(store, tags)
+            await invalidate(store, Touched(researcher_figures={2}, lists=False))
+            assert await _stored(store, tags, epochs) == [not evicting, not evicting]
+
+            # A write changing researcher 1, and so every list: both answers were computed from what it changed.
+            epochs = await _epochs(store, tags)
+            await invalidate(store, Touched(researcher_figures={1}))
+            assert await _stored(store, tags, epochs) == [False, False]
+
+            # Started after it: kept, on any Redis.
+            assert await _stored(store, tags, await _epochs(store, tags)) == [True, True]
+            assert store.redis is not None
+            assert await store.redis.exists(*tags) == 2
+    finally:
+        for store in stores:
+            await store.aclose()
+        server.stop()
+
+
+async def _epochs(store: CacheStore, tags: dict[str, list[str]]) -> dict[str, bytes | None]:
+    """Each response's epoch as a request reads it before computing the response."""
+    epochs = {}
+    for key in tags:
+        got = await store.fetch_guarded(key, keys.response_epoch(store.namespace, key))
+        assert not isinstance(got, Unavailable)
+        epochs[key] = got[1]
+    return epochs
+
+
+async def _stored(store: CacheStore, tags: dict[str, list[str]], epochs: dict[str, bytes | None]) -> list[bool]:
+    """Whether each response, computed since its epoch was read, is stored."""
+    return [
+        await store.store_guarded(
+            key,
+            b"v",
+            guard_key=keys.response_epoch(store.namespace, key),
+            guard_value=epochs[key],
+            tag_keys=tags[key],
+            ttl_s=60,
+            by_tags=True,
+        )
+        for key in tags
+    ]
