@@ -2,7 +2,8 @@
 
 In order, each step finished before the next starts (on a Cluster each is one pipeline over the nodes):
 1. every response bucket gets a new epoch and, unless the write changes no list (a follow), loses its lists tag
-   (with its members): a response computed across this write may no longer be stored, in whichever bucket;
+   (with its members): a response computed across this write may no longer be stored, in whichever bucket, unless
+   (on one server) none of its own tags is among those this write drops, each of which keeps when it was dropped;
 2. each touched entity loses its tag set (with its members) and its aggregates, and its generation moves: an
    aggregate computed across the write may no longer be stored; a researcher or an institution whose name the write
    may have changed loses its `name:` tag set too (answers showing it by name only); the tags of lookups that found
