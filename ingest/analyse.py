@@ -31,7 +31,7 @@ from db.queries.analyses import (
 from db.queries.ingest_state import commit_without_flush_wait, fetch_checkpoint, save_checkpoint
 from db.queries.writes.analyses import AnalysisRecord, upsert_analyses
 from db.records import Touched
-from ingest.cache import commit_position, invalidate_after_commit
+from ingest.cache import tell_after_commit
 from ingest.parsers.analysis import (
     MAX_ANSWER_TOKENS,
     RESPONSE_FORMAT,
@@ -181,7 +181,7 @@ async def analyse(
                 await upsert_analyses(conn, result.analyses, touched=touched)
                 await record_analysis_failures(conn, result.failures)
                 await save_checkpoint(conn, CHECKPOINT_KEY, budget.to_json())
-            await invalidate_after_commit(cache, touched, await commit_position(cache, conn))
+            await tell_after_commit(cache, conn, touched)
             summary.updated += len(result.analyses)
             summary.failed += len(result.failures) + len(result.upstream)
             _count_requests(summary, client)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Final
+from collections.abc import Awaitable
+from typing import Final, TypeVar
 
 import asyncpg
 
@@ -40,9 +41,36 @@ async def commit_position(cache: CacheStore | None, conn: asyncpg.Connection) ->
 
 async def invalidate_after_commit(cache: CacheStore | None, touched: Touched, position: int | None) -> None:
     """Forget cached aggregates of what a committed batch touched (never call before the commit); `position`: the
-    commit's (commit_position)."""
+    commit's (commit_position). Carried to its end when the run is stopped meanwhile (`to_the_end`)."""
     if touched:
-        await invalidate(cache, touched, position=position)
+        await to_the_end(invalidate(cache, touched, position=position))
+
+
+async def tell_after_commit(cache: CacheStore | None, conn: asyncpg.Connection, touched: Touched) -> None:
+    """Right after a commit, on its connection: its WAL position, then the cache forgets what it touched; carried to
+    its end when the run is stopped meanwhile."""
+    await to_the_end(_tell(cache, conn, touched))
+
+
+async def _tell(cache: CacheStore | None, conn: asyncpg.Connection, touched: Touched) -> None:
+    if touched:
+        await invalidate(cache, touched, position=await commit_position(cache, conn))
+
+
+T = TypeVar("T")
+
+
+async def to_the_end(work: Awaitable[T]) -> T:
+    """`work`'s result; when the caller is cancelled meanwhile (a run stopped by Ctrl-C or SIGTERM), `work` still
+    runs to its end before the cancellation goes on: a committed write whose drop from the cache was cut would be
+    answered stale until its TTL. A second cancellation stops waiting for it."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not task.done():
+            await asyncio.wait({task})
+        raise
 
 
 async def deliver_pending(

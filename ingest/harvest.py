@@ -28,7 +28,7 @@ from db.queries.figures import refresh_figures
 from db.queries.ingest_state import commit_without_flush_wait, record_progress, tombstone_papers
 from db.queries.paper_people import add_people_of_papers
 from db.queries.writes.papers import PaperWriteResult, upsert_papers
-from ingest.cache import commit_position, invalidate_after_commit
+from ingest.cache import commit_position, invalidate_after_commit, to_the_end
 from ingest.checkpoints import HarvestState, arxiv_checkpoint_key, load_harvest_state, save_harvest_state
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.errors import BadResumptionToken, NoRecordsMatch, UpstreamError
@@ -234,13 +234,12 @@ class HarvestRun:
         return result, tombstoned, position, time.monotonic() - began - waited
 
     async def settle(self) -> None:
-        """Wait for the oldest page in flight to commit; then the cache forgets what it touched, and it counts."""
-        w = self.inflight.popleft()
-        result, tombstoned, position, busy_s = await w.task
-        touched = result.touched
-        touched.papers |= tombstoned
-        touched.paper_keys |= set(w.page.deleted)
-        await invalidate_after_commit(self.cache, touched, position)
+        """Wait for the oldest page in flight to commit; then the cache forgets what it touched, and it counts. A
+        run stopped meanwhile lets the page finish (`to_the_end`), and `close` tells the cache."""
+        w = self.inflight[0]
+        result, tombstoned, position, busy_s = await to_the_end(w.task)
+        self.inflight.popleft()
+        await self._forget(w, result, tombstoned, position)
         s, page = self.summary, w.page
         s.seen += page.seen
         s.inserted += result.inserted
@@ -251,6 +250,12 @@ class HarvestRun:
         if self.progress is not None:
             self.progress.update(s, f"page {w.number}")
         self.pacing.owe(busy_s)
+
+    async def _forget(self, w: PageWrite, result: PaperWriteResult, tombstoned: set[int], position: int | None) -> None:
+        touched = result.touched
+        touched.papers |= tombstoned
+        touched.paper_keys |= set(w.page.deleted)
+        await invalidate_after_commit(self.cache, touched, position)
 
     async def settle_all(self) -> None:
         while self.inflight:
@@ -290,7 +295,9 @@ class HarvestRun:
                 await self.prefetched
         for w in self.inflight:
             with contextlib.suppress(BaseException):
-                await w.task
+                result, tombstoned, position, _ = await w.task
+                # Committed: the cache forgets it, whatever stopped the run (else stale until its TTL).
+                await self._forget(w, result, tombstoned, position)
         if self.previous is not None and self.previous.done() and not self.previous.cancelled():
             self.previous.exception()  # retrieved: a failure was already raised through its task
 

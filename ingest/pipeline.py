@@ -39,7 +39,7 @@ from db.records import (
     ResearcherRecord,
     Touched,
 )
-from ingest.cache import commit_position, invalidate_after_commit
+from ingest.cache import tell_after_commit
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
 from ingest.enrich_plan import EnrichBatch, canonical, failure_reason, plan_batch, record
@@ -279,7 +279,7 @@ async def write_isolating(
             written += w
             failed |= f
         return written, failed
-    await invalidate_after_commit(cache, touched, await commit_position(cache, conn))
+    await tell_after_commit(cache, conn, touched)
     return [(batch, touched)], {}
 
 

@@ -22,7 +22,7 @@ from db.queries.merges import merge_researchers
 from db.queries.writes.corrections import Decided, decide_correction
 from db.records import Touched
 from ingest.analyse import ANALYSE_BATCH, analyse
-from ingest.cache import INGEST_REDIS_TIMEOUT_S, commit_position, deliver_pending, invalidate_after_commit
+from ingest.cache import INGEST_REDIS_TIMEOUT_S, deliver_pending, tell_after_commit
 from ingest.clients.arxiv_oai import ArxivOAIClient
 from ingest.clients.openalex import OpenAlexClient
 from ingest.clients.semantic_scholar import SemanticScholarClient
@@ -212,7 +212,7 @@ async def run_merge(settings: Settings, *, absorbed_id: int, survivor_id: int) -
             async with conn.transaction():
                 merged = await merge_researchers(conn, absorbed_id, survivor_id, touched)
                 await refresh_figures(conn, touched)
-            await invalidate_after_commit(cache, touched, await commit_position(cache, conn))
+            await tell_after_commit(cache, conn, touched)
     finally:
         await conn.close()
     return merged
@@ -227,7 +227,7 @@ async def run_decision(
     try:
         async with _cache(settings) as cache:
             decided = await decide_correction(conn, correction_id, approve=approve, operator=operator, reason=reason)
-            await invalidate_after_commit(cache, decided.touched, await commit_position(cache, conn))
+            await tell_after_commit(cache, conn, decided.touched)
     finally:
         await conn.close()
     return decided

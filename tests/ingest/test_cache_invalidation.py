@@ -9,10 +9,12 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import pytest
 
 from db.cache import keys
 from db.cache.client import create_redis
 from db.cache.store import CacheStore
+from db.records import Touched
 from ingest.pipeline import enrich, harvest_arxiv
 from tests.ingest.conftest import FakeClock, FakeOAI
 from tests.ingest.test_enrich import clients
@@ -137,3 +139,45 @@ async def test_a_run_whose_last_drop_redis_did_not_take_sends_it_before_it_ends(
         if server.process.poll() is None:
             os.kill(server.pid, signal.SIGCONT)
         server.stop()
+
+
+async def test_a_harvest_stopped_while_it_writes_a_page_tells_the_cache_what_the_page_committed(
+    conn: asyncpg.Connection, clock: FakeClock, cache: CacheStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C or SIGTERM cancels the run: the page being written still commits and the cache still forgets what it
+    changed (else the answers showing it are stale until their TTL), and the run then stops."""
+    import ingest.harvest as harvest_module
+
+    writing = asyncio.Event()
+    refresh = harvest_module.refresh_figures
+
+    async def stopped_meanwhile(c: asyncpg.Connection, touched: Touched) -> None:
+        writing.set()
+        await asyncio.sleep(0.2)  # the run is cancelled here, inside the page's transaction
+        await refresh(c, touched)
+
+    monkeypatch.setattr(harvest_module, "refresh_figures", stopped_meanwhile)
+    run = asyncio.create_task(harvest_arxiv(conn, FakeOAI(first=enrich_archive_page()).client(clock), cache=cache))
+    await writing.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    paper_id = await conn.fetchval("SELECT id FROM papers WHERE arxiv_id = '2304.05376'")
+    assert paper_id is not None
+    assert await generation(cache, "paper", paper_id) == 1
+
+
+async def test_an_enrichment_stopped_right_after_its_commit_tells_the_cache(
+    conn: asyncpg.Connection, clock: FakeClock, cache: CacheStore
+) -> None:
+    """Cancelled while it reads the commit's WAL position, the drop of what the commit touched still happens."""
+    from ingest.cache import tell_after_commit
+
+    await harvest_arxiv(conn, FakeOAI(first=enrich_archive_page()).client(clock), cache=cache)
+    paper_id = await conn.fetchval("SELECT id FROM papers WHERE arxiv_id = '2304.05376'")
+    told = asyncio.create_task(tell_after_commit(cache, conn, Touched(papers={paper_id})))
+    await asyncio.sleep(0)  # on its way: the position's round trip
+    told.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await told
+    assert await generation(cache, "paper", paper_id) == 2
