@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 from collections.abc import Coroutine
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
 from cli.common import background_priority, database_url_or_exit, ingest_app, settings_or_exit
 
 _DAY_FORMATS = ["%Y-%m-%d"]
+# The exit status of a run stopped by Ctrl-C or SIGTERM (as a shell reports an interrupted command).
+STOPPED = 130
 
 
 def _ingest_process(settings: Settings) -> None:
@@ -45,15 +49,27 @@ async def _stage(what: str, run: Coroutine[Any, Any, Summary]) -> int:
     from ingest.locks import StageBusy
     from ingest.runner import exit_code
 
+    # SIGTERM (a container stopped, a Job deleted) stops a run as Ctrl-C does: the run is cancelled, and what it
+    # committed is still told to the cache (ingest/cache.py to_the_end) before it exits.
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # not on this platform, or not the main thread
+        if task is not None:
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         summary = await run
     except StageBusy as exc:
         typer.echo(str(exc))
         return 0
+    except asyncio.CancelledError:
+        typer.echo(f"{what}: stopped by a signal; committed work is kept and the next run resumes", err=True)
+        return STOPPED
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
         # A timeout (WOVEPAPER_INGEST_*), a lost connection: every commit so far is kept, the next run resumes.
         typer.echo(f"{what}: stopped: database: {type(exc).__name__}: {exc}; committed work is kept", err=True)
         return 1
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGTERM)
     typer.echo(summary.line(what))
     return exit_code(summary)
 
@@ -155,7 +171,11 @@ async def _all(settings: Settings, wait: bool) -> int:
     try:
         async with hold_stage(settings, "all", wait=wait, on_wait=_waiting):
             code = await _stage("arxiv", _arxiv(settings, None, None, None, wait))
+            if code == STOPPED:
+                return code
             code = max(code, await _stage("enrich", _enrich(settings, None, None, wait)))
+            if code == STOPPED:
+                return code
             if settings.llm is None:
                 typer.echo("analyse: skipped (no language model configured)")
             else:

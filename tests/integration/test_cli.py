@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -268,3 +270,26 @@ def _wait_for_line(proc: subprocess.Popen[bytes], log: Path, text: str, timeout:
         if proc.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"never saw {text!r}:\n{log.read_text()}")
         time.sleep(0.05)
+
+
+async def test_sigterm_stops_an_ingest_stage_as_ctrl_c_does() -> None:
+    """A container stopped (SIGTERM) cancels the ingest's run, which then tells the cache what it committed
+    (tests/ingest/test_cache_invalidation.py) and exits 130, instead of dying wherever it was."""
+    import threading
+
+    from cli.ingest import STOPPED, _stage
+
+    assert threading.current_thread() is threading.main_thread()  # where the loop can take signals
+    started = asyncio.Event()
+
+    async def run() -> Any:
+        started.set()
+        await asyncio.sleep(30)
+
+    async def stop() -> None:
+        await started.wait()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    stopping = asyncio.create_task(stop())
+    assert await asyncio.wait_for(_stage("arxiv", run()), 10) == STOPPED
+    await stopping
