@@ -53,16 +53,17 @@ STORE_LINGER_S: Final = 0.005
 # ARGV value, expected guard, ttl, tag ttl, tag sets, 1 when the tags may decide. A guard that moved refuses the
 # store, but for a response's epoch when the tags may decide (db/cache/invalidation.py): an epoch is `t` and Redis's
 # clock in microseconds when a drop set it, so the store goes ahead when none of its own tags was dropped after the
-# epoch it read, and that epoch is younger than the drop times are kept. On a Cluster the tag sets here are those of
-# the value's hash tag; the others were joined before (_TAG_ADD).
+# epoch it read, and that epoch is younger (by Redis's clock now) than the drop times are kept. On a Cluster the tag
+# sets here are those of the value's hash tag; the others were joined before (_TAG_ADD).
 _STORE_GUARDED = Script("""
 local g = redis.call('GET', KEYS[2]) or '0'
 local sets = tonumber(ARGV[5])
 if g ~= ARGV[2] then
   if ARGV[6] ~= '1' then return 0 end
   local read = ARGV[2] == '0' and 0 or (string.sub(ARGV[2], 1, 1) == 't' and tonumber(string.sub(ARGV[2], 2)))
-  local now = string.sub(g, 1, 1) == 't' and tonumber(string.sub(g, 2))
-  if not read or not now or now - read > tonumber(ARGV[7]) * 1000000 then return 0 end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not read or string.sub(g, 1, 1) ~= 't' or now - read > tonumber(ARGV[7]) * 1000000 then return 0 end
   for i = 3 + sets, 2 + 2 * sets do
     local d = redis.call('GET', KEYS[i])
     if d and (tonumber(d) or math.huge) > read then return 0 end

@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+import db.cache.store as store_module
 import localservers
 from db.cache import keys
 from db.cache.client import create_redis
@@ -448,7 +449,7 @@ async def test_a_harvest_page_s_thousands_of_entities_are_dropped_not_deferred(
 
 
 async def test_a_response_computed_across_a_write_is_kept_unless_the_write_dropped_one_of_its_tags(
-    tmp_path, evicting_redis_url, cache_namespace
+    tmp_path, evicting_redis_url, cache_namespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every invalidation moves every response epoch; a response computed across one is still stored when that
     write dropped none of its tags (on one Redis that never evicted), so the slowest pages are kept while an ingest
@@ -483,6 +484,13 @@ async def test_a_response_computed_across_a_write_is_kept_unless_the_write_dropp
             assert await _stored(store, tags, await _epochs(store, tags)) == [True, True]
             assert store.redis is not None
             assert await store.redis.exists(*tags) == 2
+
+            # An epoch older than the drop times are kept: the store is refused once it moved.
+            with monkeypatch.context() as patched:
+                patched.setattr(store_module, "DROPPED_TTL_S", 0)
+                epochs = await _epochs(store, tags)
+                await invalidate(store, Touched(researcher_figures={2}, lists=False))
+                assert await _stored(store, tags, epochs) == [False, False]
     finally:
         for store in stores:
             await store.aclose()
