@@ -56,7 +56,7 @@ async def build_world(conn: asyncpg.Connection, records: int, seed: int) -> dict
     # New ids continue after those an earlier run of this benchmark gave (2612.00001, 2612.00002, ...).
     earlier = await conn.fetchval("SELECT count(*) FROM papers WHERE arxiv_id >= '2612.' AND arxiv_id < '3'")
     revised = await conn.fetch(
-        """SELECT p.arxiv_id, p.title, p.abstract, p.categories,
+        """SELECT p.arxiv_id, p.title, p.abstract, p.categories, p.doi, p.journal_ref,
                   (SELECT array_agg(v.submitted_at ORDER BY v.version) FROM paper_versions v WHERE v.paper_id = p.id)
                     AS versions,
                   (SELECT array_agg(a.name ORDER BY a.position) FROM authorships a WHERE a.paper_id = p.id) AS authors,
@@ -94,6 +94,8 @@ async def build_world(conn: asyncpg.Connection, records: int, seed: int) -> dict
                 r["title"],
                 r["abstract"],
                 r["categories"],
+                r["doi"],
+                r["journal_ref"],
                 [v.isoformat() for v in r["versions"] or []],
                 list(zip(r["authors"] or [], r["s2"] or [], strict=True)),
             ]
@@ -119,6 +121,9 @@ class Paper:
     versions: list[str]  # ISO dates
     authors: list[Author]
     citations: int
+    # A new version's record carries the paper's DOI and journal reference, as arXiv's do.
+    doi: str | None = None
+    journal_ref: str | None = None
 
 
 def _new_id(n: int) -> str:
@@ -149,9 +154,11 @@ class World:
             self.papers.append(
                 Paper(arxiv_id, W.title(rng, field), W.abstract(rng, field), cats, [stamp], authors, rng.randint(0, 5))
             )
-        for arxiv_id, title, abstract, cats, versions, names in revised:
+        for arxiv_id, title, abstract, cats, doi, journal_ref, versions, names in revised:
             authors = [self._known(rng, name, s2) for name, s2 in names] or [self._author(rng, None)]
-            self.papers.append(Paper(arxiv_id, title, abstract, cats, [*versions, stamp], authors, rng.randint(5, 50)))
+            versions = [*versions, stamp]
+            cited = rng.randint(5, 50)
+            self.papers.append(Paper(arxiv_id, title, abstract, cats, versions, authors, cited, doi, journal_ref))
         self.by_arxiv = {p.arxiv_id: p for p in self.papers}
         self.by_s2: dict[str, list[Paper]] = {}
         for p in self.papers:
@@ -189,6 +196,8 @@ class World:
         )
         names = [a.name for a in p.authors]
         authors = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        refs = f"<doi>{escape(p.doi)}</doi>" if p.doi else ""
+        refs += f"<journal-ref>{escape(p.journal_ref)}</journal-ref>" if p.journal_ref else ""
         return (
             '<record xmlns="http://www.openarchives.org/OAI/2.0/"><header>'
             f"<identifier>oai:arXiv.org:{p.arxiv_id}</identifier><datestamp>2026-12-10</datestamp>"
@@ -196,7 +205,7 @@ class World:
             '<arXivRaw xmlns="http://arxiv.org/OAI/arXivRaw/">'
             f"<id>{p.arxiv_id}</id><submitter>{escape(names[0])}</submitter>{versions}"
             f"<title>{escape(p.title)}</title><authors>{escape(authors)}</authors>"
-            f"<categories>{' '.join(p.categories)}</categories><comments>12 pages</comments>"
+            f"<categories>{' '.join(p.categories)}</categories><comments>12 pages</comments>{refs}"
             "<license>http://creativecommons.org/licenses/by/4.0/</license>"
             f"<abstract>  {escape(p.abstract)}</abstract></arXivRaw></metadata></record>"
         ).encode()

@@ -203,8 +203,8 @@ def _world() -> World:
         ["Wei Zhang", "1000002", None, None, 3, 10, 2, None, None, None, None],
     ]
     institutions = [["I1000000001", "05gq02987", "Brown University", "US", "education"]]
-    revised = [["hep-th/9901001", "A Title", "An abstract.", ["hep-th"], ["1999-01-04T10:00:00+00:00"],
-                [["Jana Müller", "1000001"], ["Someone Else", ""]]]]  # fmt: skip
+    revised = [["hep-th/9901001", "A Title", "An abstract.", ["hep-th"], "10.1016/j.x.1999.01.001", "Phys. X 1 (1999)",
+                ["1999-01-04T10:00:00+00:00"], [["Jana Müller", "1000001"], ["Someone Else", ""]]]]  # fmt: skip
     return World({"records": 6, "seed": 3, "first": 1, "people": people, "institutions": institutions,
                   "revised": revised})  # fmt: skip
 
@@ -216,6 +216,9 @@ def test_the_fake_upstreams_answer_in_formats_the_ingest_parses() -> None:
     assert [r.arxiv_id for r in page.records] == [p.arxiv_id for p in world.papers]
     revised = next(r for r in page.records if r.arxiv_id == "hep-th/9901001")
     assert revised.version == 2 and [a.name for a in revised.authors] == ["Jana Müller", "Someone Else"]
+    # A new version keeps its DOI and journal reference, as arXiv's records do (dropping them would change what
+    # its authors' careers count).
+    assert (revised.doi, revised.journal_ref) == ("10.1016/j.x.1999.01.001", "Phys. X 1 (1999)")
     new = next(r for r in page.records if r.arxiv_id == "2612.00001")
     assert new.categories and new.abstract and new.title
 
